@@ -1,0 +1,3 @@
+"""Fleet: multi-cluster queueing and dispatch for Ascend NPU training jobs."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,34 @@
+"""The ``fleet`` command: one entry point whose subcommands live in sibling modules.
+
+Each ``fleet/cli/<group>.py`` defines a click command or group; it is registered here so that
+``fleet --help`` lists everything a user or admin can type.
+"""
+
+from __future__ import annotations
+
+import click
+
+from fleet import __version__
+
+__all__ = ["main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="fleet")
+def main() -> None:
+    """Fleet: one queue for many NPU clusters."""
+
+
+def _register() -> None:
+    from fleet.cli import quota
+
+    main.add_command(quota.quota)
+    from fleet.cli.explain import explain
+
+    main.add_command(explain)
+    from fleet.cli.sim import sim
+
+    main.add_command(sim)
+
+
+_register()

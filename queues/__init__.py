@@ -1,0 +1,106 @@
+"""Quota and queueing for Fleet: the ElasticQuotaTree, its Redis ledger, pending queues.
+
+Every other part of Fleet asks this package one question: may this job start now, and if not,
+exactly why. It knows nothing of Kubernetes clusters and never imports :mod:`fleet`.
+
+The tree
+    :mod:`queues.tree` models the ElasticQuotaTree as Kube Queue writes it (quantities become exact
+    integers through :mod:`queues.quantity`); :mod:`queues.validation` checks it, every problem
+    naming the node path, the field and the rule (``root/child-2: min.cpu 20 exceeds max.cpu 10``).
+
+The ledger (:mod:`queues.ledger`)
+    Redis holds, under one hash tag (:mod:`queues.keys`): the applied tree, compiled to one hash
+    per node (its ``max``/``min`` limits and its chain of ancestors) which also holds what its
+    subtree uses (``kube-queue/max-jobs`` counting its admitted jobs), how many jobs its subtree
+    has pending and what its children are owed; one record per job in either the ``pending``
+    or the ``admitted`` hash (leaf, priority, submission sequence, request); and per node a
+    sorted set as its queue.
+
+    The record hashes are the truth; the counters are a cache of their sums that makes a decision
+    cost O(depth), not O(jobs). Every change is one Lua script (``queues/lua``), so it is atomic:
+    admission checks ``used + request <= max`` for every resource each node names on the leaf
+    and all its ancestors, plus the min-guarantee borrowing rule, and only then charges them all
+    and moves the record from ``pending`` to ``admitted``. A job is therefore never charged
+    twice, never charged on half its chain, never both pending and admitted, and never neither:
+    release, requeue (back to its old place) and apply are scripts too. Admission and release
+    are idempotent per job. :meth:`Ledger.admit_pending_many` sends many decisions to one script
+    run, which makes them one after the other exactly as separate scripts would, reading shared
+    ancestors once (the run memoises node fields and writes every change through). Redis runs
+    a script whole or (on a crash) not at all, and with AOF persistence a restart replays whole
+    scripts, so a crash cannot leave half an admission.
+
+    Applying a tree recomputes usage and pending counts from the records, so a changed tree keeps
+    its usage; it is refused, before anything is written, when a node that would disappear still
+    holds jobs or when a ``max`` would be below what is in use (invariant 1 holds at every step).
+    :meth:`Ledger.rebuild` recomputes everything from the records and reports (or fixes) drift.
+
+Limits
+    A resource a node's ``max`` does not name is unlimited at that node, as is a ``max`` at or
+    above 2**53 (or 2**31-1 for max-jobs). Lua numbers are doubles: every compared amount is below
+    2**53 and exact; sums go through Redis ``HINCRBY`` (int64) or an exact two-part accumulator.
+
+Borrowing
+    A node whose usage would exceed its ``min`` in a resource is borrowing. It may, only if every
+    ancestor that limits the resource keeps enough headroom, after the admission, for the unused
+    guarantee (``min - used``) of each sibling that is below its ``min`` and has pending jobs.
+    Each node keeps ``due:<r>``, the sum of what its children are owed (``min - used`` where
+    positive, while the child's subtree has pending jobs), updated by every script that changes
+    usage or pending counts, so the check reads one number at the parent instead of walking the
+    siblings or their queues. It is conservative: a waiting sibling's whole unused guarantee is
+    kept free for it, whatever its queued jobs ask.
+
+Queues and order
+    :mod:`queues.pending`: per node, ordered by priority then submission. Under the best-effort
+    policy the dispatcher may admit any queued job (it skips a blocked head); under the strict
+    policy :meth:`Ledger.admit_pending` refuses all but the head. :mod:`queues.views` derives one
+    queue per tree node (``root``, ``root-child-2``) with min, max, used, admitted and pending.
+    :mod:`queues.reasons` turns a refusal into the pending reason a user reads, e.g.
+    ``quota root/child-2: kube-queue/max-jobs 1/1 in use``.
+
+With no tree applied, every job belongs to the implicit ``root``: queue order holds, quota does
+not limit (capacity alone does).
+"""
+
+from queues.keys import DEFAULT_KEYS, Keys
+from queues.ledger import Applied, ApplyRefused, Decision, Drift, Ledger, VersionConflict
+from queues.pending import PendingQueues, QueuePolicy
+from queues.reasons import Refusal, RefusalKind
+from queues.records import InvalidRequest, JobRecord, JobState, LedgerError
+from queues.tree import IMPLICIT_ROOT, QUOTA_LABEL, ElasticQuotaTree, QuotaNode, UnboundJob, queue_name
+from queues.validation import Problem, Severity, TreeInvalid, check, load, load_file, validate
+from queues.views import QueueView, format_views, queue_views
+
+__all__ = [
+    "DEFAULT_KEYS",
+    "IMPLICIT_ROOT",
+    "QUOTA_LABEL",
+    "Applied",
+    "ApplyRefused",
+    "Decision",
+    "Drift",
+    "ElasticQuotaTree",
+    "InvalidRequest",
+    "JobRecord",
+    "JobState",
+    "Keys",
+    "Ledger",
+    "LedgerError",
+    "PendingQueues",
+    "Problem",
+    "QueuePolicy",
+    "QueueView",
+    "QuotaNode",
+    "Refusal",
+    "RefusalKind",
+    "Severity",
+    "TreeInvalid",
+    "UnboundJob",
+    "VersionConflict",
+    "check",
+    "format_views",
+    "load",
+    "load_file",
+    "queue_name",
+    "queue_views",
+    "validate",
+]

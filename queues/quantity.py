@@ -1,0 +1,84 @@
+"""Kubernetes quantities as exact integers: the one home of quantity parsing in Fleet.
+
+Everything that holds an amount of a resource (the quota ledger, job demand, node capacity)
+stores it as an ``int`` in a canonical unit, never as a float, so that sums and comparisons in
+Python and in Redis Lua agree to the unit:
+
+* ``cpu`` is counted in millicores (``"500m"`` -> 500, ``2`` -> 2000);
+* every other resource (memory, ``huawei.com/Ascend910``, ``kube-queue/max-jobs``, ...) is
+  counted in its base unit (bytes for memory), rounded up like the API server rounds requests.
+
+Parsing is delegated to the official ``kubernetes`` client's ``parse_quantity``; this module only
+fixes the units and the rounding. Redis Lua numbers are doubles, so amounts above 2**53 lose
+exactness there: :data:`UNLIMITED` caps them, and a limit at or above it means "not limited".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from decimal import Decimal
+
+from kubernetes.utils.quantity import parse_quantity
+
+__all__ = [
+    "MAX_JOBS",
+    "MAX_JOBS_UNLIMITED",
+    "MILLI_RESOURCES",
+    "UNLIMITED",
+    "QuantityError",
+    "format_quantity",
+    "parse",
+    "parse_resources",
+]
+
+#: The ElasticQuotaTree key that counts admitted, unfinished jobs.
+MAX_JOBS = "kube-queue/max-jobs"
+#: Kube Queue's convention: a max-jobs at or above 2**31-1 means unlimited.
+MAX_JOBS_UNLIMITED = 2**31 - 1
+#: Largest integer a Redis Lua number holds exactly; larger limits mean "unlimited".
+UNLIMITED = 2**53
+#: Resources counted in thousandths of their unit.
+MILLI_RESOURCES = frozenset({"cpu"})
+
+
+class QuantityError(ValueError):
+    """A value that is not a valid Kubernetes quantity (or is negative where that is wrong)."""
+
+
+def parse(resource: str, value: object) -> int:
+    """Parse ``value`` (``"10Gi"``, ``500``, ``"500m"``) into the canonical integer for ``resource``."""
+    if isinstance(value, bool) or value is None:
+        raise QuantityError(f"{value!r} is not a quantity")
+    try:
+        amount: Decimal = parse_quantity(value)  # type: ignore[no-untyped-call]
+    except (ValueError, TypeError, ArithmeticError) as exc:
+        raise QuantityError(f"{value!r} is not a quantity") from exc
+    if not amount.is_finite():
+        raise QuantityError(f"{value!r} is not a quantity")
+    if resource in MILLI_RESOURCES:
+        amount *= 1000
+    # Round away from zero so that a tiny negative amount stays detectably negative.
+    return math.ceil(amount) if amount >= 0 else -math.ceil(-amount)
+
+
+def parse_resources(values: Mapping[str, object] | None) -> dict[str, int]:
+    """Parse a ``{resource: quantity}`` map; raises :class:`QuantityError` naming the resource."""
+    out: dict[str, int] = {}
+    for name, value in (values or {}).items():
+        try:
+            out[str(name)] = parse(str(name), value)
+        except QuantityError as exc:
+            raise QuantityError(f"{name}: {exc}") from exc
+    return out
+
+
+def format_quantity(resource: str, amount: int) -> str:
+    """Render a canonical amount the way a person reads it (``2500m``, ``10Gi``, ``8``)."""
+    if resource in MILLI_RESOURCES:
+        return str(amount // 1000) if amount % 1000 == 0 else f"{amount}m"
+    if resource == "memory" or resource.endswith("storage"):
+        for suffix, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if amount and amount % size == 0:
+                return f"{amount // size}{suffix}"
+    return str(amount)

@@ -1,0 +1,72 @@
+"""Shared fixtures: Redis in two lanes (fakeredis and a private real redis-server).
+
+``redis_client`` is parametrised over both lanes so that one test proves the same behaviour (and
+the same Lua) on fakeredis and on real Redis. With ``CI=true`` a missing ``redis-server`` fails
+the run instead of skipping the real lane.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import fakeredis
+import pytest
+import redis
+
+from tests.support.redis_server import REDIS_SERVER, RedisServer
+
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def _require_redis_server() -> None:
+    if REDIS_SERVER is None:
+        if IN_CI:
+            pytest.fail("redis-server is not installed; CI must run the real-Redis lane")
+        pytest.skip("redis-server is not installed")
+
+
+@pytest.fixture(scope="session")
+def redis_server_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One real redis-server shared by the tests of a session (flushed per test)."""
+    _require_redis_server()
+    server = RedisServer(tmp_path_factory.mktemp("redis-session"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A real redis-server of this test's own, which it may kill -9 and restart."""
+    _require_redis_server()
+    server = RedisServer(tmp_path)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def real_redis(redis_server_session: RedisServer) -> Iterator[redis.Redis]:
+    client = redis_server_session.client()
+    client.flushall()
+    yield client
+    client.flushall()
+    client.close()
+
+
+@pytest.fixture
+def fake_redis() -> Iterator[redis.Redis]:
+    server = fakeredis.FakeServer()
+    client = fakeredis.FakeRedis(server=server)
+    yield client
+    client.close()
+
+
+@pytest.fixture(params=["fakeredis", "redis"])
+def redis_client(request: pytest.FixtureRequest) -> redis.Redis:
+    """The same test on fakeredis (fast lane) and on a real redis-server (integration lane)."""
+    fixture = "fake_redis" if request.param == "fakeredis" else "real_redis"
+    client: redis.Redis = request.getfixturevalue(fixture)
+    return client

@@ -1,0 +1,46 @@
+"""Quantities become exact integers in canonical units, through the kubernetes client's parser."""
+
+from __future__ import annotations
+
+import pytest
+
+from queues.quantity import QuantityError, format_quantity, parse, parse_resources
+
+
+@pytest.mark.parametrize(
+    ("resource", "value", "expected"),
+    [
+        ("cpu", "500m", 500),
+        ("cpu", 2, 2000),
+        ("cpu", 999900, 999_900_000),
+        ("memory", "40Gi", 40 * 2**30),
+        ("memory", "400000Gi", 400_000 * 2**30),
+        ("memory", "1k", 1000),
+        ("huawei.com/Ascend910", 2, 2),
+        ("kube-queue/max-jobs", 10000000000, 10_000_000_000),
+        ("memory", "0.5", 1),  # rounded up like the API server
+        ("cpu", "0.1m", 1),
+    ],
+)
+def test_parse_canonical_units(resource: str, value: object, expected: int) -> None:
+    assert parse(resource, value) == expected
+
+
+@pytest.mark.parametrize("value", ["ten", "10Gb", "", None, True, "1.2.3", "Gi"])
+def test_parse_rejects_non_quantities(value: object) -> None:
+    with pytest.raises(QuantityError):
+        parse("memory", value)
+
+
+def test_parse_resources_names_the_resource() -> None:
+    with pytest.raises(QuantityError, match=r"^memory: "):
+        parse_resources({"cpu": 1, "memory": "lots"})
+
+
+@pytest.mark.parametrize(
+    ("resource", "amount", "text"),
+    [("cpu", 2500, "2500m"), ("cpu", 3000, "3"), ("memory", 10 * 2**30, "10Gi"), ("x", 8, "8")],
+)
+def test_format_quantity_round_trips(resource: str, amount: int, text: str) -> None:
+    assert format_quantity(resource, amount) == text
+    assert parse(resource, text) == amount

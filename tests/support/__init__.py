@@ -1,0 +1,1 @@
+"""Test support: servers and helpers that the fixtures in ``tests/conftest.py`` start."""
