@@ -1,0 +1,345 @@
+"""The Redis quota ledger: apply a tree, admit, release, requeue, rebuild. See :mod:`queues`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from queues.keys import DEFAULT_KEYS, Keys
+from queues.pending import PendingQueues, QueuePolicy
+from queues.quantity import format_quantity
+from queues.reasons import Refusal, refusal_from_reply
+from queues.records import (
+    JobRecord,
+    JobState,
+    LedgerError,
+    check_job,
+    decode_record,
+    request_args,
+    score_of,
+    text,
+)
+from queues.scripts import scripts_for
+from queues.tree import IMPLICIT_ROOT, ElasticQuotaTree, is_unlimited
+from queues.validation import Problem, Severity, TreeInvalid, validate
+
+__all__ = ["Applied", "ApplyRefused", "Decision", "Drift", "Ledger", "VersionConflict"]
+
+
+class ApplyRefused(LedgerError):
+    """The tree was not applied (it would lose jobs or break a limit); nothing changed."""
+
+
+class VersionConflict(ApplyRefused):
+    """Someone applied another tree since the version the caller based its change on."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The answer to "may this job start now": admitted, or refused with the exact reason."""
+
+    job: str
+    admitted: bool
+    leaf: str = ""
+    refusal: Refusal | None = None
+    #: True when the job had been admitted before this call (admission is idempotent).
+    already: bool = False
+    #: Why no decision could be made (the job was neither pending nor admitted: it was released).
+    error: str = ""
+
+    @property
+    def reason(self) -> str | None:
+        if self.refusal is not None:
+            return str(self.refusal)
+        return self.error or None
+
+
+@dataclass(frozen=True)
+class Applied:
+    version: int
+    changed: bool
+    warnings: list[Problem] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Drift:
+    """A counter that disagrees with the job records.
+
+    ``field`` is the node-hash field (``used:cpu``, ``pending``, ``due:cpu``) or
+    ``queue`` (the node's queue length against its pending records).
+    """
+
+    node: str
+    field: str
+    stored: int
+    expected: int
+
+    def __str__(self) -> str:
+        return f"{self.node}: {self.field} counter {self.stored}, job records say {self.expected}"
+
+
+def _compile(tree: ElasticQuotaTree) -> list[dict[str, Any]]:
+    """The tree as the Lua scripts store it: one entry per node with its chain to the root."""
+    parents: dict[str, str | None] = {}
+    out: list[dict[str, Any]] = []
+    for path, parent_path, node in tree.walk():
+        parent = parent_path.rsplit("/", 1)[-1] if parent_path else None
+        parents[node.name] = parent
+        chain = [node.name]
+        while (up := parents[chain[-1]]) is not None:
+            chain.append(up)
+        limits = {f"max:{r}": str(a) for r, a in node.max.items() if not is_unlimited(r, a)}
+        limits.update({f"min:{r}": str(a) for r, a in node.min.items() if a > 0})
+        guarded = [c.name for c in node.children if any(a > 0 for a in c.min.values())]
+        mins = sorted(r for r, a in node.min.items() if a > 0)
+        out.append(
+            {
+                "name": node.name,
+                "path": path,
+                "parent": parent or "",
+                "chain": chain,
+                "guarded": guarded,
+                "mins": mins,
+                "limits": limits,
+            }
+        )
+    return out
+
+
+class Ledger:
+    """Quota usage in Redis, changed only by atomic Lua scripts over a leaf and its ancestors.
+
+    One instance per Redis client; it is cheap and holds no state but a parsed copy of the
+    applied tree (refreshed when its version changes).
+    """
+
+    def __init__(self, client: redis.Redis, keys: Keys = DEFAULT_KEYS) -> None:
+        self.client = client
+        self.keys = keys
+        self.pending = PendingQueues(client, keys)
+        self._scripts = scripts_for(client, keys)
+        self._tree: tuple[int, ElasticQuotaTree] | None = None
+
+    # -- the tree ---------------------------------------------------------------------------
+
+    def version(self) -> int:
+        """The applied tree's version; 0 while none is applied."""
+        return int(self.client.hget(self.keys.meta, "version") or 0)
+
+    def tree(self) -> ElasticQuotaTree | None:
+        """The applied tree, or None (then admission is unlimited under the implicit root)."""
+        version = self.version()
+        if version == 0:
+            return None
+        if self._tree is None or self._tree[0] != version:
+            raw = self.client.hget(self.keys.meta, "spec")
+            if raw is None:
+                return None
+            self._tree = (version, ElasticQuotaTree.model_validate(json.loads(text(raw))))
+        return self._tree[1]
+
+    def apply(self, tree: ElasticQuotaTree, *, expected_version: int | None = None) -> Applied:
+        """Make ``tree`` the quota tree, keeping usage (recomputed from the admitted jobs).
+
+        Refused with :class:`ApplyRefused` (nothing changes) when a node that would disappear
+        still holds admitted or pending jobs, or a ``max`` is below what is already in use;
+        with :class:`VersionConflict` when ``expected_version`` is given and is not current.
+        Re-applying the same tree is a no-op that keeps the version.
+        """
+        problems = validate(tree)
+        errors = [p for p in problems if p.severity is Severity.ERROR]
+        if errors:
+            raise TreeInvalid(errors)
+        warnings = [p for p in problems if p.severity is Severity.WARNING]
+        spec = json.dumps(tree.to_document(), sort_keys=True, separators=(",", ":"))
+        nodes = _compile(tree)
+        named = sorted({field.split(":", 1)[1] for node in nodes for field in node["limits"]})
+        governed = "\t" + "".join(f"{r}\t" for r in named)
+        expected = "" if expected_version is None else str(expected_version)
+        args = [expected, spec, json.dumps(nodes), governed]
+        reply = self._scripts.apply(keys=[self.keys.meta], args=args)
+        status = int(reply[0])
+        if status in (1, 2):
+            return Applied(int(reply[1]), status == 1, warnings)
+        kind = text(reply[1])
+        if kind == "version":
+            raise VersionConflict(f"the applied tree is version {text(reply[2])}, not {expected_version}")
+        if kind in ("admitted", "pending"):
+            old = self.tree()
+            name = text(reply[2])
+            where = old.paths().get(name, name) if old is not None else name
+            raise ApplyRefused(
+                f"{where}: still has {kind} job {text(reply[3])}; a node with {kind} jobs cannot be removed"
+            )
+        name, resource = text(reply[2]), text(reply[3])
+        path = tree.paths().get(name, name)
+        used, limit = int(reply[4]), int(reply[5])
+        raise ApplyRefused(
+            f"{path}: max.{resource} {format_quantity(resource, limit)} is below the "
+            f"{format_quantity(resource, used)} in use; release jobs first"
+        )
+
+    def resolve_leaf(self, namespace: str, labels: Mapping[str, str] | None = None) -> str:
+        """The node a job of ``namespace`` with ``labels`` is queued and charged on.
+
+        Raises :class:`queues.tree.UnboundJob` naming the namespace (or label) when the applied
+        tree has no node for it; with no tree applied every job goes to the implicit root.
+        """
+        tree = self.tree()
+        return IMPLICIT_ROOT if tree is None else tree.leaf_for(namespace, labels)
+
+    # -- jobs -------------------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        job: str,
+        leaf: str,
+        request: Mapping[str, int],
+        priority: int = 0,
+        *,
+        pipeline: redis.client.Pipeline | None = None,
+    ) -> JobState | None:
+        """Queue a job; see :meth:`queues.pending.PendingQueues.enqueue`."""
+        return self.pending.enqueue(job, leaf, request, priority, pipeline=pipeline)
+
+    def admit(self, job: str, leaf: str, request: Mapping[str, int], priority: int = 0) -> Decision:
+        """Admit a job that was never queued, charging ``leaf`` and its ancestors, or refuse it."""
+        check_job(job)
+        args = ["direct", job, leaf, score_of(priority), *request_args(request)]
+        return self._decision(job, self._scripts.admit(keys=[self.keys.meta], args=args))
+
+    def admit_pending(self, job: str, policy: QueuePolicy = QueuePolicy.BEST_EFFORT) -> Decision:
+        """One atomic decision: take ``job`` from its queue and admit it, or leave it and say why.
+
+        Under :attr:`QueuePolicy.STRICT` only the head of its queue may be admitted. Raises
+        :class:`LedgerError` when the job is neither pending nor admitted.
+        """
+        decision = self.admit_pending_many([job], policy)[0]
+        if decision.error:
+            raise LedgerError(decision.error)
+        return decision
+
+    def admit_pending_many(
+        self, jobs: Sequence[str], policy: QueuePolicy = QueuePolicy.BEST_EFFORT, *, batch: int = 64
+    ) -> list[Decision]:
+        """:meth:`admit_pending` for several jobs, decided one after the other, in order.
+
+        ``batch`` jobs go to one script run (and all batches in one pipeline): each decision is
+        exactly the one a script of its own would make at that point, batching only saves round
+        trips and per-script overhead; it holds Redis for ``batch`` decisions at a time. A job
+        released meanwhile gets a decision with ``error`` set rather than an exception, so the
+        others' are kept.
+        """
+        strict = "1" if policy is QueuePolicy.STRICT else "0"
+        for job in jobs:
+            check_job(job)
+        pipe = self.client.pipeline(transaction=False)
+        for start in range(0, len(jobs), batch):
+            args = ["pending", strict, *jobs[start : start + batch]]
+            self._scripts.admit(keys=[self.keys.meta], args=args, client=pipe)
+        replies = [reply for chunk in pipe.execute() for reply in chunk]
+        return [self._decision(job, reply, lenient=True) for job, reply in zip(jobs, replies, strict=True)]
+
+    def _decision(self, job: str, reply: bytes | str, *, lenient: bool = False) -> Decision:
+        status, _, rest = text(reply).partition("\t")
+        if status == "-1":
+            if lenient:
+                return Decision(job, False, error=rest)
+            raise LedgerError(rest)
+        if status == "0":
+            return Decision(job, False, refusal=refusal_from_reply(rest))
+        return Decision(job, True, rest, already=status == "2")
+
+    def release(self, job: str, *, pipeline: redis.client.Pipeline | None = None) -> JobState | None:
+        """Forget a finished or deleted job: return its usage, or take it out of its queue.
+
+        Idempotent; returns the state the job was in (None when queued into ``pipeline``).
+        """
+        check_job(job)
+        if pipeline is not None:
+            self._scripts.release(keys=[self.keys.meta], args=[job], client=pipeline)
+            return None
+        reply = self._scripts.release(keys=[self.keys.meta], args=[job])
+        if int(reply[0]) == -1:
+            raise LedgerError(text(reply[1]))
+        return JobState(text(reply[1]))
+
+    def requeue(self, job: str) -> bool:
+        """Move an admitted job back to its queue, in its old place (failover, no fit found).
+
+        Atomic, so the job is never in neither state. False when it was not admitted.
+        """
+        check_job(job)
+        reply = self._scripts.requeue(keys=[self.keys.meta], args=[job])
+        if int(reply[0]) == -1:
+            raise LedgerError(text(reply[1]))
+        return int(reply[0]) == 1
+
+    def state(self, job: str) -> JobState:
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hexists(self.keys.admitted, job)
+        pipe.hexists(self.keys.pending, job)
+        admitted, pending = pipe.execute()
+        if admitted:
+            return JobState.ADMITTED
+        return JobState.PENDING if pending else JobState.ABSENT
+
+    def record(self, job: str) -> JobRecord | None:
+        """The admitted job's record (leaf and request it is charged with), or None."""
+        raw = self.client.hget(self.keys.admitted, job)
+        return None if raw is None else decode_record(job, raw)
+
+    def records(self) -> dict[str, JobRecord]:
+        """Every admitted job (a full scan: for tools and tests, not for the decision path)."""
+        return {
+            text(job): decode_record(text(job), raw)
+            for job, raw in self.client.hscan_iter(self.keys.admitted, count=1000)
+        }
+
+    def nodes(self) -> list[str]:
+        """The names of the applied tree's nodes (just the implicit root while there is none)."""
+        names = sorted(text(n) for n in self.client.smembers(self.keys.nodes))
+        return names or [IMPLICIT_ROOT]
+
+    def usage(self, node: str) -> dict[str, int]:
+        """What ``node``'s subtree uses; ``kube-queue/max-jobs`` is its count of admitted jobs."""
+        return self.usages([node])[node]
+
+    def usages(self, nodes: Iterable[str]) -> dict[str, dict[str, int]]:
+        """:meth:`usage` of several nodes in one round trip."""
+        return {
+            name: {k[5:]: v for k, v in fields.items() if k.startswith("used:")}
+            for name, fields in self._derived(nodes).items()
+        }
+
+    def pending_counts(self) -> dict[str, int]:
+        """Node -> jobs pending in its subtree."""
+        return {name: fields.get("pending", 0) for name, fields in self._derived(self.nodes()).items()}
+
+    def _derived(self, nodes: Iterable[str]) -> dict[str, dict[str, int]]:
+        pipe = self.client.pipeline(transaction=False)
+        names = list(nodes)
+        for name in names:
+            pipe.hgetall(self.keys.node(name))
+        out: dict[str, dict[str, int]] = {}
+        for name, raw in zip(names, pipe.execute(), strict=True):
+            fields = ((text(k), text(v)) for k, v in raw.items())
+            out[name] = {
+                k: int(v) for k, v in fields if (k == "pending" or k.startswith("used:")) and int(v) != 0
+            }
+        return out
+
+    def rebuild(self, *, fix: bool = False) -> list[Drift]:
+        """Recompute usage, pending counts and queues from the job records; report the drift.
+
+        With ``fix`` the counters are overwritten by the recomputed values, in the same atomic
+        script. An empty list means the counters agree with the jobs (invariant 2).
+        """
+        reply = self._scripts.rebuild(keys=[self.keys.meta], args=["1" if fix else "0"])
+        if reply and not isinstance(reply[0], list) and int(reply[0]) == -1:
+            raise LedgerError(text(reply[1]))
+        return [Drift(text(n), text(f), int(s), int(e)) for n, f, s, e in reply]

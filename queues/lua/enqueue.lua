@@ -1,0 +1,16 @@
+-- Queue a job on a node: ARGV = job, leaf, score (-priority), resource, amount, ...
+-- {1, seq} queued now | {2, state} already pending or admitted (nothing changes) | {-1, why}
+local job, leaf, score = ARGV[1], ARGV[2], ARGV[3]
+if redis.call('HEXISTS', K_PENDING, job) == 1 then return {2, 'pending'} end
+if redis.call('HEXISTS', K_ADMITTED, job) == 1 then return {2, 'admitted'} end
+local chain, why = chain_of(leaf)
+if not chain then return {-1, why} end
+local seq = string.format('%016d', redis.call('INCR', K_SEQ))
+local rec = {leaf, score, seq}
+for i = 4, #ARGV do rec[#rec + 1] = ARGV[i] end
+redis.call('HSET', K_PENDING, job, table.concat(rec, '\t'))
+redis.call('ZADD', k_queue(leaf), score, member_of(seq, job))
+local before = owed_before(chain)
+count_pending(chain, 1)
+settle_owed(chain, before)
+return {1, seq}

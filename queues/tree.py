@@ -1,0 +1,152 @@
+"""The ElasticQuotaTree as Kube Queue writes it, with its quantities as exact canonical integers.
+
+The model is strict about shape (unknown fields are refused: a misspelt ``mxa`` must not silently
+mean "unlimited") and converts every ``min``/``max`` quantity through :mod:`queues.quantity` as it
+loads, so nothing downstream ever sees a float. It dumps quantities back as Kubernetes strings, so
+``ElasticQuotaTree.model_validate(tree.model_dump())`` round-trips exactly. The semantic rules
+(unique names, ``min <= max``, ...) live in :mod:`queues.validation`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_serializer, field_validator
+
+from queues.quantity import MAX_JOBS, MAX_JOBS_UNLIMITED, UNLIMITED, QuantityError, format_quantity, parse
+
+__all__ = [
+    "API_VERSION",
+    "IMPLICIT_ROOT",
+    "KIND",
+    "QUOTA_LABEL",
+    "TREE_NAMESPACE",
+    "ElasticQuotaTree",
+    "QuotaNode",
+    "UnboundJob",
+    "is_unlimited",
+    "queue_name",
+]
+
+API_VERSION: Final = "scheduling.sigs.k8s.io/v1beta1"
+KIND: Final = "ElasticQuotaTree"
+#: The only namespace where Kube Queue honours an ElasticQuotaTree.
+TREE_NAMESPACE = "kube-system"
+#: A job label naming its quota node explicitly (wins over the namespace binding).
+QUOTA_LABEL = "quota.scheduling.alibabacloud.com/name"
+#: The node every job belongs to while no tree is applied: queue order, no limits.
+IMPLICIT_ROOT = "root"
+
+
+def is_unlimited(resource: str, amount: int) -> bool:
+    """Whether a ``max`` this large means "not limited" (Kube Queue's max-jobs convention, 2**53)."""
+    return amount >= UNLIMITED or (resource == MAX_JOBS and amount >= MAX_JOBS_UNLIMITED)
+
+
+def queue_name(path: str) -> str:
+    """The derived queue of a node: ``root/child-2`` -> ``root-child-2`` (as Kube Queue names it)."""
+    return path.replace("/", "-")
+
+
+class UnboundJob(LookupError):
+    """A job that no quota node takes: its namespace is unbound, or its label names no leaf."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class QuotaNode(_Strict):
+    """One node: guaranteed ``min``, ceiling ``max`` (canonical ints), children or namespaces."""
+
+    name: str
+    min: dict[str, int] = Field(default_factory=dict)
+    max: dict[str, int] = Field(default_factory=dict)
+    children: tuple[QuotaNode, ...] = ()
+    namespaces: tuple[str, ...] = ()
+    attributes: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("min", "max", mode="before")
+    @classmethod
+    def _quantities(cls, value: Any, info: ValidationInfo) -> dict[str, int]:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{info.field_name} must be a map of resource to quantity")
+        out: dict[str, int] = {}
+        for resource, raw in value.items():
+            try:
+                out[str(resource)] = parse(str(resource), raw)
+            except QuantityError as exc:
+                raise ValueError(f"{info.field_name}.{resource} {exc}") from None
+        return out
+
+    @field_validator("children", "namespaces", mode="before")
+    @classmethod
+    def _none_is_empty(cls, value: Any) -> Any:
+        return () if value is None else value
+
+    @field_serializer("min", "max")
+    def _dump_quantities(self, value: dict[str, int]) -> dict[str, str]:
+        return {resource: format_quantity(resource, amount) for resource, amount in value.items()}
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children
+
+    def limit(self, resource: str) -> int | None:
+        """The node's ``max`` for ``resource``, or None when it does not limit it."""
+        amount = self.max.get(resource)
+        return None if amount is None or is_unlimited(resource, amount) else amount
+
+
+class TreeMeta(BaseModel):
+    """Object metadata; labels, annotations and the like are kept out of the way, not refused."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    name: str = "elasticquotatree"
+    namespace: str = TREE_NAMESPACE
+
+
+class TreeSpec(_Strict):
+    root: QuotaNode
+
+
+class ElasticQuotaTree(_Strict):
+    """The whole document; :meth:`walk` yields ``(path, parent_path, node)`` root first."""
+
+    api_version: Literal["scheduling.sigs.k8s.io/v1beta1"] = Field(API_VERSION, alias="apiVersion")
+    kind: Literal["ElasticQuotaTree"] = KIND
+    metadata: TreeMeta = Field(default_factory=TreeMeta)
+    spec: TreeSpec
+
+    def walk(self) -> Iterator[tuple[str, str | None, QuotaNode]]:
+        stack: list[tuple[str, str | None, QuotaNode]] = [(self.spec.root.name, None, self.spec.root)]
+        while stack:
+            path, parent, node = stack.pop()
+            yield path, parent, node
+            stack.extend((f"{path}/{child.name}", path, child) for child in reversed(node.children))
+
+    def paths(self) -> dict[str, str]:
+        """Node name -> path (``child-2`` -> ``root/child-2``); names are unique in a valid tree."""
+        return {node.name: path for path, _, node in self.walk()}
+
+    def leaf_for(self, namespace: str, labels: Mapping[str, str] | None = None) -> str:
+        """The name of the leaf a job belongs to: its quota label's node, else its namespace's."""
+        nodes = {node.name: node for _, _, node in self.walk()}
+        named = (labels or {}).get(QUOTA_LABEL)
+        if named is not None:
+            node = nodes.get(named)
+            if node is None or not node.is_leaf:
+                raise UnboundJob(f"label {QUOTA_LABEL}={named!r} names no leaf of the ElasticQuotaTree")
+            return named
+        for node in nodes.values():
+            if namespace in node.namespaces:
+                return node.name
+        raise UnboundJob(f"namespace {namespace!r} is bound to no node of the ElasticQuotaTree")
+
+    def to_document(self) -> dict[str, Any]:
+        """The tree as YAML/JSON would write it (quantities as Kubernetes strings)."""
+        return self.model_dump(by_alias=True, exclude_defaults=False)

@@ -1,0 +1,127 @@
+"""Test helpers for the quota engine: tree documents and an independent invariant checker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from queues import ElasticQuotaTree, Ledger, load
+from queues.quantity import MAX_JOBS
+from queues.tree import IMPLICIT_ROOT
+
+
+def tree_doc(root: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.sigs.k8s.io/v1beta1",
+        "kind": "ElasticQuotaTree",
+        "metadata": {"name": "elasticquotatree", "namespace": "kube-system"},
+        "spec": {"root": root},
+    }
+
+
+def make_tree(root: dict[str, Any]) -> ElasticQuotaTree:
+    tree, _ = load(tree_doc(root))
+    return tree
+
+
+def assert_invariants(ledger: Ledger) -> None:
+    """DESIGN.md invariants 1 and 2, computed from the job records without the engine's code.
+
+    1. no node uses more than a max it names (max-jobs included);
+    2. every counter equals the sum over the admitted jobs (pending counts and queues likewise),
+    and no job is both pending and admitted.
+    """
+    tree = ledger.tree()
+    ancestors: dict[str, list[str]] = {IMPLICIT_ROOT: [IMPLICIT_ROOT]}
+    limits: dict[str, dict[str, int]] = {}
+    if tree is not None:
+        parents: dict[str, str | None] = {}
+        for _, parent, node in tree.walk():
+            parents[node.name] = parent.rsplit("/", 1)[-1] if parent else None
+            limits[node.name] = {r: a for r in node.max if (a := node.limit(r)) is not None}
+        ancestors = {}
+        for name, parent_name in parents.items():
+            chain, up = [name], parent_name
+            while up is not None:
+                chain.append(up)
+                up = parents[up]
+            ancestors[name] = chain
+    admitted = ledger.records()
+    pending = ledger.pending.records()
+    assert not set(admitted) & set(pending), "a job is both pending and admitted"
+    expected: dict[str, dict[str, int]] = {name: {} for name in ancestors}
+    waiting: dict[str, int] = {}
+    for record in admitted.values():
+        for name in ancestors[record.leaf]:
+            for resource, amount in {**record.request, MAX_JOBS: 1}.items():
+                if amount:
+                    expected[name][resource] = expected[name].get(resource, 0) + amount
+    for record in pending.values():
+        for name in ancestors[record.leaf]:
+            waiting[name] = waiting.get(name, 0) + 1
+    usages = ledger.usages(ancestors)
+    for name in ancestors:
+        assert usages[name] == expected[name], f"invariant 2 broken at {name}"
+        for resource, limit in limits.get(name, {}).items():
+            used = usages[name].get(resource, 0)
+            assert used <= limit, f"invariant 1 broken at {name}: {resource} {used} > {limit}"
+    assert {n: c for n, c in ledger.pending_counts().items() if c} == waiting
+    if tree is not None:
+        assert set(ledger.nodes()) == set(ancestors)
+    queued: dict[str, list[str]] = {}
+    for job, record in sorted(pending.items(), key=lambda item: (-item[1].priority, item[1].seq)):
+        queued.setdefault(record.leaf, []).append(job)
+    for leaf in ancestors:
+        assert ledger.pending.peek(leaf, 10**6) == queued.get(leaf, [])
+    assert ledger.rebuild() == []
+
+
+def expected_refusal(
+    tree: ElasticQuotaTree | None,
+    usages: dict[str, dict[str, int]],
+    pending: dict[str, int],
+    leaf: str,
+    request: dict[str, int],
+) -> str | None:
+    """What DESIGN.md says about admitting ``request`` on ``leaf`` now: None, "max" or "min".
+
+    Written straight from the rules (walking siblings), independently of the Lua, which keeps
+    running sums instead; the stateful test compares the two on every decision.
+    """
+    if tree is None:
+        return None
+    nodes = {node.name: node for _, _, node in tree.walk()}
+    parent = {child.name: node.name for node in nodes.values() for child in node.children}
+    chain = [leaf]
+    while chain[-1] in parent:
+        chain.append(parent[chain[-1]])
+    asked = {r: a for r, a in {**request, MAX_JOBS: 1}.items() if a > 0}
+
+    def used(name: str, resource: str) -> int:
+        return usages.get(name, {}).get(resource, 0)
+
+    for name in chain:
+        for resource, amount in asked.items():
+            limit = nodes[name].limit(resource)
+            if limit is not None and used(name, resource) + amount > limit:
+                return "max"
+    for i, name in enumerate(chain[:-1]):
+        for resource, amount in asked.items():
+            if used(name, resource) + amount <= nodes[name].min.get(resource, 0):
+                continue  # within its own guarantee
+            owed = 0
+            for sibling in nodes[chain[i + 1]].children:
+                guarantee = sibling.min.get(resource, 0)
+                if (
+                    sibling.name != name
+                    and pending.get(sibling.name, 0)
+                    and used(sibling.name, resource) < guarantee
+                ):
+                    owed += guarantee - used(sibling.name, resource)
+            rooms = [
+                limit - used(up, resource) - amount
+                for up in chain[i + 1 :]
+                if (limit := nodes[up].limit(resource)) is not None
+            ]
+            if owed and rooms and min(rooms) < owed:
+                return "min"
+    return None

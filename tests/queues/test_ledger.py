@@ -1,0 +1,357 @@
+"""The quota ledger's behaviour, on fakeredis and on a real redis-server (same Lua, same answers)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis
+from redis.crc import key_slot
+
+from queues import (
+    ApplyRefused,
+    InvalidRequest,
+    JobState,
+    Ledger,
+    LedgerError,
+    QueuePolicy,
+    UnboundJob,
+    VersionConflict,
+    format_views,
+    queue_views,
+)
+from queues.quantity import MAX_JOBS, MAX_JOBS_UNLIMITED, UNLIMITED
+from tests.queues.support import assert_invariants, make_tree
+
+CPU = 1000  # one core in millicores
+
+
+@pytest.fixture
+def ledger(redis_client: redis.Redis) -> Ledger:
+    return Ledger(redis_client)
+
+
+def two_teams(root_cpu: int = 10, a_max: int = 10, b_max: int = 10, **extra: object) -> dict[str, Any]:
+    return {
+        "name": "root",
+        "min": {"cpu": root_cpu},
+        "max": {"cpu": root_cpu, **extra},
+        "children": [
+            {"name": "a", "min": {"cpu": 5}, "max": {"cpu": a_max}, "namespaces": ["team-a"]},
+            {"name": "b", "min": {"cpu": 5}, "max": {"cpu": b_max}, "namespaces": ["team-b"]},
+        ],
+    }
+
+
+def test_without_a_tree_admission_is_unlimited_and_order_holds(ledger: Ledger) -> None:
+    assert ledger.resolve_leaf("anything") == "root"
+    assert ledger.admit("huge", "root", {"cpu": 10**9 * CPU}).admitted
+    ledger.enqueue("low", "root", {"cpu": CPU}, priority=1)
+    ledger.enqueue("high", "root", {"cpu": CPU}, priority=9)
+    ledger.enqueue("low-2", "root", {"cpu": CPU}, priority=1)
+    assert ledger.pending.peek("root", 10) == ["high", "low", "low-2"]
+    with pytest.raises(LedgerError, match="no ElasticQuotaTree is applied"):
+        ledger.enqueue("x", "team-a", {"cpu": 1})
+    assert_invariants(ledger)
+
+
+def test_admission_charges_leaf_and_every_ancestor(ledger: Ledger) -> None:
+    ledger.apply(make_tree(two_teams()))
+    decision = ledger.admit("j1", "a", {"cpu": 3 * CPU, "memory": 2**30})
+    assert (decision.admitted, decision.leaf, decision.reason) == (True, "a", None)
+    assert ledger.usage("a") == {"cpu": 3 * CPU, "memory": 2**30, MAX_JOBS: 1}
+    assert ledger.usage("root") == {"cpu": 3 * CPU, "memory": 2**30, MAX_JOBS: 1}
+    assert ledger.usage("b") == {}
+    assert_invariants(ledger)
+
+
+def test_refusal_names_the_node_resource_and_numbers(ledger: Ledger) -> None:
+    ledger.apply(make_tree(two_teams(a_max=10, b_max=10)))
+    assert ledger.admit("a1", "a", {"cpu": 5 * CPU}).admitted
+    assert ledger.admit("b1", "b", {"cpu": 4 * CPU}).admitted
+    refused = ledger.admit("b2", "b", {"cpu": 2 * CPU})
+    assert not refused.admitted
+    assert refused.reason == "quota root: cpu 9 used + 2 requested exceeds max 10"
+    leaf = ledger.admit("a2", "a", {"cpu": 6 * CPU})
+    assert leaf.reason == "quota root/a: cpu 5 used + 6 requested exceeds max 10"
+    assert ledger.state("b2") is JobState.ABSENT
+    assert_invariants(ledger)
+
+
+def test_max_jobs_reason_on_the_sample_tree(ledger: Ledger) -> None:
+    from queues import load_file
+
+    tree, _ = load_file("config/samples/elasticquotatree.yaml")
+    ledger.apply(tree)
+    leaf = ledger.resolve_leaf("default")
+    ledger.enqueue("default/one/u1", leaf, {"cpu": CPU})
+    ledger.enqueue("default/two/u2", leaf, {"cpu": CPU})
+    assert ledger.admit_pending("default/one/u1").admitted
+    refused = ledger.admit_pending("default/two/u2")
+    assert refused.reason == "quota root/child-2: kube-queue/max-jobs 1/1 in use"
+    assert ledger.state("default/two/u2") is JobState.PENDING
+    assert ledger.release("default/one/u1") is JobState.ADMITTED
+    assert ledger.admit_pending("default/two/u2").admitted
+    assert_invariants(ledger)
+
+
+def test_unnamed_resources_and_huge_limits_do_not_limit(ledger: Ledger) -> None:
+    root = {
+        "name": "root",
+        "max": {"cpu": 2, MAX_JOBS: MAX_JOBS_UNLIMITED, "memory": UNLIMITED},
+        "children": [{"name": "a", "max": {MAX_JOBS: 2**40}, "namespaces": ["a"]}],
+    }
+    ledger.apply(make_tree(root))
+    for i in range(3):
+        assert ledger.admit(f"j{i}", "a", {"cpu": 0, "memory": UNLIMITED - 1, "npu": 10**6}).admitted
+    assert ledger.admit("j3", "a", {"cpu": 2 * CPU}).admitted
+    assert ledger.admit("j4", "a", {"cpu": 1}).reason == "quota root: cpu 2 used + 1m requested exceeds max 2"
+    assert_invariants(ledger)
+
+
+def test_admit_and_release_are_idempotent(ledger: Ledger) -> None:
+    ledger.apply(make_tree(two_teams()))
+    first = ledger.admit("j", "a", {"cpu": CPU})
+    again = ledger.admit("j", "a", {"cpu": CPU})
+    assert (first.already, again.admitted, again.already) == (False, True, True)
+    assert ledger.usage("root") == {"cpu": CPU, MAX_JOBS: 1}
+    assert ledger.release("j") is JobState.ADMITTED
+    assert ledger.release("j") is JobState.ABSENT
+    assert ledger.usage("root") == {}
+    assert ledger.enqueue("p", "a", {"cpu": CPU}) is JobState.ABSENT
+    assert ledger.enqueue("p", "a", {"cpu": CPU}) is JobState.PENDING
+    assert ledger.admit_pending("p").admitted
+    assert ledger.admit_pending("p").already
+    assert ledger.enqueue("p", "a", {"cpu": CPU}) is JobState.ADMITTED
+    assert_invariants(ledger)
+
+
+def test_a_job_is_never_both_pending_and_admitted(ledger: Ledger) -> None:
+    ledger.apply(make_tree(two_teams()))
+    ledger.enqueue("p", "a", {"cpu": CPU})
+    with pytest.raises(LedgerError, match="is pending: admit it from its queue"):
+        ledger.admit("p", "a", {"cpu": CPU})
+    with pytest.raises(LedgerError, match="neither pending nor admitted"):
+        ledger.admit_pending("ghost")
+    assert ledger.admit_pending("p").admitted
+    assert ledger.state("p") is JobState.ADMITTED
+    assert ledger.pending.peek("a") == []
+    assert_invariants(ledger)
+
+
+def test_queue_order_and_policies(ledger: Ledger) -> None:
+    ledger.apply(make_tree(two_teams(a_max=5)))
+    ledger.enqueue("big", "a", {"cpu": 8 * CPU}, priority=5)
+    ledger.enqueue("small-1", "a", {"cpu": CPU}, priority=1)
+    ledger.enqueue("small-2", "a", {"cpu": CPU}, priority=1)
+    assert ledger.pending.peek("a", 5) == ["big", "small-1", "small-2"]
+    assert ledger.pending.head("a") == "big"
+    assert ledger.admit_pending("big").reason == "quota root/a: cpu 0 used + 8 requested exceeds max 5"
+    strict = ledger.admit_pending("small-1", QueuePolicy.STRICT)
+    assert strict.reason == "queue root-a: strict order, waiting behind big"
+    assert ledger.admit_pending("small-2", QueuePolicy.BEST_EFFORT).admitted
+    assert ledger.pending.peek("a", 5) == ["big", "small-1"]
+    ledger.release("big")
+    assert ledger.admit_pending("small-1", QueuePolicy.STRICT).admitted
+    assert_invariants(ledger)
+
+
+def test_requeue_puts_the_job_back_in_its_old_place(ledger: Ledger) -> None:
+    ledger.apply(make_tree(two_teams()))
+    ledger.enqueue("first", "a", {"cpu": CPU})
+    ledger.enqueue("second", "a", {"cpu": CPU})
+    assert ledger.admit_pending("first").admitted
+    ledger.enqueue("third", "a", {"cpu": CPU})
+    assert ledger.requeue("first")
+    assert ledger.pending.peek("a", 5) == ["first", "second", "third"]
+    assert ledger.usage("a") == {}
+    assert not ledger.requeue("first")
+    assert_invariants(ledger)
+
+
+def test_release_takes_a_pending_job_out_of_its_queue(ledger: Ledger) -> None:
+    ledger.apply(make_tree(two_teams()))
+    ledger.enqueue("p", "b", {"cpu": CPU})
+    assert ledger.pending_counts() == {"a": 0, "b": 1, "root": 1}
+    assert ledger.release("p") is JobState.PENDING
+    assert ledger.pending.peek("b") == []
+    assert_invariants(ledger)
+
+
+def test_borrowing_stops_where_a_waiting_sibling_needs_its_min(ledger: Ledger) -> None:
+    ledger.apply(make_tree(two_teams()))
+    assert ledger.admit("a-1", "a", {"cpu": 5 * CPU}).admitted  # a at its min
+    assert ledger.admit("a-2", "a", {"cpu": 1 * CPU}).admitted  # b waits for nothing: a borrows
+    ledger.enqueue("b-1", "b", {"cpu": 3 * CPU})
+    refused = ledger.admit("a-3", "a", {"cpu": 1 * CPU})
+    assert refused.reason == (
+        "quota root/a: cpu 6 used + 1 requested exceeds min 5 while root/b, "
+        "below its min (0 of 5 used), has 1 pending job"
+    )
+    assert ledger.admit_pending("b-1").admitted
+    # b is still below its min but waits for nothing: a may borrow what is left.
+    assert ledger.admit("a-3", "a", {"cpu": 1 * CPU}).admitted
+    assert_invariants(ledger)
+
+
+def test_borrowing_that_leaves_the_sibling_its_min_is_allowed(ledger: Ledger) -> None:
+    ledger.apply(make_tree(two_teams(root_cpu=20, a_max=20)))
+    ledger.enqueue("b-1", "b", {"cpu": 5 * CPU})
+    assert ledger.admit("a-1", "a", {"cpu": 10 * CPU}).admitted  # 20 - 10 leaves b its 5
+    assert ledger.admit("a-2", "a", {"cpu": 6 * CPU}).reason == (
+        "quota root/a: cpu 10 used + 6 requested exceeds min 5 while root/b, "
+        "below its min (0 of 5 used), has 1 pending job"
+    )
+    assert ledger.admit("a-3", "a", {"cpu": 5 * CPU}).admitted  # exactly b's 5 left
+    assert ledger.admit_pending("b-1").admitted
+    assert_invariants(ledger)
+
+
+def test_apply_keeps_usage_and_recomputes_it_for_the_new_shape(ledger: Ledger) -> None:
+    first = ledger.apply(make_tree(two_teams()))
+    ledger.admit("a-1", "a", {"cpu": 2 * CPU})
+    ledger.admit("b-1", "b", {"cpu": 3 * CPU})
+    ledger.enqueue("b-2", "b", {"cpu": CPU})
+    moved = {
+        "name": "root",
+        "min": {"cpu": 10},
+        "max": {"cpu": 10},
+        "children": [
+            {"name": "a", "namespaces": ["team-a"]},
+            {"name": "org", "children": [{"name": "b", "namespaces": ["team-b"]}]},
+        ],
+    }
+    second = ledger.apply(make_tree(moved))
+    assert (first.version, second.version, second.changed) == (1, 2, True)
+    assert ledger.usage("org") == {"cpu": 3 * CPU, MAX_JOBS: 1}
+    assert ledger.usage("root") == {"cpu": 5 * CPU, MAX_JOBS: 2}
+    assert ledger.pending_counts() == {"a": 0, "b": 1, "org": 1, "root": 1}
+    unchanged = ledger.apply(make_tree(moved))
+    assert (unchanged.version, unchanged.changed) == (2, False)
+    assert_invariants(ledger)
+
+
+def test_apply_refuses_to_lose_jobs_or_break_limits(ledger: Ledger, redis_client: redis.Redis) -> None:
+    ledger.apply(make_tree(two_teams()))
+    ledger.admit("a-1", "a", {"cpu": 4 * CPU})
+    ledger.enqueue("b-1", "b", {"cpu": CPU})
+    before = {key: redis_client.dump(key) for key in sorted(redis_client.keys("*"))}
+    without_a = {"name": "root", "children": [{"name": "b", "namespaces": ["team-b"]}]}
+    with pytest.raises(ApplyRefused, match=r"^root/a: still has admitted job a-1; a node with admitted"):
+        ledger.apply(make_tree(without_a))
+    without_b = {"name": "root", "children": [{"name": "a", "namespaces": ["team-a"]}]}
+    with pytest.raises(ApplyRefused, match=r"^root/b: still has pending job b-1; a node with pending"):
+        ledger.apply(make_tree(without_b))
+    smaller_a = two_teams()
+    smaller_a["children"][0] = {"name": "a", "max": {"cpu": 3}, "namespaces": ["team-a"]}
+    with pytest.raises(ApplyRefused, match=r"^root/a: max.cpu 3 is below the 4 in use; release jobs first$"):
+        ledger.apply(make_tree(smaller_a))
+    with pytest.raises(ApplyRefused, match=r"^root: max.kube-queue/max-jobs 0 is below the 1 in use"):
+        ledger.apply(make_tree(two_teams(**{MAX_JOBS: 0})))
+    with pytest.raises(VersionConflict, match="the applied tree is version 1, not 7"):
+        ledger.apply(make_tree(two_teams(root_cpu=12)), expected_version=7)
+    assert {key: redis_client.dump(key) for key in sorted(redis_client.keys("*"))} == before
+    assert ledger.apply(make_tree(two_teams(root_cpu=12)), expected_version=1).version == 2
+    assert_invariants(ledger)
+
+
+def test_unbound_namespace_and_unknown_node_change_nothing(ledger: Ledger, redis_client: redis.Redis) -> None:
+    ledger.apply(make_tree(two_teams()))
+    with pytest.raises(UnboundJob, match="namespace 'team-c' is bound to no node"):
+        ledger.resolve_leaf("team-c")
+    assert ledger.resolve_leaf("team-b") == "b"
+    before = sorted(redis_client.keys("*"))
+    with pytest.raises(LedgerError, match="quota node nope is not in the applied ElasticQuotaTree"):
+        ledger.enqueue("j", "nope", {"cpu": 1})
+    with pytest.raises(LedgerError, match="quota node nope is not in the applied ElasticQuotaTree"):
+        ledger.admit("j", "nope", {"cpu": 1})
+    assert sorted(redis_client.keys("*")) == before
+
+
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        ({"cpu": -1}, r"^request.cpu: -1 is outside 0..2\*\*53-1$"),
+        ({"cpu": 1.5}, r"^request.cpu: 1.5 is not an integer in canonical units$"),
+        ({"cpu": True}, r"^request.cpu: True is not an integer"),
+        ({MAX_JOBS: 1}, r"^request.kube-queue/max-jobs: counted by the ledger"),
+        ({"bad name": 1}, r"^request: 'bad name' is not a valid resource name$"),
+        ({"memory": UNLIMITED}, r"^request.memory: 9007199254740992 is outside"),
+    ],
+)
+def test_invalid_requests_are_refused_before_redis(
+    ledger: Ledger, redis_client: redis.Redis, request_: dict[str, int], message: str
+) -> None:
+    with pytest.raises(InvalidRequest, match=message):
+        ledger.admit("j", "root", request_)
+    with pytest.raises(InvalidRequest, match=message):
+        ledger.enqueue("j", "root", request_)
+    assert redis_client.keys("*") == []
+
+
+def test_rebuild_reports_and_fixes_drift(ledger: Ledger, redis_client: redis.Redis) -> None:
+    ledger.apply(make_tree(two_teams()))
+    ledger.admit("a-1", "a", {"cpu": 2 * CPU})
+    ledger.enqueue("b-1", "b", {"cpu": CPU})
+    assert ledger.rebuild() == []
+    redis_client.hincrby(ledger.keys.node("a"), "used:cpu", 7)
+    redis_client.hset(ledger.keys.node("b"), "pending", 5)
+    redis_client.delete(ledger.keys.queue("b"))
+    drift = sorted(str(d) for d in ledger.rebuild())
+    assert drift == [
+        "a: used:cpu counter 2007, job records say 2000",
+        "b: pending counter 5, job records say 1",
+        "b: queue counter 0, job records say 1",
+    ]
+    assert len(ledger.rebuild(fix=True)) == 3
+    assert ledger.rebuild() == []
+    assert ledger.pending.peek("b") == ["b-1"]
+    assert_invariants(ledger)
+
+
+def test_queue_views_per_node(ledger: Ledger) -> None:
+    from queues import load_file
+
+    assert [v.name for v in queue_views(ledger)] == ["root"]
+    tree, _ = load_file("config/samples/elasticquotatree.yaml")
+    ledger.apply(tree)
+    ledger.enqueue("j1", "child-2", {"cpu": 2 * CPU})
+    ledger.enqueue("j2", "child-2", {"cpu": CPU})
+    ledger.admit_pending("j1")
+    views = {v.name: v for v in queue_views(ledger)}
+    assert list(views) == ["root", "root-child-2"]
+    child = views["root-child-2"]
+    assert (child.path, child.admitted, child.pending, child.used) == ("root/child-2", 1, 1, {"cpu": 2 * CPU})
+    assert child.max[MAX_JOBS] == 1
+    assert (views["root"].admitted, views["root"].pending, views["root"].min["memory"]) == (1, 1, 40 * 2**30)
+    table = format_views(list(views.values())).splitlines()
+    assert table[0].split() == ["NAME", "ADMITTED", "PENDING", "USED", "MIN", "MAX"]
+    assert table[2].split()[:4] == ["root-child-2", "1", "1", "cpu=2"]
+
+
+def test_pipelined_writes_and_decisions(ledger: Ledger, redis_client: redis.Redis) -> None:
+    ledger.apply(make_tree(two_teams()))
+    pipe = redis_client.pipeline(transaction=False)
+    for i in range(6):
+        assert ledger.enqueue(f"j{i}", "a", {"cpu": 2 * CPU}, pipeline=pipe) is None
+    pipe.execute()
+    decisions = ledger.admit_pending_many([f"j{i}" for i in range(6)])
+    assert [d.admitted for d in decisions] == [True] * 5 + [False]
+    assert decisions[5].reason == "quota root/a: cpu 10 used + 2 requested exceeds max 10"
+    pipe = redis_client.pipeline(transaction=False)
+    ledger.release("j0", pipeline=pipe)
+    pipe.execute()
+    assert ledger.state("j0") is JobState.ABSENT
+    assert_invariants(ledger)
+
+
+def test_every_key_is_in_one_hash_slot(ledger: Ledger, redis_client: redis.Redis) -> None:
+    ledger.apply(make_tree(two_teams()))
+    ledger.admit("a-1", "a", {"cpu": CPU})
+    ledger.enqueue("b-1", "b", {"cpu": CPU})
+    ledger.admit("a-2", "a", {"cpu": CPU})
+    keys = redis_client.keys("*")
+    assert len(keys) > 8
+    assert {key_slot(k if isinstance(k, bytes) else k.encode()) for k in keys} == {
+        key_slot(ledger.keys.meta.encode())
+    }
