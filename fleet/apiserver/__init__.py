@@ -1,0 +1,100 @@
+"""The Kubernetes-compatible serving core: one reusable layer for simulated members and the fleet API.
+
+Fleet's members are Kubernetes API servers, and Fleet's own endpoint speaks the Kubernetes API too,
+so kubectl and the official ``kubernetes`` client work against both unchanged. This package is the
+layer both are built on. It is generic: it knows nothing of NPUs or queues, only kinds and storage.
+
+Design, module by module:
+
+``resources``
+    :class:`ResourceType` describes a served kind: names for discovery (plural, singular, short
+    names), scope, printer columns or a computed ``table_row``, the ``status`` subresource,
+    strictness, a ``validate`` hook, supported field selectors and strategic-merge keys. A
+    :class:`Registry` holds the kinds of one endpoint.
+``kinds``
+    The member kinds: Namespace, Node, Pod, Event and AscendJob; :func:`member_registry`.
+``store``
+    The :class:`Store` protocol (async get/list/create/update/delete/watch) and
+    :class:`MemoryStore`. Storage owns what must be atomic: one resourceVersion sequence,
+    optimistic concurrency (409), server-set metadata, the status split, finalizers, and watch
+    with a bounded history (410 Gone beyond it). A Redis store for the fleet endpoint plugs in
+    behind the same protocol. Trusted in-process writers (the simulator's controllers) call the
+    store directly on the server's loop and watch it cheaply.
+``app``
+    :func:`build_app`: the Starlette app. Request policy lives here: decoding, strict fields,
+    create-time defaulting (status reset, Namespace and Pod phases), validation with field causes,
+    dry run, the three patch types (with retries on conflict), Table output, watch streaming
+    with bookmarks and ``timeoutSeconds``, errors as ``Status``, one log line per request,
+    Prometheus metrics at ``/metrics``.
+``serve``
+    :class:`Server`: uvicorn in the running loop, started and stopped at will on a fixed port.
+``patch``, ``selectors``, ``tables``, ``discovery``, ``validation``, ``errors``
+    JSON/merge/strategic patches; label and field selectors; Tables and ages; discovery and
+    OpenAPI documents; metadata validation; the ``Status`` errors.
+
+Compatibility targets, checked by the tests with the real tools: the ``kubernetes`` Python client
+(CRUD, conflicts, selectors, paging, watch resumption, 410) and kubectl 1.32 (discovery falls
+back to the legacy format; ``apply`` works with validation on because the OpenAPI documents say
+truthfully that the server defines no schemas; ``get`` prints server-side Tables).
+"""
+
+from fleet.apiserver.app import Authenticator, StreamHub, TokenAuthenticator, build_app, default_version_info
+from fleet.apiserver.errors import (
+    AlreadyExists,
+    ApiError,
+    BadRequest,
+    Cause,
+    Conflict,
+    Forbidden,
+    Gone,
+    Invalid,
+    MethodNotAllowed,
+    NotFound,
+    RequestEntityTooLarge,
+    Unauthorized,
+    UnsupportedMediaType,
+)
+from fleet.apiserver.kinds import ASCENDJOB, EVENT, NAMESPACE, NODE, POD, member_registry
+from fleet.apiserver.resources import PrinterColumn, Registry, ResourceType
+from fleet.apiserver.serve import Server, serve
+from fleet.apiserver.store import ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, MemoryStore, Store, WatchEvent
+
+__all__ = [
+    "ADDED",
+    "ASCENDJOB",
+    "BOOKMARK",
+    "DELETED",
+    "ERROR",
+    "EVENT",
+    "MODIFIED",
+    "NAMESPACE",
+    "NODE",
+    "POD",
+    "AlreadyExists",
+    "ApiError",
+    "Authenticator",
+    "BadRequest",
+    "Cause",
+    "Conflict",
+    "Forbidden",
+    "Gone",
+    "Invalid",
+    "MemoryStore",
+    "MethodNotAllowed",
+    "NotFound",
+    "PrinterColumn",
+    "Registry",
+    "RequestEntityTooLarge",
+    "ResourceType",
+    "Server",
+    "Store",
+    "StreamHub",
+    "TokenAuthenticator",
+    "Unauthorized",
+    "UnsupportedMediaType",
+    "WatchEvent",
+    "build_app",
+    "default_version_info",
+    "member_registry",
+    "serve",
+]

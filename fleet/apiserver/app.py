@@ -1,0 +1,767 @@
+"""The HTTP face of the serving core: a Starlette app speaking the Kubernetes API conventions.
+
+``build_app(registry, store)`` serves every kind in ``registry`` from ``store``: discovery and
+OpenAPI, list/get/create/update/patch/delete/deletecollection, the ``status`` subresource, watch
+as a chunked stream of JSON lines, Table output for kubectl, and errors as ``Status`` objects.
+Request-level policy lives here (decoding, strict fields, create-time defaulting, validation,
+dry run, patch application); storage semantics (versions, conflicts, history) live in the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import yaml
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from fleet.apiserver import discovery
+from fleet.apiserver.errors import (
+    ApiError,
+    BadRequest,
+    Cause,
+    Conflict,
+    Invalid,
+    MethodNotAllowed,
+    NotFound,
+    RequestEntityTooLarge,
+    Unauthorized,
+    UnsupportedMediaType,
+    status_object,
+)
+from fleet.apiserver.patch import apply_json_patch, apply_merge_patch, apply_strategic_merge_patch
+from fleet.apiserver.resources import Obj, Registry, ResourceType
+from fleet.apiserver.selectors import FieldSelector, LabelSelector
+from fleet.apiserver.store import BOOKMARK, ERROR, Store, WatchEvent
+from fleet.apiserver.tables import build_table, wants_table
+from fleet.apiserver.validation import validate_metadata
+
+__all__ = ["Authenticator", "StreamHub", "TokenAuthenticator", "build_app", "default_version_info"]
+
+log = logging.getLogger("fleet.apiserver")
+
+#: Decides who a request is from (a user name) or ``None`` to answer 401; sees headers only.
+Authenticator = Callable[[Mapping[str, str]], str | None]
+
+_JSON: Final = "application/json"
+_MERGE_PATCH: Final = "application/merge-patch+json"
+_JSON_PATCH: Final = "application/json-patch+json"
+_STRATEGIC_PATCH: Final = "application/strategic-merge-patch+json"
+_PATCH_RETRIES: Final = 5
+#: Kubernetes refuses request bodies over 3 MiB as well.
+MAX_BODY_BYTES: Final = 3 * 1024 * 1024
+_YAML_TYPES: Final = frozenset({"application/yaml", "application/x-yaml", "text/yaml"})
+_BODY_TYPES: Final = frozenset({_JSON, _MERGE_PATCH, _JSON_PATCH, _STRATEGIC_PATCH, *_YAML_TYPES})
+_DEFAULT_BOOKMARK_INTERVAL: Final = 30.0
+_MAX_WATCH_SECONDS: Final = 3600.0
+# Not worth a warning: the normal outcome of a GET before create, of a race, of a stale watch.
+_QUIET_CODES: Final = frozenset({404, 409, 410})
+
+
+class TokenAuthenticator:
+    """Bearer-token authentication: ``Authorization: Bearer <token>`` mapped to a user name."""
+
+    def __init__(self, tokens: Mapping[str, str]) -> None:
+        self._tokens = dict(tokens)
+
+    def __call__(self, headers: Mapping[str, str]) -> str | None:
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
+            return None
+        return self._tokens.get(token.strip())
+
+    def __repr__(self) -> str:  # never show tokens
+        return f"TokenAuthenticator({len(self._tokens)} tokens)"
+
+
+class StreamHub:
+    """Open watch streams of one app, so that stopping a listener can end them promptly."""
+
+    def __init__(self) -> None:
+        self.closing = asyncio.Event()
+        self.open = 0
+
+    def close_all(self) -> None:
+        self.closing.set()
+
+    def reopen(self) -> None:
+        self.closing = asyncio.Event()
+
+
+def default_version_info() -> Obj:
+    return {
+        "major": "1",
+        "minor": "32",
+        "gitVersion": "v1.32.0-fleet",
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": f"python{sys.version_info.major}.{sys.version_info.minor}",
+        "compiler": "cpython",
+        "platform": f"{sys.platform}/amd64",
+    }
+
+
+def _json_response(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
+    return Response(
+        json.dumps(body, separators=(",", ":")).encode(),
+        status_code=status,
+        media_type=_JSON,
+        headers=dict(headers or {}),
+    )
+
+
+def _error_response(error: ApiError) -> Response:
+    return _json_response(error.to_status(), error.code)
+
+
+@dataclass(frozen=True)
+class _Target:
+    rt: ResourceType
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+
+
+class _Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "apiserver_requests", "Requests served", ["verb", "resource", "code"], registry=self.registry
+        )
+        self.latency = Histogram(
+            "apiserver_request_duration_seconds",
+            "Time to the response's start",
+            ["verb", "resource"],
+            registry=self.registry,
+        )
+        self.watchers = Gauge(
+            "apiserver_open_watches", "Open watch streams", ["resource"], registry=self.registry
+        )
+
+
+class _Api:
+    """The request handlers, bound to one registry and store."""
+
+    def __init__(
+        self,
+        *,
+        registry: Registry,
+        store: Store,
+        authenticator: Authenticator | None,
+        version_info: Obj,
+        bookmark_interval: float,
+        title: str,
+    ) -> None:
+        self.registry = registry
+        self.store = store
+        self.authenticator = authenticator
+        self.version_info = version_info
+        self.bookmark_interval = bookmark_interval
+        self.title = title
+        self.metrics = _Metrics()
+        self.hub = StreamHub()
+
+    # --- plumbing ------------------------------------------------------------------------------
+
+    def endpoint(
+        self, handler: Callable[[Request], Awaitable[Response]], *, public: bool = False
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """Wrap a handler with authentication, error rendering, metrics and the request log line."""
+
+        async def wrapped(request: Request) -> Response:
+            started = time.perf_counter()
+            user = "-"
+            try:
+                if self.authenticator is not None and not public:
+                    who = self.authenticator(request.headers)
+                    if who is None:
+                        raise Unauthorized("Unauthorized")
+                    user = who
+                response = await handler(request)
+            except ApiError as error:
+                response = _error_response(error)
+            except Exception:
+                log.exception("event=unhandled method=%s path=%s", request.method, request.url.path)
+                response = _json_response(
+                    status_object(500, "InternalError", "an internal error occurred; see the server log"), 500
+                )
+            elapsed = time.perf_counter() - started
+            resource = request.scope.get("fleet.resource", "-")
+            verb = request.scope.get("fleet.verb", request.method.lower())
+            self.metrics.requests.labels(verb, resource, str(response.status_code)).inc()
+            self.metrics.latency.labels(verb, resource).observe(elapsed)
+            code = response.status_code
+            level = logging.DEBUG if code < 400 or code in _QUIET_CODES else logging.WARNING
+            if log.isEnabledFor(level):
+                log.log(
+                    level,
+                    "event=request method=%s path=%s verb=%s resource=%s code=%d user=%s ms=%.1f",
+                    request.method,
+                    request.url.path,
+                    verb,
+                    resource,
+                    code,
+                    user,
+                    elapsed * 1000,
+                )
+            return response
+
+        return wrapped
+
+    async def _body(self, request: Request) -> Any:
+        raw = await request.body()
+        if not raw:
+            raise BadRequest("the request body is empty")
+        if len(raw) > MAX_BODY_BYTES:
+            raise RequestEntityTooLarge(f"the request body is larger than {MAX_BODY_BYTES} bytes")
+        content_type = request.headers.get("content-type", _JSON).split(";")[0].strip()
+        if content_type not in _BODY_TYPES:
+            raise UnsupportedMediaType(
+                f'the body of the request was in an unknown format: "{content_type}" - '
+                f"accepted media types include: {', '.join(sorted(_BODY_TYPES))}"
+            )
+        try:
+            if content_type in _YAML_TYPES:
+                return yaml.safe_load(raw)
+            return json.loads(raw)
+        except (ValueError, yaml.YAMLError) as error:
+            raise BadRequest(f"the request body is not valid {content_type}: {error}") from None
+
+    def _target(self, request: Request) -> _Target:
+        """Resolve ``/api/v1/...`` or ``/apis/<g>/<v>/...`` to a kind, namespace, name, subresource."""
+        parts = [p for p in request.url.path.split("/") if p]
+        if len(parts) < (3 if parts[0] == "api" else 4):
+            raise NotFound("the server could not find the requested resource")
+        if parts[0] == "api":
+            group, version, rest = "", parts[1], parts[2:]
+        else:
+            group, version, rest = parts[1], parts[2], parts[3:]
+        namespace: str | None = None
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            rt = self.registry.get(group, version, rest[2])
+            if rt is not None and rt.namespaced:
+                namespace, rest = rest[1], rest[2:]
+        if not rest or len(rest) > 3:
+            raise NotFound("the server could not find the requested resource")
+        rt = self.registry.lookup(group, version, rest[0])
+        name = rest[1] if len(rest) > 1 else None
+        subresource = rest[2] if len(rest) > 2 else None
+        if subresource is not None and not (subresource == "status" and rt.has_status):
+            raise NotFound(f"the server could not find the requested resource ({rt.qualified}/{subresource})")
+        request.scope["fleet.resource"] = rt.plural
+        return _Target(rt, namespace, name, subresource)
+
+    @staticmethod
+    def _dry_run(request: Request) -> bool:
+        values = request.query_params.getlist("dryRun")
+        for value in values:
+            if value != "All":
+                raise BadRequest(f'dryRun: Unsupported value: "{value}": supported values: "All"')
+        return bool(values)
+
+    @staticmethod
+    def _int_param(request: Request, name: str) -> int | None:
+        value = request.query_params.get(name)
+        if value in (None, ""):
+            return None
+        try:
+            return int(value)
+        except ValueError:
+            raise BadRequest(f"{name}: {value!r} is not an integer") from None
+
+    @staticmethod
+    def _flag(request: Request, name: str) -> bool:
+        return request.query_params.get(name, "").lower() in ("1", "true")
+
+    # --- object admission ----------------------------------------------------------------------
+
+    def _check_type(self, rt: ResourceType, obj: Any) -> Obj:
+        if not isinstance(obj, dict):
+            raise BadRequest(f"the request body must be a JSON object ({rt.kind})")
+        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        if api_version not in (None, "", rt.api_version):
+            raise BadRequest(
+                f"the API version in the data ({api_version}) does not match "
+                f"the expected API version ({rt.api_version})"
+            )
+        if kind not in (None, "", rt.kind):
+            raise BadRequest(f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})")
+        obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
+        meta = obj.get("metadata")
+        if meta is None:
+            obj["metadata"] = {}
+        elif not isinstance(meta, dict):
+            raise BadRequest("metadata: must be an object")
+        return obj
+
+    def _unknown_fields(self, rt: ResourceType, obj: Obj, request: Request) -> dict[str, str]:
+        """Apply ``fieldValidation`` to unknown top-level fields of a strict kind; warning headers."""
+        if not rt.strict:
+            return {}
+        known = {"apiVersion", "kind", "metadata", *rt.top_level}
+        unknown = sorted(k for k in obj if k not in known)
+        if not unknown:
+            return {}
+        mode = request.query_params.get("fieldValidation", "Strict")
+        if mode not in ("Strict", "Warn", "Ignore"):
+            raise BadRequest(
+                f'fieldValidation: Unsupported value: "{mode}": supported values: "Ignore", "Strict", "Warn"'
+            )
+        if mode == "Strict":
+            listed = ", ".join(f'unknown field "{k}"' for k in unknown)
+            raise BadRequest(
+                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                f"strict decoding error: {listed}",
+                causes=[Cause(k, f'unknown field "{k}"', "FieldValueInvalid") for k in unknown],
+            )
+        for key in unknown:
+            del obj[key]
+        return (
+            {"Warning": ", ".join(f'299 - "unknown field \\"{k}\\""' for k in unknown)}
+            if mode == "Warn"
+            else {}
+        )
+
+    def _validate(self, rt: ResourceType, obj: Obj) -> None:
+        meta = obj["metadata"]
+        probe = obj
+        if not meta.get("name") and isinstance(meta.get("generateName"), str) and meta["generateName"]:
+            probe = {**obj, "metadata": {**meta, "name": meta["generateName"] + "x"}}
+        causes = validate_metadata(probe, namespaced=rt.namespaced)
+        if rt.validate is not None:
+            specific = rt.validate(obj)
+            # A kind's own rule for a field (a Namespace name is a label) replaces the generic one.
+            overridden = {cause.field for cause in specific}
+            causes = [cause for cause in causes if cause.field not in overridden] + specific
+        if causes:
+            name = meta.get("name") or meta.get("generateName") or ""
+            detail = ", ".join(f"{c.field}: {c.message}" for c in causes)
+            summary = f"[{detail}]" if len(causes) > 1 else detail
+            raise Invalid(
+                f'{rt.qualified_kind} "{name}" is invalid: {summary}',
+                causes=causes,
+                details={"name": name, "group": rt.group, "kind": rt.kind},
+            )
+
+    def _scope(self, target: _Target, obj: Obj) -> None:
+        """The URL decides namespace and name; a body that disagrees is a BadRequest."""
+        meta = obj["metadata"]
+        rt = target.rt
+        if rt.namespaced:
+            if target.namespace is None:
+                raise MethodNotAllowed(f"{rt.plural} are namespaced: use /namespaces/<namespace>/{rt.plural}")
+            if meta.get("namespace") not in (None, "", target.namespace):
+                raise BadRequest(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
+            meta["namespace"] = target.namespace
+        elif meta.get("namespace"):
+            meta.pop("namespace")
+        if target.name is not None and meta.get("name") not in (None, "", target.name):
+            raise BadRequest(
+                f"the name of the object ({meta['name']}) does not match the name on the URL ({target.name})"
+            )
+        if target.name is not None:
+            meta["name"] = target.name
+
+    # --- verbs ---------------------------------------------------------------------------------
+
+    async def resource(self, request: Request) -> Response:
+        target = self._target(request)
+        method = request.method
+        if target.name is None:
+            if method == "GET":
+                if self._flag(request, "watch"):
+                    request.scope["fleet.verb"] = "watch"
+                    return await self.watch(request, target)
+                request.scope["fleet.verb"] = "list"
+                return await self.list(request, target)
+            if method == "POST":
+                request.scope["fleet.verb"] = "create"
+                return await self.create(request, target)
+            if method == "DELETE" and "deletecollection" in target.rt.verbs:
+                request.scope["fleet.verb"] = "deletecollection"
+                return await self.delete_collection(request, target)
+        else:
+            handlers = {"GET": self.get, "PUT": self.update, "PATCH": self.patch, "DELETE": self.delete}
+            if method in handlers and not (target.subresource and method == "DELETE"):
+                request.scope["fleet.verb"] = {
+                    "GET": "get",
+                    "PUT": "update",
+                    "PATCH": "patch",
+                    "DELETE": "delete",
+                }[method]
+                return await handlers[method](request, target)
+        raise MethodNotAllowed(f"the server does not allow this method on the requested resource ({method})")
+
+    def _render(self, request: Request, rt: ResourceType, obj: Obj, status: int = 200) -> Response:
+        if wants_table(request.headers.get("accept", "")):
+            rv = obj.get("metadata", {}).get("resourceVersion", "")
+            include = request.query_params.get("includeObject", "Metadata")
+            return _json_response(build_table(rt, [obj], include_object=include, resource_version=rv), status)
+        return _json_response(obj, status)
+
+    async def get(self, request: Request, target: _Target) -> Response:
+        assert target.name is not None
+        obj = await self.store.get(target.rt, target.namespace, target.name)
+        return self._render(request, target.rt, obj)
+
+    async def list(self, request: Request, target: _Target) -> Response:
+        rt = target.rt
+        items, rv, token = await self.store.list(
+            rt,
+            target.namespace,
+            label_selector=request.query_params.get("labelSelector"),
+            field_selector=request.query_params.get("fieldSelector"),
+            limit=self._int_param(request, "limit"),
+            continue_token=request.query_params.get("continue") or None,
+        )
+        if wants_table(request.headers.get("accept", "")):
+            include = request.query_params.get("includeObject", "Metadata")
+            return _json_response(
+                build_table(rt, items, include_object=include, resource_version=rv, continue_token=token)
+            )
+        metadata: Obj = {"resourceVersion": rv}
+        if token:
+            metadata["continue"] = token
+        return _json_response(
+            {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": metadata, "items": items}
+        )
+
+    async def create(self, request: Request, target: _Target) -> Response:
+        rt = target.rt
+        obj = self._check_type(rt, await self._body(request))
+        self._scope(target, obj)
+        warnings = self._unknown_fields(rt, obj, request)
+        if rt.has_status and not rt.status_on_create:
+            obj.pop("status", None)
+        if rt.prepare_create is not None:
+            rt.prepare_create(obj)
+        self._validate(rt, obj)
+        created = await self.store.create(rt, obj, dry_run=self._dry_run(request))
+        response = self._render(request, rt, created, 201)
+        response.headers.update(warnings)
+        return response
+
+    async def update(self, request: Request, target: _Target) -> Response:
+        rt = target.rt
+        obj = self._check_type(rt, await self._body(request))
+        self._scope(target, obj)
+        warnings = self._unknown_fields(rt, obj, request)
+        self._validate(rt, obj)
+        updated = await self.store.update(
+            rt, obj, subresource=target.subresource, dry_run=self._dry_run(request)
+        )
+        response = self._render(request, rt, updated)
+        response.headers.update(warnings)
+        return response
+
+    async def patch(self, request: Request, target: _Target) -> Response:
+        rt = target.rt
+        assert target.name is not None
+        content_type = request.headers.get("content-type", "").split(";")[0].strip()
+        accepted = [_JSON_PATCH, _MERGE_PATCH] + ([_STRATEGIC_PATCH] if rt.strategic is not None else [])
+        if content_type not in accepted:
+            raise UnsupportedMediaType(
+                "the body of the request was in an unknown format - "
+                f"accepted media types include: {', '.join(accepted)}"
+            )
+        patch = await self._body(request)
+        dry_run = self._dry_run(request)
+        for attempt in range(_PATCH_RETRIES):
+            current = await self.store.get(rt, target.namespace, target.name)
+            if content_type == _JSON_PATCH:
+                patched = apply_json_patch(current, patch)
+            elif content_type == _MERGE_PATCH:
+                patched = apply_merge_patch(current, patch)
+            else:
+                assert rt.strategic is not None
+                patched = apply_strategic_merge_patch(current, patch, rt.strategic)
+            obj = self._check_type(rt, patched)
+            self._scope(target, obj)
+            pinned = isinstance(patch, dict) and bool((patch.get("metadata") or {}).get("resourceVersion"))
+            if not pinned:
+                obj["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            self._validate(rt, obj)
+            try:
+                updated = await self.store.update(rt, obj, subresource=target.subresource, dry_run=dry_run)
+            except Conflict:
+                if pinned or attempt == _PATCH_RETRIES - 1:
+                    raise
+                continue
+            return self._render(request, rt, updated)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _delete_options(self, request: Request) -> Obj:
+        """The optional ``DeleteOptions`` body (kubectl sends ``dryRun`` and preconditions there)."""
+        raw = await request.body()
+        if not raw.strip():
+            return {}
+        options = await self._body(request)
+        if not isinstance(options, dict):
+            raise BadRequest("the request body must be a DeleteOptions object")
+        for value in options.get("dryRun") or []:
+            if value != "All":
+                raise BadRequest(f'dryRun: Unsupported value: "{value}": supported values: "All"')
+        return options
+
+    async def delete(self, request: Request, target: _Target) -> Response:
+        assert target.name is not None
+        rt = target.rt
+        options = await self._delete_options(request)
+        dry_run = self._dry_run(request) or bool(options.get("dryRun"))
+        preconditions = options.get("preconditions") or {}
+        if preconditions:
+            current = await self.store.get(rt, target.namespace, target.name)
+            meta = current["metadata"]
+            for field in ("uid", "resourceVersion"):
+                wanted = preconditions.get(field)
+                if wanted and wanted != meta.get(field):
+                    raise Conflict(
+                        f"Precondition failed: {field} in precondition: {wanted}, {field} in object meta: "
+                        f"{meta.get(field)}",
+                        details={"name": target.name, "group": rt.group, "kind": rt.plural},
+                    )
+        deleted = await self.store.delete(rt, target.namespace, target.name, dry_run=dry_run)
+        return _json_response(deleted)
+
+    async def delete_collection(self, request: Request, target: _Target) -> Response:
+        rt = target.rt
+        options = await self._delete_options(request)
+        dry_run = self._dry_run(request) or bool(options.get("dryRun"))
+        items, rv, _ = await self.store.list(
+            rt,
+            target.namespace,
+            label_selector=request.query_params.get("labelSelector"),
+            field_selector=request.query_params.get("fieldSelector"),
+        )
+        deleted = []
+        for item in items:
+            meta = item["metadata"]
+            with contextlib.suppress(NotFound):
+                deleted.append(
+                    await self.store.delete(rt, meta.get("namespace"), meta["name"], dry_run=dry_run)
+                )
+        return _json_response(
+            {
+                "kind": rt.list_kind,
+                "apiVersion": rt.api_version,
+                "metadata": {"resourceVersion": rv},
+                "items": deleted,
+            }
+        )
+
+    # --- watch ---------------------------------------------------------------------------------
+
+    async def watch(self, request: Request, target: _Target) -> Response:
+        rt = target.rt
+        labels = request.query_params.get("labelSelector")
+        fields = request.query_params.get("fieldSelector")
+        LabelSelector.parse(labels)  # a bad selector is a 400 before the stream starts
+        FieldSelector.parse(fields, rt.supported_field_selectors)
+        timeout = self._int_param(request, "timeoutSeconds")
+        seconds = float(timeout) if timeout and timeout > 0 else _MAX_WATCH_SECONDS
+        bookmarks = self.bookmark_interval if self._flag(request, "allowWatchBookmarks") else None
+        table = wants_table(request.headers.get("accept", ""))
+        include = request.query_params.get("includeObject", "Metadata")
+        if table:
+            build_table(rt, [], include_object=include)  # checks includeObject up front
+        events = self.store.watch(
+            rt,
+            target.namespace,
+            resource_version=request.query_params.get("resourceVersion") or None,
+            label_selector=labels,
+            field_selector=fields,
+            bookmark_interval=bookmarks,
+        )
+
+        def line(event: WatchEvent, first: bool) -> bytes:
+            obj = event.object
+            if table and event.type not in (ERROR, BOOKMARK):
+                rv = obj.get("metadata", {}).get("resourceVersion", "")
+                obj = build_table(rt, [obj], include_object=include, resource_version=rv, with_columns=first)
+            return json.dumps({"type": event.type, "object": obj}, separators=(",", ":")).encode() + b"\n"
+
+        return StreamingResponse(self._stream(rt, events, seconds, line), media_type=_JSON)
+
+    async def _stream(
+        self,
+        rt: ResourceType,
+        events: AsyncIterator[WatchEvent],
+        seconds: float,
+        line: Callable[[WatchEvent, bool], bytes],
+    ) -> AsyncIterator[bytes]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        closing: asyncio.Future[Any] = asyncio.ensure_future(self.hub.closing.wait())
+        pending: asyncio.Future[Any] | None = None
+        first = True
+        self.metrics.watchers.labels(rt.plural).inc()
+        self.hub.open += 1
+        try:
+            while True:
+                if pending is None:
+                    pending = asyncio.ensure_future(events.__anext__())
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return
+                done, _ = await asyncio.wait(
+                    {pending, closing}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+                )
+                if pending not in done:
+                    return  # timeoutSeconds reached or the listener is stopping
+                try:
+                    event = pending.result()
+                except StopAsyncIteration:
+                    return
+                except ApiError as error:
+                    yield line(WatchEvent(ERROR, error.to_status()), first)
+                    return
+                pending = None
+                yield line(event, first)
+                first = False
+        finally:
+            self.hub.open -= 1
+            self.metrics.watchers.labels(rt.plural).dec()
+            closing.cancel()
+            if pending is not None and not pending.done():
+                pending.cancel()
+                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, ApiError):
+                    await pending
+            aclose = getattr(events, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    # --- discovery, health, metrics ------------------------------------------------------------
+
+    async def version(self, request: Request) -> Response:
+        return _json_response(self.version_info)
+
+    async def health(self, request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    async def metrics_endpoint(self, request: Request) -> Response:
+        return Response(generate_latest(self.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    async def api_root(self, request: Request) -> Response:
+        request.scope["fleet.resource"] = "discovery"
+        address = (
+            f"{request.url.hostname}:{request.url.port}" if request.url.port else str(request.url.hostname)
+        )
+        return _json_response(discovery.api_versions(address))
+
+    async def apis_root(self, request: Request) -> Response:
+        request.scope["fleet.resource"] = "discovery"
+        return _json_response(discovery.api_group_list(self.registry))
+
+    async def api_tree(self, request: Request) -> Response:
+        """Everything under ``/api/`` and ``/apis/``: discovery documents or resources."""
+        parts = [p for p in request.url.path.split("/") if p]
+        if request.method == "GET":
+            found: Obj | None = None
+            if len(parts) == 1:  # "/api/" and "/apis/", as the Python client asks
+                return await (self.api_root(request) if parts[0] == "api" else self.apis_root(request))
+            if parts[0] == "api" and len(parts) == 2:
+                found = discovery.api_resource_list(self.registry, "", parts[1])
+            elif parts[0] == "apis" and len(parts) == 2:
+                found = discovery.api_group(self.registry, parts[1])
+            elif parts[0] == "apis" and len(parts) == 3:
+                found = discovery.api_resource_list(self.registry, parts[1], parts[2])
+            else:
+                return await self.resource(request)
+            request.scope["fleet.resource"] = "discovery"
+            if found is None:
+                raise NotFound("the server could not find the requested resource")
+            return _json_response(found)
+        if (parts[0] == "api" and len(parts) < 3) or (parts[0] == "apis" and len(parts) < 4):
+            raise MethodNotAllowed(
+                f"the server does not allow this method on the requested resource ({request.method})"
+            )
+        return await self.resource(request)
+
+    async def openapi_v2(self, request: Request) -> Response:
+        version = str(self.version_info.get("gitVersion", "v1"))
+        if "protobuf" in request.headers.get("accept", ""):
+            return Response(
+                discovery.openapi_v2_protobuf(self.title, version), media_type=discovery.OPENAPI_V2_PROTOBUF
+            )
+        return _json_response(discovery.openapi_v2_json(self.title, version))
+
+    async def openapi_v3(self, request: Request) -> Response:
+        return _json_response(discovery.openapi_v3_index(self.registry, self.title))
+
+    async def openapi_v3_gv(self, request: Request) -> Response:
+        parts = [p for p in request.path_params["path"].split("/") if p]
+        document: Obj | None = None
+        if len(parts) == 2 and parts[0] == "api":
+            document = discovery.openapi_v3_document(self.registry, "", parts[1], self.title)
+        elif len(parts) == 3 and parts[0] == "apis":
+            document = discovery.openapi_v3_document(self.registry, parts[1], parts[2], self.title)
+        if document is None:
+            raise NotFound("the server could not find the requested resource")
+        return _json_response(document)
+
+
+def build_app(
+    registry: Registry,
+    store: Store,
+    *,
+    authenticator: Authenticator | None = None,
+    version_info: Obj | None = None,
+    bookmark_interval: float = _DEFAULT_BOOKMARK_INTERVAL,
+    title: str = "fleet",
+) -> Starlette:
+    """A Kubernetes-compatible API for ``registry``'s kinds over ``store``.
+
+    ``app.state.api_hub`` is the :class:`StreamHub` of its watch streams (``serve.Server`` ends
+    them when it stops); ``app.state.metrics_registry`` its Prometheus registry, also at ``/metrics``.
+    """
+    api = _Api(
+        registry=registry,
+        store=store,
+        authenticator=authenticator,
+        version_info=version_info or default_version_info(),
+        bookmark_interval=bookmark_interval,
+        title=title,
+    )
+    every = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+    routes = [
+        Route("/version", api.endpoint(api.version, public=True), methods=["GET"]),
+        Route("/healthz", api.endpoint(api.health, public=True), methods=["GET"]),
+        Route("/livez", api.endpoint(api.health, public=True), methods=["GET"]),
+        Route("/readyz", api.endpoint(api.health, public=True), methods=["GET"]),
+        Route("/metrics", api.endpoint(api.metrics_endpoint), methods=["GET"]),
+        Route("/api", api.endpoint(api.api_root), methods=["GET"]),
+        Route("/apis", api.endpoint(api.apis_root), methods=["GET"]),
+        Route("/api/{path:path}", api.endpoint(api.api_tree), methods=every),
+        Route("/apis/{path:path}", api.endpoint(api.api_tree), methods=every),
+        Route("/openapi/v2", api.endpoint(api.openapi_v2), methods=["GET"]),
+        Route("/openapi/v3", api.endpoint(api.openapi_v3), methods=["GET"]),
+        Route("/openapi/v3/{path:path}", api.endpoint(api.openapi_v3_gv), methods=["GET"]),
+    ]
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return _error_response(NotFound("the server could not find the requested resource"))
+
+    async def not_allowed(request: Request, exc: Exception) -> Response:
+        return _error_response(MethodNotAllowed(f"the server does not allow this method ({request.method})"))
+
+    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_allowed})
+    app.state.api_hub = api.hub
+    app.state.metrics_registry = api.metrics.registry
+    app.state.store = store
+    app.state.registry = registry
+    return app

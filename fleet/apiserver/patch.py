@@ -1,0 +1,319 @@
+"""The three PATCH flavours Kubernetes accepts, applied to plain JSON objects.
+
+* JSON merge patch (RFC 7386): maps merge, ``null`` deletes, lists are replaced.
+* JSON patch (RFC 6902): ``add``/``remove``/``replace``/``move``/``copy``/``test`` at JSON pointers.
+* Strategic merge patch: a merge patch that knows, per field path, whether a list merges and by
+  which key (``conditions`` by ``type``, ``containers`` by ``name``...), and honours the
+  directives kubectl emits: ``$patch: replace|delete|merge``, ``$retainKeys``,
+  ``$setElementOrder/<field>`` and ``$deleteFromPrimitiveList/<field>``. Lists without a rule are
+  replaced, as for a field without a patch strategy in Kubernetes (for example Node ``taints``,
+  which kubectl therefore always sends whole).
+
+Failures raise the errors Kubernetes answers with: a malformed patch is ``BadRequest``, a patch
+that cannot be applied (a failed ``test``, a missing path) is ``Invalid`` (422).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fleet.apiserver.errors import BadRequest, Invalid
+
+__all__ = [
+    "MergeRule",
+    "apply_json_patch",
+    "apply_merge_patch",
+    "apply_strategic_merge_patch",
+]
+
+_PATCH = "$patch"
+_RETAIN = "$retainKeys"
+_ORDER = "$setElementOrder/"
+_DELETE_PRIMITIVE = "$deleteFromPrimitiveList/"
+
+
+@dataclass(frozen=True)
+class MergeRule:
+    """How a list field merges under strategic merge patch.
+
+    ``merge_key`` names the key identifying items of a list of objects; ``None`` with
+    ``merge=True`` is a list of scalars merged as a set (``finalizers``).
+    """
+
+    merge_key: str | None = None
+    merge: bool = True
+    retain_keys: bool = False
+
+
+# --- JSON merge patch ---------------------------------------------------------------------------
+
+
+def apply_merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386. ``target`` is not modified."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result: dict[str, Any] = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = apply_merge_patch(result.get(key), value)
+    return result
+
+
+# --- JSON patch ---------------------------------------------------------------------------------
+
+
+def _pointer(path: Any) -> list[str]:
+    if not isinstance(path, str) or (path and not path.startswith("/")):
+        raise BadRequest(f"json patch: invalid JSON pointer {path!r}: must be empty or start with '/'")
+    if path == "":
+        return []
+    return [part.replace("~1", "/").replace("~0", "~") for part in path[1:].split("/")]
+
+
+def _index(container: list[Any], token: str, *, for_add: bool, path: str) -> int:
+    if for_add and token == "-":
+        return len(container)
+    if not token.isdigit() or (token != "0" and token.startswith("0")):
+        raise Invalid(f"json patch: {path}: {token!r} is not an array index")
+    index = int(token)
+    limit = len(container) if for_add else len(container) - 1
+    if index > limit:
+        raise Invalid(f"json patch: {path}: index {index} is out of range")
+    return index
+
+
+def _parent(doc: Any, tokens: list[str], path: str) -> Any:
+    node = doc
+    for token in tokens[:-1]:
+        if isinstance(node, dict):
+            if token not in node:
+                raise Invalid(f"json patch: {path}: path does not exist")
+            node = node[token]
+        elif isinstance(node, list):
+            node = node[_index(node, token, for_add=False, path=path)]
+        else:
+            raise Invalid(f"json patch: {path}: path does not exist")
+    return node
+
+
+def _get(doc: Any, path: str) -> Any:
+    tokens = _pointer(path)
+    if not tokens:
+        return doc
+    parent = _parent(doc, tokens, path)
+    last = tokens[-1]
+    if isinstance(parent, dict):
+        if last not in parent:
+            raise Invalid(f"json patch: {path}: path does not exist")
+        return parent[last]
+    if isinstance(parent, list):
+        return parent[_index(parent, last, for_add=False, path=path)]
+    raise Invalid(f"json patch: {path}: path does not exist")
+
+
+def _remove(doc: Any, path: str) -> Any:
+    tokens = _pointer(path)
+    if not tokens:
+        raise Invalid("json patch: cannot remove the whole document")
+    parent = _parent(doc, tokens, path)
+    last = tokens[-1]
+    if isinstance(parent, dict):
+        if last not in parent:
+            raise Invalid(f"json patch: {path}: path does not exist")
+        return parent.pop(last)
+    if isinstance(parent, list):
+        return parent.pop(_index(parent, last, for_add=False, path=path))
+    raise Invalid(f"json patch: {path}: path does not exist")
+
+
+def _add(doc: Any, path: str, value: Any, *, replace: bool = False) -> Any:
+    tokens = _pointer(path)
+    if not tokens:
+        return value
+    parent = _parent(doc, tokens, path)
+    last = tokens[-1]
+    if isinstance(parent, dict):
+        if replace and last not in parent:
+            raise Invalid(f"json patch: {path}: path does not exist")
+        parent[last] = value
+    elif isinstance(parent, list):
+        if replace:
+            parent[_index(parent, last, for_add=False, path=path)] = value
+        else:
+            parent.insert(_index(parent, last, for_add=True, path=path), value)
+    else:
+        raise Invalid(f"json patch: {path}: path does not exist")
+    return doc
+
+
+def apply_json_patch(target: Any, operations: Any) -> Any:
+    """RFC 6902, all or nothing. ``target`` is not modified."""
+    if not isinstance(operations, list):
+        raise BadRequest("json patch: the patch must be a JSON array of operations")
+    doc = copy.deepcopy(target)
+    for number, operation in enumerate(operations):
+        if not isinstance(operation, dict) or "op" not in operation or "path" not in operation:
+            raise BadRequest(f"json patch: operation {number} must be an object with 'op' and 'path'")
+        op, path = operation["op"], operation["path"]
+        if op in ("add", "replace", "test") and "value" not in operation:
+            raise BadRequest(f"json patch: operation {number} ({op}) needs a 'value'")
+        if op in ("move", "copy") and "from" not in operation:
+            raise BadRequest(f"json patch: operation {number} ({op}) needs a 'from'")
+        if op == "add":
+            doc = _add(doc, path, copy.deepcopy(operation["value"]))
+        elif op == "remove":
+            _remove(doc, path)
+        elif op == "replace":
+            doc = _add(doc, path, copy.deepcopy(operation["value"]), replace=True)
+        elif op == "move":
+            source = operation["from"]
+            if path != source and path.startswith(source + "/"):
+                raise Invalid(f"json patch: cannot move {source} into its own child {path}")
+            doc = _add(doc, path, _remove(doc, source))
+        elif op == "copy":
+            doc = _add(doc, path, copy.deepcopy(_get(doc, operation["from"])))
+        elif op == "test":
+            if _get(doc, path) != operation["value"]:
+                raise Invalid(f"json patch: test operation failed: {path} is not {operation['value']!r}")
+        else:
+            raise BadRequest(f"json patch: operation {number}: unknown op {op!r}")
+    return doc
+
+
+# --- strategic merge patch ----------------------------------------------------------------------
+
+
+def apply_strategic_merge_patch(target: Any, patch: Any, rules: Mapping[str, MergeRule]) -> Any:
+    """Strategic merge patch of ``target`` with the per-path ``rules``; ``target`` is unchanged."""
+    if not isinstance(patch, dict):
+        raise BadRequest("strategic merge patch: the patch must be a JSON object")
+    result = _merge_map(copy.deepcopy(target) if isinstance(target, dict) else {}, patch, rules, "")
+    if result is None:
+        raise BadRequest("strategic merge patch: $patch: delete of the whole object is not allowed")
+    return result
+
+
+def _child(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _strip(value: Any) -> Any:
+    """A patch value with its directives removed, for places where it replaces a value whole."""
+    if isinstance(value, dict):
+        return {
+            k: _strip(v)
+            for k, v in value.items()
+            if k not in (_PATCH, _RETAIN) and not k.startswith((_ORDER, _DELETE_PRIMITIVE)) and v is not None
+        }
+    if isinstance(value, list):
+        return [_strip(v) for v in value if not (isinstance(v, dict) and v.get(_PATCH) == "delete")]
+    return value
+
+
+def _merge_map(
+    original: dict[str, Any], patch: dict[str, Any], rules: Mapping[str, MergeRule], path: str
+) -> dict[str, Any] | None:
+    directive = patch.get(_PATCH, "merge")
+    if directive == "delete":
+        return None
+    if directive == "replace":
+        return dict(_strip(patch))
+    if directive != "merge":
+        raise BadRequest(f"strategic merge patch: {path or '<root>'}: unknown $patch directive {directive!r}")
+    orders: dict[str, list[Any]] = {}
+    for key, value in patch.items():
+        if key in (_PATCH, _RETAIN):
+            continue
+        if key.startswith(_ORDER):
+            if not isinstance(value, list):
+                raise BadRequest(f"strategic merge patch: {_child(path, key)} must be a list")
+            orders[key[len(_ORDER) :]] = value
+            continue
+        if key.startswith(_DELETE_PRIMITIVE):
+            field = key[len(_DELETE_PRIMITIVE) :]
+            if not isinstance(value, list):
+                raise BadRequest(f"strategic merge patch: {_child(path, key)} must be a list")
+            current = original.get(field)
+            if isinstance(current, list):
+                original[field] = [item for item in current if item not in value]
+            continue
+        child = _child(path, key)
+        if value is None:
+            original.pop(key, None)
+        elif isinstance(value, dict):
+            current = original.get(key)
+            merged = _merge_map(current if isinstance(current, dict) else {}, value, rules, child)
+            if merged is None:
+                original.pop(key, None)
+            else:
+                original[key] = merged
+        elif isinstance(value, list):
+            original[key] = _merge_list(original.get(key), value, rules.get(child), rules, child)
+        else:
+            original[key] = value
+    for field, order in orders.items():
+        current = original.get(field)
+        if isinstance(current, list):
+            original[field] = _reorder(current, order, rules.get(_child(path, field)))
+    retain = patch.get(_RETAIN)
+    if isinstance(retain, list):
+        for key in [k for k in original if k not in retain]:
+            del original[key]
+    return original
+
+
+def _merge_list(
+    current: Any, patch: list[Any], rule: MergeRule | None, rules: Mapping[str, MergeRule], path: str
+) -> list[Any]:
+    if rule is None or not rule.merge or not isinstance(current, list):
+        return [_strip(item) for item in patch if not (isinstance(item, dict) and _PATCH in item)]
+    if any(isinstance(item, dict) and item.get(_PATCH) == "replace" for item in patch):
+        return [_strip(item) for item in patch if not (isinstance(item, dict) and _PATCH in item)]
+    if rule.merge_key is None:
+        merged = list(current)
+        for item in patch:
+            if item not in merged:
+                merged.append(item)
+        return merged
+    key = rule.merge_key
+    merged = [copy.deepcopy(item) for item in current]
+    for item in patch:
+        if not isinstance(item, dict) or key not in item:
+            raise BadRequest(f"strategic merge patch: {path}: every item needs the merge key {key!r}")
+        position = next(
+            (
+                i
+                for i, existing in enumerate(merged)
+                if isinstance(existing, dict) and existing.get(key) == item[key]
+            ),
+            None,
+        )
+        if item.get(_PATCH) == "delete":
+            merged = [m for m in merged if not (isinstance(m, dict) and m.get(key) == item[key])]
+        elif position is None:
+            merged.append(_strip(item))
+        else:
+            result = _merge_map(merged[position], item, rules, path)
+            if result is None:
+                del merged[position]
+            else:
+                merged[position] = result
+    return merged
+
+
+def _reorder(items: list[Any], order: list[Any], rule: MergeRule | None) -> list[Any]:
+    """Items named by ``$setElementOrder`` first, in its order; the others after, as they were."""
+    key = rule.merge_key if rule else None
+
+    def identity(item: Any) -> Any:
+        return item.get(key) if key is not None and isinstance(item, dict) else item
+
+    wanted = [identity(entry) if key is not None else entry for entry in order]
+    first = [item for ident in wanted for item in items if identity(item) == ident]
+    rest = [item for item in items if identity(item) not in wanted]
+    return first + rest

@@ -1,0 +1,172 @@
+"""What a served kind is: :class:`ResourceType`, and the :class:`Registry` that looks them up.
+
+A resource type holds everything the generic handlers need to serve a kind the way Kubernetes
+does: its names for discovery (plural, singular, short names), scope, the columns of its Table,
+whether it has a ``status`` subresource, how strictly it decodes, its validation, which field
+selectors it supports and, for core kinds, the merge keys of strategic merge patch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleet.apiserver.errors import Cause, NotFound
+from fleet.apiserver.patch import MergeRule
+
+__all__ = [
+    "BASE_FIELD_SELECTORS",
+    "Obj",
+    "PrinterColumn",
+    "Registry",
+    "ResourceType",
+    "TableRow",
+    "Validator",
+]
+
+Obj = dict[str, Any]
+#: Validation: field causes for an object about to be stored (empty when valid).
+Validator = Callable[[Obj], list[Cause]]
+#: Computed cells of one Table row, one per printer column, for kinds whose columns need logic.
+TableRow = Callable[[Obj], list[Any]]
+
+#: Field selectors every kind supports, as in Kubernetes.
+BASE_FIELD_SELECTORS: tuple[str, ...] = ("metadata.name", "metadata.namespace")
+
+
+@dataclass(frozen=True)
+class PrinterColumn:
+    """A Table column. ``path`` is JSONPath-ish (``.status.conditions[-1].type``)."""
+
+    name: str
+    type: str = "string"
+    path: str = ""
+    description: str = ""
+    priority: int = 0
+    format: str = ""
+
+    def definition(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "type": self.type,
+            "format": self.format,
+            "description": self.description,
+            "priority": self.priority,
+        }
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    """One served kind. ``group`` is ``""`` for the core group."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    singular: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    list_kind: str = ""
+    printer_columns: tuple[PrinterColumn, ...] = ()
+    has_status: bool = False
+    strict: bool = True
+    validate: Validator | None = None
+    table_row: TableRow | None = None
+    #: Field selectors beyond ``metadata.name``/``metadata.namespace`` (``spec.nodeName``...).
+    field_selectors: tuple[str, ...] = ()
+    #: Strategic merge patch rules by dotted path; ``None``: the kind takes no strategic patch
+    #: (like a custom resource, which Kubernetes answers with 415).
+    strategic: Mapping[str, MergeRule] | None = None
+    #: Top-level fields a strict kind accepts besides apiVersion, kind and metadata.
+    top_level: tuple[str, ...] = ("spec", "status")
+    #: Defaulting applied to objects created through the API (Namespace phase, Pod phase...).
+    prepare_create: Callable[[Obj], None] | None = None
+    #: Keep ``status`` sent on create through the API (Kubernetes does so for Node only).
+    status_on_create: bool = False
+    categories: tuple[str, ...] = ()
+    #: What the kind is, for ``kubectl explain``.
+    description: str = ""
+    verbs: tuple[str, ...] = field(
+        default=("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+    )
+
+    def __post_init__(self) -> None:
+        if not self.list_kind:
+            object.__setattr__(self, "list_kind", f"{self.kind}List")
+
+    @property
+    def api_version(self) -> str:
+        """``v1`` for core, ``group/version`` otherwise: what objects carry as ``apiVersion``."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """Storage identity of the kind: (group, plural)."""
+        return (self.group, self.plural)
+
+    @property
+    def qualified(self) -> str:
+        """``ascendjobs.mindxdl.gitee.com`` or ``pods``: how Status messages name the resource."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def qualified_kind(self) -> str:
+        """``AscendJob.mindxdl.gitee.com`` or ``Pod``: how Invalid messages name the kind."""
+        return f"{self.kind}.{self.group}" if self.group else self.kind
+
+    @property
+    def supported_field_selectors(self) -> tuple[str, ...]:
+        return BASE_FIELD_SELECTORS + self.field_selectors
+
+
+class Registry:
+    """The kinds one endpoint serves, looked up by group/version/plural or by kind."""
+
+    def __init__(self, types: Iterable[ResourceType] = ()) -> None:
+        self._by_path: dict[tuple[str, str, str], ResourceType] = {}
+        self._by_kind: dict[tuple[str, str], ResourceType] = {}
+        for rt in types:
+            self.add(rt)
+
+    def add(self, rt: ResourceType) -> None:
+        path = (rt.group, rt.version, rt.plural)
+        if path in self._by_path:
+            raise ValueError(f"resource {rt.qualified} version {rt.version} is registered twice")
+        self._by_path[path] = rt
+        self._by_kind[(rt.group, rt.kind)] = rt
+
+    def __iter__(self) -> Iterator[ResourceType]:
+        return iter(self._by_path.values())
+
+    def __len__(self) -> int:
+        return len(self._by_path)
+
+    def get(self, group: str, version: str, plural: str) -> ResourceType | None:
+        return self._by_path.get((group, version, plural))
+
+    def lookup(self, group: str, version: str, plural: str) -> ResourceType:
+        """The type served at this path, or the ``NotFound`` the API answers for an unknown one."""
+        rt = self.get(group, version, plural)
+        if rt is None:
+            raise NotFound("the server could not find the requested resource")
+        return rt
+
+    def by_kind(self, kind: str, group: str | None = None) -> ResourceType:
+        """The type of a kind (``group`` disambiguates when given). ``KeyError`` when unknown."""
+        for (g, k), rt in self._by_kind.items():
+            if k == kind and (group is None or g == group):
+                return rt
+        raise KeyError(kind if group is None else f"{kind}.{group}")
+
+    def groups(self) -> dict[str, list[str]]:
+        """Served versions per group, in registration order (core is ``""``)."""
+        out: dict[str, list[str]] = {}
+        for group, version, _ in self._by_path:
+            versions = out.setdefault(group, [])
+            if version not in versions:
+                versions.append(version)
+        return out
+
+    def in_group_version(self, group: str, version: str) -> list[ResourceType]:
+        return [rt for (g, v, _), rt in self._by_path.items() if g == group and v == version]

@@ -1,0 +1,85 @@
+"""Member access: how Fleet reaches its member clusters, through the official ``kubernetes`` client.
+
+Members are ordinary Kubernetes API servers (in tests and ``fleet up``, the project's simulator).
+Fleet never speaks raw HTTP to them and keeps no in-process fake of them: every request goes over
+the network through ``kubernetes.client``, exactly as it would against a production cluster.
+
+The parts, each in its own module:
+
+``config``
+    Where clients come from. A :class:`ClientFactory` lists the members and builds one
+    authenticated ``ApiClient`` per member; :class:`KubeconfigClients` does so from a kubeconfig
+    (one context per member, every context but ``fleet``). Credentials stay inside the client's
+    configuration: no ``repr``, exception or log line here prints them. An in-cluster or
+    secret-backed factory can replace the kubeconfig one without touching anything else.
+``settings``
+    :class:`MemberSettings`, per member: connect and request timeouts, attempts and backoff, probe
+    timeout, watch pacing, page size, pool size. Validated when built.
+``retry``
+    The single retry policy (tenacity): every call is timed, retried with exponential backoff and
+    jitter on transient failures (connection refused or reset, timeouts, 429, 500, 502, 503, 504;
+    ``Retry-After`` honoured) and never on permanent ones. The HTTP stack's own retries are off,
+    so a request is retried in one place only.
+``errors``
+    What failures look like to callers: :class:`MemberUnavailable` (transient, retries spent),
+    :class:`MemberRefused` with ``code``/``reason``/``message``/``causes`` (permanent), and its
+    subclasses :class:`NotFound` and :class:`Conflict`.
+``access``
+    :class:`Member`: the calls the dispatcher, workers, syncers and placement make. AscendJobs
+    (``create_job`` creates the namespace when the member lacks it; ``delete_job`` is idempotent
+    and, given a uid, deletes only that copy; ``patch_job`` is a JSON merge patch), nodes and pods
+    (paged lists from one snapshot), and ``probe()`` (one short ``GET /readyz``, no retry: health
+    thresholds are the caller's). Objects are plain JSON dicts as the member sent them.
+    ``close()`` stops the member's watchers and releases its connections.
+``watch``
+    :class:`Watcher`: list, then watch from the list's resourceVersion with bookmarks; resume from
+    the last resourceVersion after any disconnect (backoff while the member is down or answers
+    503); on 410 Gone list again and deliver a ``SYNC`` event carrying the whole state and the
+    objects that vanished meanwhile. ``stop()`` returns at once.
+``metrics``
+    Prometheus counters and histograms per member: request latency, errors, retries, watch
+    restarts, relists and events.
+
+Log lines are ``key=value`` on the ``fleet.members`` loggers (``member=... kind=... event=...``).
+"""
+
+from fleet.members.access import JOBS, NODES, PODS, Listing, Member, Probe, Resource
+from fleet.members.config import (
+    FLEET_CONTEXT,
+    ClientFactory,
+    KubeconfigClients,
+    MemberConfigError,
+    load_members,
+)
+from fleet.members.errors import Conflict, MemberError, MemberRefused, MemberUnavailable, NotFound
+from fleet.members.settings import MemberSettings, SettingsError
+from fleet.members.watch import ADDED, DELETED, MODIFIED, SYNC, EventCallback, Watcher, WatchEvent
+
+__all__ = [
+    "ADDED",
+    "DELETED",
+    "FLEET_CONTEXT",
+    "JOBS",
+    "MODIFIED",
+    "NODES",
+    "PODS",
+    "SYNC",
+    "ClientFactory",
+    "Conflict",
+    "EventCallback",
+    "KubeconfigClients",
+    "Listing",
+    "Member",
+    "MemberConfigError",
+    "MemberError",
+    "MemberRefused",
+    "MemberSettings",
+    "MemberUnavailable",
+    "NotFound",
+    "Probe",
+    "Resource",
+    "SettingsError",
+    "WatchEvent",
+    "Watcher",
+    "load_members",
+]

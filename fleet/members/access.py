@@ -1,0 +1,534 @@
+"""The calls Fleet makes on one member cluster, through the official ``kubernetes`` client.
+
+Objects come back as plain JSON dicts, exactly as the member sent them: AscendJobs are custom
+objects anyway, and the syncers and placement read nodes and pods by their JSON field names, so
+skipping the client's model classes keeps one shape everywhere and saves their cost on large
+lists. Every call goes through :class:`~fleet.members.retry.Caller` (timeouts, retries, typed
+errors, metrics).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from kubernetes.client import (
+    ApiClient,
+    CoreV1Api,
+    CustomObjectsApi,
+    V1DeleteOptions,
+    V1Namespace,
+    V1ObjectMeta,
+    V1Preconditions,
+)
+from kubernetes.client.exceptions import ApiException
+
+from fleet.ascend import ASCENDJOB_GROUP, ASCENDJOB_KIND, ASCENDJOB_PLURAL, ASCENDJOB_VERSION
+from fleet.members.errors import Conflict, MemberError, MemberRefused, NotFound
+from fleet.members.retry import Caller
+from fleet.members.settings import MemberSettings
+from fleet.members.watch import EventCallback, Watcher
+
+if TYPE_CHECKING:
+    from urllib3 import BaseHTTPResponse
+
+
+__all__ = [
+    "JOBS",
+    "NODES",
+    "PODS",
+    "Listing",
+    "Member",
+    "Probe",
+    "Resource",
+    "safe_server",
+]
+
+log = logging.getLogger("fleet.members")
+
+JSONObject = dict[str, Any]
+
+_API_VERSION = f"{ASCENDJOB_GROUP}/{ASCENDJOB_VERSION}"
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A kind Fleet lists and watches in members; ``name`` is its plural (metrics, logs)."""
+
+    name: str
+    namespaced: bool
+
+
+JOBS = Resource(ASCENDJOB_PLURAL, namespaced=True)
+NODES = Resource("nodes", namespaced=False)
+PODS = Resource("pods", namespaced=True)
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The items of a (possibly paged) list and the resourceVersion to watch from."""
+
+    items: list[JSONObject]
+    resource_version: str
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One health probe: ``error`` says what went wrong when not ``healthy``."""
+
+    healthy: bool
+    seconds: float
+    error: str | None = None
+
+
+def safe_server(url: str) -> str:
+    """The server URL without any ``user:password@`` part, fit for logs and reprs."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def _read_json(response: Any) -> JSONObject:
+    # ``_preload_content=False`` makes the client return the raw urllib3 response, whatever its
+    # annotations say.
+    try:
+        data = response.data
+    finally:
+        response.release_conn()
+    parsed = json.loads(data) if data else {}
+    if not isinstance(parsed, dict):
+        raise ValueError("member answered with JSON that is not an object")
+    return parsed
+
+
+def _require_name(field: str, value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{field}: must be a non-empty string, got {value!r}")
+    return value
+
+
+def _namespace_missing(error: NotFound, namespace: str) -> bool:
+    details = error.details
+    if details.get("kind") == "namespaces" and details.get("name") == namespace:
+        return True
+    return f'namespaces "{namespace}" not found' in error.message
+
+
+class Member:
+    """One member cluster: its name, its ``ApiClient``, its settings and the calls Fleet makes.
+
+    Thread-safe: the client's connection pool is shared by the dispatcher's, workers' and
+    watchers' threads. Neither ``repr`` nor any log line shows credentials.
+    """
+
+    def __init__(self, name: str, api_client: ApiClient, settings: MemberSettings | None = None) -> None:
+        self.name = _require_name("member name", name)
+        self.api_client = api_client
+        self.settings = settings or MemberSettings()
+        self.server = safe_server(str(api_client.configuration.host))
+        self._call = Caller(self.name, self.settings)
+        self._core = CoreV1Api(api_client)
+        self._custom = CustomObjectsApi(api_client)
+        self._namespaces: set[str] = set()
+        self._watchers: list[Watcher] = []
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Member(name={self.name!r}, server={self.server!r})"
+
+    def close(self) -> None:
+        """Stop the watchers made by :meth:`watch` and release the member's pooled connections."""
+        with self._lock:
+            watchers, self._watchers = self._watchers, []
+        for watcher in watchers:
+            watcher.stop()
+        self.api_client.close()  # type: ignore[no-untyped-call]
+
+    @property
+    def _timeout(self) -> tuple[float, float]:
+        return (self.settings.connect_timeout, self.settings.request_timeout)
+
+    # -- namespaces ---------------------------------------------------------------------------
+
+    def ensure_namespace(self, namespace: str) -> None:
+        """Make sure ``namespace`` exists in the member (created when absent; cached once seen)."""
+        _require_name("namespace", namespace)
+        with self._lock:
+            if namespace in self._namespaces:
+                return
+        try:
+            self._call(
+                "get_namespace",
+                lambda: _read_json(
+                    self._core.read_namespace(
+                        namespace, _preload_content=False, _request_timeout=self._timeout
+                    )
+                ),
+            )
+        except NotFound:
+            body = V1Namespace(api_version="v1", kind="Namespace", metadata=V1ObjectMeta(name=namespace))
+            try:
+                self._call(
+                    "create_namespace",
+                    lambda: _read_json(
+                        self._core.create_namespace(
+                            body, _preload_content=False, _request_timeout=self._timeout
+                        )
+                    ),
+                )
+                log.info("member=%s kind=namespace event=created namespace=%s", self.name, namespace)
+            except Conflict:
+                pass  # created meanwhile by someone else: what we wanted
+        with self._lock:
+            self._namespaces.add(namespace)
+
+    # -- AscendJobs ---------------------------------------------------------------------------
+
+    def create_job(self, namespace: str, body: Mapping[str, Any]) -> JSONObject:
+        """Create an AscendJob in ``namespace`` (creating the namespace first if needed).
+
+        Raises :class:`Conflict` (reason ``AlreadyExists``) when a job of that name exists, also
+        when an earlier attempt of this very call was applied but its answer lost: the caller
+        adopts its own copy by the labels that name the fleet job.
+        """
+        payload = self._job_body(namespace, body)
+        self.ensure_namespace(namespace)
+        try:
+            return self._create_job(namespace, payload)
+        except NotFound as error:
+            if not _namespace_missing(error, namespace):
+                raise
+            # Deleted since we cached it: create it again and try once more.
+            with self._lock:
+                self._namespaces.discard(namespace)
+            self.ensure_namespace(namespace)
+            return self._create_job(namespace, payload)
+
+    def _create_job(self, namespace: str, payload: JSONObject) -> JSONObject:
+        return self._call(
+            "create_job",
+            lambda: _read_json(
+                self._custom.create_namespaced_custom_object(
+                    ASCENDJOB_GROUP,
+                    ASCENDJOB_VERSION,
+                    namespace,
+                    ASCENDJOB_PLURAL,
+                    payload,
+                    _preload_content=False,
+                    _request_timeout=self._timeout,
+                )
+            ),
+        )
+
+    @staticmethod
+    def _job_body(namespace: str, body: Mapping[str, Any]) -> JSONObject:
+        _require_name("namespace", namespace)
+        if not isinstance(body, Mapping):
+            raise ValueError(f"body: must be a mapping (an AscendJob object), got {type(body).__name__}")
+        payload = dict(body)
+        metadata = payload.get("metadata")
+        if not isinstance(metadata, Mapping):
+            raise ValueError("body.metadata: must be a mapping with a name")
+        if not metadata.get("name") and not metadata.get("generateName"):
+            raise ValueError("body.metadata.name: required (or metadata.generateName)")
+        body_namespace = metadata.get("namespace")
+        if body_namespace not in (None, namespace):
+            raise ValueError(
+                f"body.metadata.namespace: {body_namespace!r} differs from namespace {namespace!r}"
+            )
+        for field, expected in (("apiVersion", _API_VERSION), ("kind", ASCENDJOB_KIND)):
+            value = payload.setdefault(field, expected)
+            if value != expected:
+                raise ValueError(f"body.{field}: must be {expected!r}, got {value!r}")
+        return payload
+
+    def get_job(self, namespace: str, name: str) -> JSONObject:
+        """The AscendJob, or :class:`NotFound`."""
+        _require_name("namespace", namespace)
+        _require_name("name", name)
+        return self._call(
+            "get_job",
+            lambda: _read_json(
+                self._custom.get_namespaced_custom_object(
+                    ASCENDJOB_GROUP,
+                    ASCENDJOB_VERSION,
+                    namespace,
+                    ASCENDJOB_PLURAL,
+                    name,
+                    _preload_content=False,
+                    _request_timeout=self._timeout,
+                )
+            ),
+        )
+
+    def delete_job(self, namespace: str, name: str, *, uid: str | None = None) -> bool:
+        """Delete the AscendJob; ``False`` when it was already absent (deleting is idempotent).
+
+        With ``uid``, only that very copy is deleted: a newer job of the same name (another
+        attempt) makes the member answer :class:`Conflict` instead, so purging a stale copy can
+        never remove its successor.
+        """
+        _require_name("namespace", namespace)
+        _require_name("name", name)
+        options = V1DeleteOptions(
+            propagation_policy="Background",
+            preconditions=V1Preconditions(uid=_require_name("uid", uid)) if uid is not None else None,
+        )
+        try:
+            self._call(
+                "delete_job",
+                lambda: _read_json(
+                    self._custom.delete_namespaced_custom_object(
+                        ASCENDJOB_GROUP,
+                        ASCENDJOB_VERSION,
+                        namespace,
+                        ASCENDJOB_PLURAL,
+                        name,
+                        body=options,
+                        _preload_content=False,
+                        _request_timeout=self._timeout,
+                    )
+                ),
+            )
+        except NotFound:
+            return False
+        return True
+
+    def patch_job(self, namespace: str, name: str, patch: Mapping[str, Any]) -> JSONObject:
+        """Apply a JSON merge patch (RFC 7386) to the AscendJob; returns the patched object."""
+        _require_name("namespace", namespace)
+        _require_name("name", name)
+        if not isinstance(patch, Mapping) or not patch:
+            raise ValueError("patch: must be a non-empty mapping (a JSON merge patch)")
+        body = dict(patch)
+        return self._call(
+            "patch_job",
+            lambda: _read_json(
+                self._custom.patch_namespaced_custom_object(
+                    ASCENDJOB_GROUP,
+                    ASCENDJOB_VERSION,
+                    namespace,
+                    ASCENDJOB_PLURAL,
+                    name,
+                    body,
+                    _preload_content=False,
+                    _request_timeout=self._timeout,
+                )
+            ),
+        )
+
+    def list_jobs(
+        self, label_selector: str | None = None, *, namespace: str | None = None
+    ) -> list[JSONObject]:
+        """AscendJobs matching ``label_selector``, in one namespace or all."""
+        return self.list_objects(JOBS, label_selector=label_selector, namespace=namespace).items
+
+    # -- nodes and pods -----------------------------------------------------------------------
+
+    def list_nodes(self, label_selector: str | None = None) -> list[JSONObject]:
+        return self.list_objects(NODES, label_selector=label_selector).items
+
+    def list_pods(
+        self,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        *,
+        namespace: str | None = None,
+    ) -> list[JSONObject]:
+        return self.list_objects(
+            PODS, label_selector=label_selector, field_selector=field_selector, namespace=namespace
+        ).items
+
+    # -- generic list and watch (used by Watcher) ---------------------------------------------
+
+    def _list_function(self, resource: Resource, namespace: str | None) -> Callable[..., Any]:
+        if namespace is not None:
+            _require_name("namespace", namespace)
+            if not resource.namespaced:
+                raise ValueError(f"namespace: {resource.name} are cluster-scoped, pass no namespace")
+        if resource == JOBS:
+            if namespace is None:
+                return partial(
+                    self._custom.list_custom_object_for_all_namespaces,
+                    ASCENDJOB_GROUP,
+                    ASCENDJOB_VERSION,
+                    ASCENDJOB_PLURAL,
+                )
+            return partial(
+                self._custom.list_namespaced_custom_object,
+                ASCENDJOB_GROUP,
+                ASCENDJOB_VERSION,
+                namespace,
+                ASCENDJOB_PLURAL,
+            )
+        if resource == NODES:
+            return self._core.list_node
+        if resource == PODS:
+            if namespace is None:
+                return self._core.list_pod_for_all_namespaces
+            return partial(self._core.list_namespaced_pod, namespace)
+        raise ValueError(f"resource: {resource.name!r} is not one Fleet lists (ascendjobs, nodes, pods)")
+
+    def list_objects(
+        self,
+        resource: Resource,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        namespace: str | None = None,
+        retry: bool = True,
+    ) -> Listing:
+        """All objects of ``resource`` (paged by ``page_size``) and the list's resourceVersion.
+
+        A continue token that expires mid-way (410) restarts the list, since the pages must come
+        from one snapshot for the resourceVersion to be a safe place to watch from. ``retry=False``
+        makes one attempt per page (a watcher paces its own retries so that it can stop at once).
+        """
+        function = self._list_function(resource, namespace)
+        operation = f"list_{resource.name}"
+        for _restart in range(3):
+            items: list[JSONObject] = []
+            resource_version = ""
+            token: str | None = None
+            try:
+                while True:
+                    page = self._call(
+                        operation,
+                        partial(self._page, function, label_selector, field_selector, token),
+                        retry=retry,
+                    )
+                    items.extend(page.get("items") or [])
+                    metadata = page.get("metadata") or {}
+                    resource_version = resource_version or str(metadata.get("resourceVersion") or "")
+                    token = metadata.get("continue") or None
+                    if token is None:
+                        return Listing(items, resource_version)
+            except MemberRefused as error:
+                if error.code != 410 or token is None:
+                    raise
+                log.info(
+                    "member=%s kind=%s event=list-restart reason=continue-expired", self.name, resource.name
+                )
+        raise MemberRefused(
+            self.name, operation, 410, "Expired", "continue token kept expiring; list restarted 3 times"
+        )
+
+    def _page(
+        self,
+        function: Callable[..., Any],
+        label_selector: str | None,
+        field_selector: str | None,
+        token: str | None,
+    ) -> JSONObject:
+        return _read_json(
+            function(
+                label_selector=label_selector,
+                field_selector=field_selector,
+                limit=self.settings.page_size,
+                _continue=token,
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            )
+        )
+
+    def open_watch(
+        self,
+        resource: Resource,
+        resource_version: str,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        namespace: str | None = None,
+    ) -> BaseHTTPResponse:
+        """Open a watch stream from ``resource_version`` (one attempt: the watcher paces retries).
+
+        The caller reads JSON lines from the returned response and must close it. The server ends
+        the stream after ``watch_timeout_seconds``; a read blocked longer than
+        ``watch_read_timeout`` fails, so a dead connection is noticed.
+        """
+        function = self._list_function(resource, namespace)
+        response: BaseHTTPResponse = self._call(
+            f"watch_{resource.name}",
+            lambda: function(
+                watch=True,
+                allow_watch_bookmarks=True,
+                resource_version=resource_version or None,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                timeout_seconds=self.settings.watch_timeout_seconds,
+                _preload_content=False,
+                _request_timeout=(self.settings.connect_timeout, self.settings.watch_read_timeout),
+            ),
+            retry=False,
+        )
+        return response
+
+    def watch(
+        self,
+        resource: Resource,
+        callback: EventCallback,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        namespace: str | None = None,
+        start: bool = True,
+    ) -> Watcher:
+        """A :class:`~fleet.members.watch.Watcher` of ``resource`` delivering to ``callback``."""
+        watcher = Watcher(
+            self,
+            resource,
+            callback,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            namespace=namespace,
+        )
+        with self._lock:
+            self._watchers = [w for w in self._watchers if not w.stopped]
+            self._watchers.append(watcher)
+        if start:
+            watcher.start()
+        return watcher
+
+    def watch_jobs(self, callback: EventCallback, label_selector: str | None = None) -> Watcher:
+        return self.watch(JOBS, callback, label_selector=label_selector)
+
+    def watch_nodes(self, callback: EventCallback, label_selector: str | None = None) -> Watcher:
+        return self.watch(NODES, callback, label_selector=label_selector)
+
+    def watch_pods(
+        self, callback: EventCallback, label_selector: str | None = None, field_selector: str | None = None
+    ) -> Watcher:
+        return self.watch(PODS, callback, label_selector=label_selector, field_selector=field_selector)
+
+    # -- health -------------------------------------------------------------------------------
+
+    def probe(self) -> Probe:
+        """One ``GET /readyz`` with the short probe timeout and no retry (thresholds are the caller's)."""
+        timeout = self.settings.probe_timeout
+        start = time.perf_counter()
+
+        def readyz() -> bytes:
+            request = self.api_client.param_serialize(
+                method="GET", resource_path="/readyz", auth_settings=["BearerToken"]
+            )
+            response = self.api_client.call_api(*request, _request_timeout=(timeout, timeout))
+            data = response.read()  # type: ignore[no-untyped-call]
+            if not 200 <= response.status <= 299:
+                raise ApiException.from_response(http_resp=response, body=None, data=None)
+            return bytes(data or b"")
+
+        try:
+            self._call("probe", readyz, retry=False)
+        except MemberError as error:
+            return Probe(False, time.perf_counter() - start, str(error))
+        return Probe(True, time.perf_counter() - start)

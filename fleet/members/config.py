@@ -1,0 +1,124 @@
+"""Where member clients come from: one :class:`ClientFactory`, today a kubeconfig file.
+
+Building an ``ApiClient`` is the only place that sees credentials, so it lives behind one small
+protocol: :class:`KubeconfigClients` reads a kubeconfig (one context per member, every context
+except the one named ``fleet``); an in-cluster or secret-backed factory can replace it later
+without touching the access code. The factory also turns off the HTTP stack's own retries: the
+retry policy is :class:`~fleet.members.retry.Caller`'s alone, so a request is never retried twice
+over.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Protocol
+
+from kubernetes.client import ApiClient, Configuration
+from kubernetes.config import kube_config
+from kubernetes.config.config_exception import ConfigException
+
+from fleet.members.access import Member
+from fleet.members.settings import MemberSettings
+
+__all__ = [
+    "FLEET_CONTEXT",
+    "ClientFactory",
+    "KubeconfigClients",
+    "MemberConfigError",
+    "load_members",
+]
+
+#: The kubeconfig context that names the fleet endpoint itself, never a member.
+FLEET_CONTEXT = "fleet"
+
+
+class MemberConfigError(ValueError):
+    """The member configuration cannot be used; the message names the file and the context."""
+
+
+class ClientFactory(Protocol):
+    """Knows the members and builds an authenticated ``ApiClient`` for one of them."""
+
+    def members(self) -> list[str]:
+        """Member names, in the order the source lists them."""
+        ...
+
+    def build(self, name: str, settings: MemberSettings) -> ApiClient:
+        """A new client for member ``name``; raises :class:`MemberConfigError` if it cannot."""
+        ...
+
+
+class KubeconfigClients:
+    """Members from a kubeconfig file: one context each, named after the member."""
+
+    def __init__(self, path: str | os.PathLike[str], *, fleet_context: str = FLEET_CONTEXT) -> None:
+        self.path = Path(path)
+        self.fleet_context = fleet_context
+
+    def __repr__(self) -> str:
+        return f"KubeconfigClients(path={str(self.path)!r})"
+
+    def members(self) -> list[str]:
+        if not self.path.is_file():
+            raise MemberConfigError(f"kubeconfig {self.path}: no such file")
+        try:
+            contexts, _active = kube_config.list_kube_config_contexts(str(self.path))  # type: ignore[no-untyped-call]
+        except (ConfigException, OSError, ValueError) as exc:
+            raise MemberConfigError(f"kubeconfig {self.path}: cannot read contexts ({exc})") from None
+        names: list[str] = []
+        for context in contexts or ():
+            name = context.get("name") if isinstance(context, dict) else None
+            if not isinstance(name, str) or not name:
+                raise MemberConfigError(f"kubeconfig {self.path}: contexts[].name: every context needs one")
+            if name != self.fleet_context:
+                names.append(name)
+        return names
+
+    def build(self, name: str, settings: MemberSettings) -> ApiClient:
+        configuration = Configuration()
+        try:
+            kube_config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=str(self.path),
+                context=name,
+                client_configuration=configuration,
+                persist_config=False,
+            )
+        except (ConfigException, OSError, ValueError) as exc:
+            raise MemberConfigError(f"kubeconfig {self.path}: context {name}: {exc}") from None
+        configuration.retries = False  # Caller owns retries
+        configuration.connection_pool_maxsize = settings.pool_maxsize
+        return ApiClient(configuration=configuration)
+
+
+def load_members(
+    source: ClientFactory | str | os.PathLike[str],
+    *,
+    settings: MemberSettings | None = None,
+    per_member: Mapping[str, MemberSettings] | None = None,
+    only: Iterable[str] | None = None,
+) -> dict[str, Member]:
+    """Build a :class:`Member` for every member of ``source`` (a kubeconfig path or a factory).
+
+    ``settings`` apply to all members, ``per_member`` replaces them for the members it names;
+    ``only`` restricts the result to some members. Naming a member the source does not have, in
+    ``per_member`` or ``only``, is an error rather than a silent no-op.
+    """
+    factory: ClientFactory = KubeconfigClients(source) if isinstance(source, str | os.PathLike) else source
+    default = settings or MemberSettings()
+    overrides = dict(per_member or {})
+    names = factory.members()
+    wanted = list(only) if only is not None else names
+    for label, requested in (("per_member", overrides), ("only", wanted)):
+        unknown = sorted(set(requested) - set(names))
+        if unknown:
+            raise MemberConfigError(f"{label}: unknown member {unknown[0]!r} (members: {', '.join(names)})")
+    members: dict[str, Member] = {}
+    for name in names:
+        if name not in wanted:
+            continue
+        member_settings = overrides.get(name, default)
+        client = factory.build(name, member_settings)
+        members[name] = Member(name, client, member_settings)
+    return members

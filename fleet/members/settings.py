@@ -1,0 +1,66 @@
+"""Per-member knobs: timeouts, retries, backoff and watch pacing.
+
+Members differ (a remote cluster over a WAN wants longer timeouts than a local one), so every
+member carries its own :class:`MemberSettings`; a bad value is refused when the member is built,
+naming the field, rather than failing later inside a retry loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+__all__ = ["MemberSettings", "SettingsError"]
+
+
+class SettingsError(ValueError):
+    """A member setting breaks its rule; the message names the field and the rule."""
+
+
+@dataclass(frozen=True)
+class MemberSettings:
+    """How Fleet talks to one member.
+
+    ``attempts`` counts the first try: 4 means up to 3 retries of a transient failure, waiting
+    ``backoff_initial * 2**n`` (with jitter, at most ``backoff_max``; a server's ``Retry-After`` is
+    honoured up to ``backoff_max``) between them. Watches reconnect with their own backoff, capped at
+    ``watch_backoff_max``; the server ends each watch after ``watch_timeout_seconds`` and a read
+    that sees nothing for ``watch_read_timeout`` seconds (bookmarks included) is treated as a dead
+    connection.
+    """
+
+    connect_timeout: float = 2.0
+    request_timeout: float = 10.0
+    attempts: int = 4
+    backoff_initial: float = 0.1
+    backoff_max: float = 2.0
+    probe_timeout: float = 1.0
+    watch_timeout_seconds: int = 60
+    watch_read_timeout: float = 90.0
+    watch_backoff_initial: float = 0.1
+    watch_backoff_max: float = 5.0
+    page_size: int = 500
+    pool_maxsize: int = 16
+
+    def __post_init__(self) -> None:
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise SettingsError(f"member setting {field.name}: must be a number, got {value!r}")
+            if value <= 0:
+                raise SettingsError(f"member setting {field.name}: must be > 0, got {value!r}")
+        for name in ("attempts", "watch_timeout_seconds", "page_size", "pool_maxsize"):
+            if not isinstance(getattr(self, name), int):
+                raise SettingsError(f"member setting {name}: must be a whole number")
+        if self.backoff_initial > self.backoff_max:
+            raise SettingsError("member setting backoff_initial: must be <= backoff_max")
+        if self.watch_backoff_initial > self.watch_backoff_max:
+            raise SettingsError("member setting watch_backoff_initial: must be <= watch_backoff_max")
+
+    def with_overrides(self, overrides: dict[str, Any]) -> MemberSettings:
+        """A copy with some fields changed; unknown names are refused, not ignored."""
+        known = {field.name for field in fields(self)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise SettingsError(f"member setting {unknown[0]}: unknown (known: {', '.join(sorted(known))})")
+        return replace(self, **overrides)

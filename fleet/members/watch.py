@@ -1,0 +1,379 @@
+"""Watches that survive disconnects: list once, then follow the member's changes from there.
+
+A :class:`Watcher` runs on its own thread (the ``kubernetes`` client is synchronous) and follows
+the reflector pattern of client-go:
+
+1. **List** (paged) to learn the current objects and a resourceVersion, and hand the consumer a
+   ``SYNC`` event: every object there is now, and every object it knew of that is gone
+   (``vanished``, with the last state seen). The first event is always such a ``SYNC``.
+2. **Watch** from that resourceVersion with bookmarks on, delivering ``ADDED``, ``MODIFIED`` and
+   ``DELETED`` and remembering the resourceVersion of each event and bookmark.
+3. When the stream ends (the server's ``timeoutSeconds``, a dropped connection, a member that is
+   down or answers 503) it **resumes** from the last resourceVersion, after an exponential
+   backoff with jitter when the end was a failure: nothing is missed and nothing is listed again.
+4. When the member answers **410 Gone** (the resourceVersion left its history window, e.g. after
+   a long outage), it lists again and delivers a ``SYNC``; objects deleted while it was away come
+   back as ``vanished``, so the consumer can replace its state rather than patch it.
+
+A callback that raises is logged and followed by a fresh list, so the consumer gets the whole
+state again instead of silently missing one event. :meth:`Watcher.stop` shuts the open socket
+down, so it returns at once even while a read is blocked.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from fleet.members.errors import MemberError, MemberRefused
+from fleet.members.metrics import WATCH_EVENTS, WATCH_RELISTS, WATCH_RESTARTS
+from fleet.members.retry import describe
+
+if TYPE_CHECKING:
+    from urllib3 import BaseHTTPResponse
+
+    from fleet.members.access import Member, Resource
+
+__all__ = ["ADDED", "DELETED", "MODIFIED", "SYNC", "EventCallback", "WatchEvent", "Watcher"]
+
+log = logging.getLogger("fleet.members.watch")
+
+JSONObject = dict[str, Any]
+
+ADDED: Final = "ADDED"
+MODIFIED: Final = "MODIFIED"
+DELETED: Final = "DELETED"
+#: Synthetic: the full current state after a (re)list; see :attr:`WatchEvent.vanished`.
+SYNC: Final = "SYNC"
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """One change in a member, or (``SYNC``) its whole state after a list."""
+
+    type: str
+    member: str
+    resource: str
+    object: JSONObject | None = None
+    objects: tuple[JSONObject, ...] = ()
+    vanished: tuple[JSONObject, ...] = ()
+    resource_version: str = ""
+    cause: str = field(default="", compare=False)
+
+
+EventCallback = Callable[[WatchEvent], None]
+
+
+class _Gone(Exception):
+    """The member no longer has our resourceVersion: list again."""
+
+
+class _StreamError(Exception):
+    """The member ended the stream with an ERROR event other than 410."""
+
+
+class _CallbackFailed(Exception):
+    """The consumer's callback raised; its state may be behind, so list again."""
+
+
+def _key(obj: JSONObject) -> tuple[str, str]:
+    metadata = obj.get("metadata") or {}
+    return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+
+
+def _resource_version(obj: JSONObject | None) -> str:
+    metadata = (obj or {}).get("metadata") or {}
+    return str(metadata.get("resourceVersion") or "")
+
+
+def _chunks(response: Any) -> Iterator[bytes]:
+    # Hand over each piece as soon as it arrives: a chunk of a chunked stream, or whatever one
+    # read returns otherwise (``stream(amt=None)`` would wait for the end of a non-chunked body).
+    if response.chunked and response.supports_chunked_reads():
+        yield from response.read_chunked(decode_content=True)
+        return
+    while chunk := response.read1(65536):
+        yield chunk
+
+
+def _lines(response: BaseHTTPResponse) -> Iterator[bytes]:
+    buffer = b""
+    for chunk in _chunks(response):
+        buffer += chunk
+        *complete, buffer = buffer.split(b"\n")
+        yield from (line for line in complete if line.strip())
+    if buffer.strip():
+        yield buffer
+
+
+class Watcher:
+    """Follows one kind in one member and hands every change to ``callback`` (on its thread)."""
+
+    def __init__(
+        self,
+        member: Member,
+        resource: Resource,
+        callback: EventCallback,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        namespace: str | None = None,
+    ) -> None:
+        self.member = member
+        self.resource = resource
+        self.callback = callback
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.namespace = namespace
+        self._objects: dict[tuple[str, str], JSONObject] = {}
+        self._resource_version = ""
+        self._stopping = threading.Event()
+        self._synced = threading.Event()
+        self._lock = threading.Lock()
+        self._response: BaseHTTPResponse | None = None
+        self._thread: threading.Thread | None = None
+        self._failures = 0
+        self.last_error: str | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"Watcher(member={self.member.name!r}, resource={self.resource.name!r}, "
+            f"label_selector={self.label_selector!r}, resource_version={self._resource_version!r})"
+        )
+
+    # -- control ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("watcher already started")
+        self._thread = threading.Thread(
+            target=self._run, name=f"watch-{self.member.name}-{self.resource.name}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout: float = 2.0) -> bool:
+        """Stop and wait for the thread; ``True`` when it ended within ``timeout``."""
+        self._stopping.set()
+        self._interrupt()
+        if self._thread is None or self._thread is threading.current_thread():
+            return True  # stopped from its own callback: the loop ends when the callback returns
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def __enter__(self) -> Watcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _interrupt(self) -> None:
+        with self._lock:
+            response = self._response
+        if response is None:
+            return
+        try:
+            response.shutdown()  # unblocks a read in progress on the watcher's thread
+        except Exception:
+            response.close()
+
+    def wait_synced(self, timeout: float) -> bool:
+        """Block until the first ``SYNC`` was delivered (or ``timeout`` passed)."""
+        return self._synced.wait(timeout)
+
+    @property
+    def stopped(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self._stopping.is_set()
+
+    @property
+    def resource_version(self) -> str:
+        """The resourceVersion a resumed watch would start from."""
+        return self._resource_version
+
+    @property
+    def connected(self) -> bool:
+        """Whether a watch stream is open right now."""
+        with self._lock:
+            return self._response is not None
+
+    def snapshot(self) -> list[JSONObject]:
+        """The objects as last seen (the state the events so far add up to)."""
+        with self._lock:
+            return list(self._objects.values())
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def _log(self, level: int, event: str, **fields: object) -> None:
+        if not log.isEnabledFor(level):
+            return
+        extra = "".join(f" {key}={value}" for key, value in fields.items())
+        log.log(level, "member=%s kind=%s event=%s%s", self.member.name, self.resource.name, event, extra)
+
+    def _pause(self) -> None:
+        settings = self.member.settings
+        ceiling = min(
+            settings.watch_backoff_max, settings.watch_backoff_initial * 2 ** min(self._failures, 30)
+        )
+        self._failures += 1
+        self._stopping.wait(ceiling * random.uniform(0.5, 1.0))
+
+    def _run(self) -> None:
+        cause = "initial"
+        need_list = True
+        while not self._stopping.is_set():
+            try:
+                if need_list:
+                    self._relist(cause)
+                    need_list = False
+                else:
+                    WATCH_RESTARTS.labels(self.member.name, self.resource.name, cause).inc()
+                opened = time.monotonic()
+                cause, received = self._follow()
+                if received or time.monotonic() - opened >= 1.0:
+                    self._failures = 0
+                    self.last_error = None
+                    continue
+                # An empty stream that ended at once must not become a busy loop: pause below.
+            except _Gone:
+                cause, need_list = "gone", True
+                self._log(logging.INFO, "gone", resource_version=self._resource_version)
+            except _CallbackFailed:
+                cause, need_list = "callback-error", True
+            except MemberRefused as error:
+                if error.code == 410:
+                    cause, need_list = "gone", True
+                    self._log(logging.INFO, "gone", resource_version=self._resource_version)
+                else:
+                    cause = "refused"
+                    self.last_error = str(error)
+                    self._log(logging.ERROR, "refused", code=error.code, reason=error.reason)
+            except (MemberError, _StreamError) as error:
+                cause = "unavailable"
+                self.last_error = str(error)
+                self._log(logging.WARNING, "disconnected", error=repr(str(error)))
+            except Exception as error:
+                cause = "disconnected"
+                self.last_error = describe(error)
+                if not self._stopping.is_set():
+                    self._log(logging.WARNING, "disconnected", error=repr(describe(error)))
+            self._pause()
+        self._log(logging.INFO, "stopped")
+
+    def _relist(self, cause: str) -> None:
+        WATCH_RELISTS.labels(self.member.name, self.resource.name, cause).inc()
+        listing = self.member.list_objects(
+            self.resource,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+            namespace=self.namespace,
+            retry=False,
+        )
+        fresh = {_key(obj): obj for obj in listing.items}
+        with self._lock:
+            vanished = tuple(obj for key, obj in self._objects.items() if key not in fresh)
+        self._log(
+            logging.INFO,
+            "sync",
+            cause=cause,
+            objects=len(fresh),
+            vanished=len(vanished),
+            resource_version=listing.resource_version,
+        )
+        self._deliver(
+            WatchEvent(
+                SYNC,
+                self.member.name,
+                self.resource.name,
+                objects=tuple(listing.items),
+                vanished=vanished,
+                resource_version=listing.resource_version,
+                cause=cause,
+            )
+        )
+        # Only once the consumer has it: if it failed, the next list compares against what it had.
+        with self._lock:
+            self._objects = fresh
+            self._resource_version = listing.resource_version
+        self._synced.set()
+
+    def _follow(self) -> tuple[str, int]:
+        """Read one watch stream to its end: why it ended (no failure) and how many lines came."""
+        response = self.member.open_watch(
+            self.resource,
+            self._resource_version,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+            namespace=self.namespace,
+        )
+        with self._lock:
+            self._response = response
+        received = 0
+        try:
+            if self._stopping.is_set():
+                return "stopped", received
+            self._log(logging.DEBUG, "watching", resource_version=self._resource_version)
+            for line in _lines(response):
+                received += 1
+                self._handle(line)
+                if self._stopping.is_set():
+                    return "stopped", received
+            return "expired", received
+        finally:
+            with self._lock:
+                self._response = None
+            response.close()
+            response.release_conn()
+
+    def _handle(self, line: bytes) -> None:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            raise _StreamError(f"undecodable watch line {line[:80]!r}") from None
+        kind = event.get("type")
+        obj = event.get("object")
+        if not isinstance(obj, dict):
+            raise _StreamError(f"watch event without object: {kind}")
+        WATCH_EVENTS.labels(self.member.name, self.resource.name, str(kind)).inc()
+        if kind == "BOOKMARK":
+            self._resource_version = _resource_version(obj) or self._resource_version
+            return
+        if kind == "ERROR":
+            if obj.get("code") == 410:
+                raise _Gone()
+            raise _StreamError(f"{obj.get('code')} {obj.get('reason')}: {obj.get('message')}")
+        if kind not in (ADDED, MODIFIED, DELETED):
+            raise _StreamError(f"unknown watch event type {kind!r}")
+        key = _key(obj)
+        resource_version = _resource_version(obj) or self._resource_version
+        self._log(logging.DEBUG, kind.lower(), name="/".join(part for part in key if part))
+        self._deliver(
+            WatchEvent(
+                kind, self.member.name, self.resource.name, object=obj, resource_version=resource_version
+            )
+        )
+        # After delivery, so that a failed callback leaves the object as the consumer last saw it.
+        with self._lock:
+            if kind == DELETED:
+                self._objects.pop(key, None)
+            else:
+                self._objects[key] = obj
+            self._resource_version = resource_version
+
+    def _deliver(self, event: WatchEvent) -> None:
+        try:
+            self.callback(event)
+        except Exception as error:
+            log.exception(
+                "member=%s kind=%s event=callback-error type=%s",
+                self.member.name,
+                self.resource.name,
+                event.type,
+            )
+            self.last_error = f"callback raised {type(error).__name__}"
+            raise _CallbackFailed() from error

@@ -1,0 +1,279 @@
+"""AscendJob logic over plain kube JSON dicts: validation, the pods a job owns, conditions, replica status.
+
+Everything here is pure (no store, no clock unless given one), so the operator in
+:mod:`fleet.sim.operator` stays a thin loop and each rule is unit-tested on its own.
+
+Conditions follow the kubeflow job controller the ascend-operator is built on: setting a
+condition removes an older one of the same type and appends the new one, so the LAST entry is
+the job's state (what ``kubectl get acjob`` shows as STATE); ``Running`` and ``Restarting``
+replace each other, and a finished job's ``Running`` condition turns ``status: "False"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from fleet.apiserver.resources import Obj
+from fleet.ascend import (
+    ASCENDJOB_GROUP,
+    ASCENDJOB_KIND,
+    ASCENDJOB_VERSION,
+    JOB_NAME_LABEL,
+    REPLICA_INDEX_LABEL,
+    REPLICA_TYPE_LABEL,
+    SCHEDULE_POLICY_ANNOTATION,
+    Condition,
+    parse_schedule_policy,
+)
+from fleet.sim.predicates import PodSpecError, pod_requests
+
+__all__ = [
+    "DURATION_ANNOTATION",
+    "TERMINAL_STATES",
+    "backoff_limit",
+    "build_pods",
+    "duration_seconds",
+    "job_key",
+    "min_available",
+    "replica_statuses",
+    "restarts_on_failure",
+    "set_condition",
+    "state",
+    "validate_job",
+]
+
+#: Per-job override of how long the job runs before it succeeds (seconds, a number).
+DURATION_ANNOTATION: Final = "sim.fleet.io/duration-seconds"
+TERMINAL_STATES: Final = frozenset({Condition.SUCCEEDED, Condition.FAILED})
+#: Replica types that lead a job: their pods are created (and kept under minAvailable) first.
+_LEADERS: Final = ("Master", "Chief", "Scheduler")
+_NAME_LIMIT: Final = 63
+
+
+def job_key(job: Obj) -> tuple[str, str]:
+    meta = job.get("metadata") or {}
+    return str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+
+
+def state(job: Obj) -> str | None:
+    """The job's state: the type of its last condition (``None`` before the operator saw it)."""
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return str(conditions[-1].get("type")) if conditions else None
+
+
+def _replica_specs(job: Obj) -> list[tuple[str, Mapping[str, Any]]]:
+    specs = (job.get("spec") or {}).get("replicaSpecs") or {}
+    ordered = sorted(specs.items(), key=lambda item: (item[0] not in _LEADERS, list(specs).index(item[0])))
+    return [(str(kind), spec) for kind, spec in ordered]
+
+
+def _replicas(spec: Mapping[str, Any]) -> int:
+    value = spec.get("replicas", 1)
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else -1
+
+
+def validate_job(job: Obj) -> str | None:
+    """The first reason the operator cannot run this job (naming the field), or ``None``."""
+    name = job_key(job)[1]
+    if not name:
+        return "metadata.name: is required"
+    spec = job.get("spec")
+    if not isinstance(spec, Mapping):
+        return "spec: is required"
+    specs = spec.get("replicaSpecs")
+    if not isinstance(specs, Mapping) or not specs:
+        return "spec.replicaSpecs: at least one replica type is required"
+    total = 0
+    for kind, replica in specs.items():
+        where = f"spec.replicaSpecs.{kind}"
+        if not isinstance(replica, Mapping):
+            return f"{where}: must be an object"
+        count = _replicas(replica)
+        if count < 0:
+            return f"{where}.replicas: must be a non-negative integer"
+        total += count
+        pod_name = f"{name}-{str(kind).lower()}-{max(count - 1, 0)}"
+        if len(pod_name) > _NAME_LIMIT:
+            return f"{where}: pod name {pod_name!r} is longer than {_NAME_LIMIT} characters"
+        template = replica.get("template")
+        pod_spec = template.get("spec") if isinstance(template, Mapping) else None
+        if not isinstance(pod_spec, Mapping):
+            return f"{where}.template.spec: is required"
+        containers = pod_spec.get("containers")
+        if not isinstance(containers, list) or not containers:
+            return f"{where}.template.spec.containers: at least one container is required"
+        try:
+            pod_requests(pod_spec, f"{where}.template.spec")
+        except PodSpecError as exc:
+            return str(exc)
+    if total == 0:
+        return "spec.replicaSpecs: the job has no pods (every replicas is 0)"
+    wanted = min_available(job)
+    if wanted is not None and not 0 < wanted <= total:
+        field = "spec.runPolicy.schedulingPolicy.minAvailable"
+        return f"{field}: {wanted} must be between 1 and the job's {total} pods"
+    limit = backoff_limit(job)
+    if limit is not None and limit < 0:
+        return f"spec.runPolicy.backoffLimit: {limit} must not be negative"
+    try:
+        parse_schedule_policy(
+            (job.get("metadata", {}).get("annotations") or {}).get(SCHEDULE_POLICY_ANNOTATION)
+        )
+    except ValueError as exc:
+        return f"metadata.annotations: {exc}"
+    if duration_seconds(job, 0.0) < 0:
+        return f"metadata.annotations.{DURATION_ANNOTATION}: must be a non-negative number of seconds"
+    return None
+
+
+def _run_policy(job: Obj) -> Mapping[str, Any]:
+    policy = (job.get("spec") or {}).get("runPolicy") or {}
+    return policy if isinstance(policy, Mapping) else {}
+
+
+def min_available(job: Obj) -> int | None:
+    value = (_run_policy(job).get("schedulingPolicy") or {}).get("minAvailable")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def backoff_limit(job: Obj) -> int | None:
+    value = _run_policy(job).get("backoffLimit")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def duration_seconds(job: Obj, default: float) -> float:
+    """How long the job runs: its annotation, else ``default``; -1 when the annotation is not a number."""
+    raw = ((job.get("metadata") or {}).get("annotations") or {}).get(DURATION_ANNOTATION)
+    if raw is None:
+        return default
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        return -1.0
+
+
+def restarts_on_failure(job: Obj) -> bool:
+    """Without a backoff limit, whether a failed pod restarts the job (its restartPolicy is not Never)."""
+    return any(str(spec.get("restartPolicy", "Never")) != "Never" for _, spec in _replica_specs(job))
+
+
+def build_pods(job: Obj) -> list[Obj]:
+    """The pods the operator creates for a job, leaders first, named ``<job>-<type>-<index>``."""
+    meta = job.get("metadata") or {}
+    namespace, name = job_key(job)
+    spec = job.get("spec") or {}
+    policy = (meta.get("annotations") or {}).get(SCHEDULE_POLICY_ANNOTATION)
+    owner = {
+        "apiVersion": f"{ASCENDJOB_GROUP}/{ASCENDJOB_VERSION}",
+        "kind": ASCENDJOB_KIND,
+        "name": name,
+        "uid": meta.get("uid", ""),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    pods: list[Obj] = []
+    for kind, replica in _replica_specs(job):
+        template = replica.get("template") or {}
+        template_meta = template.get("metadata") or {}
+        for index in range(_replicas(replica)):
+            pod_spec = _with_string_quantities(template.get("spec") or {})
+            pod_spec.setdefault("schedulerName", spec.get("schedulerName") or "volcano")
+            pod_spec.setdefault("restartPolicy", "Never")
+            annotations = dict(template_meta.get("annotations") or {})
+            if policy is not None:
+                annotations[SCHEDULE_POLICY_ANNOTATION] = policy
+            pod_meta: dict[str, Any] = {
+                "name": f"{name}-{kind.lower()}-{index}",
+                "namespace": namespace,
+                "labels": {
+                    **(template_meta.get("labels") or {}),
+                    JOB_NAME_LABEL: name,
+                    REPLICA_TYPE_LABEL: kind.lower(),
+                    REPLICA_INDEX_LABEL: str(index),
+                },
+                "ownerReferences": [owner],
+            }
+            if annotations:
+                pod_meta["annotations"] = annotations
+            pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec})
+    return pods
+
+
+def _with_string_quantities(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a pod spec whose resource quantities are strings, as the API server serialises them.
+
+    A job written in YAML says ``huawei.com/Ascend910: 2``; a Pod from a real API server always
+    carries ``"2"``, and clients (the ``kubernetes`` models) insist on it.
+    """
+    copied = dict(spec)
+    for key in ("containers", "initContainers"):
+        containers = spec.get(key)
+        if not isinstance(containers, list):
+            continue
+        converted = []
+        for container in containers:
+            resources = container.get("resources") if isinstance(container, Mapping) else None
+            if isinstance(resources, Mapping):
+                as_strings = {
+                    part: {k: str(v) for k, v in values.items()} if isinstance(values, Mapping) else values
+                    for part, values in resources.items()
+                }
+                converted.append({**container, "resources": as_strings})
+            else:
+                converted.append(container)
+        copied[key] = converted
+    return copied
+
+
+def set_condition(status: dict[str, Any], kind: str, reason: str, message: str, now: str) -> bool:
+    """Make ``kind`` the current condition; ``False`` when it already is, with this reason and message."""
+    conditions: list[dict[str, Any]] = list(status.get("conditions") or [])
+    if conditions:
+        last = conditions[-1]
+        if last.get("type") == kind and last.get("reason") == reason and last.get("message") == message:
+            return False
+    kept = []
+    for condition in conditions:
+        if condition.get("type") == kind:
+            continue
+        if {kind, condition.get("type")} == {Condition.RUNNING, Condition.RESTARTING}:
+            continue
+        if kind in TERMINAL_STATES and condition.get("type") == Condition.RUNNING:
+            kept.append({**condition, "status": "False", "lastUpdateTime": now})
+        else:
+            kept.append(condition)
+    kept.append(
+        {
+            "type": kind,
+            "status": "True",
+            "lastTransitionTime": now,
+            "lastUpdateTime": now,
+            "message": message,
+            "reason": reason,
+        }
+    )
+    status["conditions"] = kept
+    return True
+
+
+def replica_statuses(job: Obj, pods: Sequence[Obj]) -> dict[str, dict[str, int]]:
+    """``status.replicaStatuses``: active (running), succeeded and failed pods per replica type."""
+    statuses: dict[str, dict[str, int]] = {
+        kind: {"active": 0, "succeeded": 0, "failed": 0} for kind, _ in _replica_specs(job)
+    }
+    names = {kind.lower(): kind for kind in statuses}
+    for pod in pods:
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        kind = names.get(str(labels.get(REPLICA_TYPE_LABEL, "")))
+        if kind is None:
+            continue
+        counts = statuses[kind]
+        phase = (pod.get("status") or {}).get("phase")
+        if phase == "Running":
+            counts["active"] += 1
+        elif phase == "Succeeded":
+            counts["succeeded"] += 1
+        elif phase == "Failed":
+            counts["failed"] += 1
+    return {kind: {k: v for k, v in counts.items() if v} for kind, counts in statuses.items()}

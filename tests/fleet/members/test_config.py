@@ -1,0 +1,102 @@
+"""Building members from a kubeconfig: which contexts, which settings, and no leaked secrets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fleet.members import (
+    KubeconfigClients,
+    Member,
+    MemberConfigError,
+    MemberSettings,
+    SettingsError,
+    load_members,
+)
+from tests.fleet.members.kubeconfig import TOKEN, write_kubeconfig
+
+
+def test_every_context_but_fleet_is_a_member(tmp_path: Path) -> None:
+    path = write_kubeconfig(
+        tmp_path / "kubeconfig", {"member-1": "http://127.0.0.1:7001", "member-2": "http://127.0.0.1:7002"}
+    )
+    members = load_members(path)
+    try:
+        assert list(members) == ["member-1", "member-2"]
+        assert members["member-2"].server == "http://127.0.0.1:7002"
+        assert members["member-1"].name == "member-1"
+        # The token is loaded into the client (it is sent), just never shown.
+        headers: dict[str, str] = {}
+        members["member-1"].api_client.update_params_for_auth(headers, [], ["BearerToken"], "/", "GET", None)
+        assert headers["authorization"] == f"Bearer {TOKEN}"
+    finally:
+        for member in members.values():
+            member.close()
+
+
+def test_settings_default_and_per_member(tmp_path: Path) -> None:
+    path = write_kubeconfig(tmp_path / "kc", {"a": "http://127.0.0.1:7001", "b": "http://127.0.0.1:7002"})
+    slow = MemberSettings(request_timeout=30.0, attempts=6)
+    members = load_members(path, settings=MemberSettings(attempts=2), per_member={"b": slow}, only=["b"])
+    assert list(members) == ["b"]
+    assert members["b"].settings is slow
+    assert members["b"].api_client.configuration.connection_pool_maxsize == slow.pool_maxsize
+    # The HTTP stack must not retry on its own: the retry policy lives in one place.
+    assert members["b"].api_client.configuration.retries is False
+
+
+@pytest.mark.parametrize("argument", ["per_member", "only"])
+def test_unknown_member_is_refused(tmp_path: Path, argument: str) -> None:
+    path = write_kubeconfig(tmp_path / "kc", {"a": "http://127.0.0.1:7001"})
+    kwargs = {"per_member": {"nope": MemberSettings()}} if argument == "per_member" else {"only": ["nope"]}
+    with pytest.raises(MemberConfigError, match=rf"{argument}: unknown member 'nope'"):
+        load_members(path, **kwargs)
+
+
+def test_missing_file_names_the_path(tmp_path: Path) -> None:
+    with pytest.raises(MemberConfigError, match=r"kubeconfig .*absent: no such file"):
+        load_members(tmp_path / "absent")
+
+
+def test_broken_context_names_the_context(tmp_path: Path) -> None:
+    path = write_kubeconfig(tmp_path / "kc", {"a": "http://127.0.0.1:7001"})
+    config = yaml.safe_load(path.read_text())
+    config["contexts"].append({"name": "dangling", "context": {"cluster": "missing", "user": "a-admin"}})
+    path.write_text(yaml.safe_dump(config))
+    with pytest.raises(MemberConfigError, match=r"context dangling"):
+        load_members(path)
+
+
+def test_credentials_never_in_repr_or_errors(tmp_path: Path) -> None:
+    path = write_kubeconfig(tmp_path / "kc", {"a": "https://admin:pw-in-url@127.0.0.1:7001"})
+    members = load_members(path)
+    texts = [repr(members), str(members["a"]), repr(KubeconfigClients(path)), members["a"].server]
+    for text in texts:
+        assert TOKEN not in text
+        assert "pw-in-url" not in text
+    assert repr(members["a"]) == "Member(name='a', server='https://127.0.0.1:7001')"
+
+
+def test_member_name_is_required(tmp_path: Path) -> None:
+    path = write_kubeconfig(tmp_path / "kc", {"a": "http://127.0.0.1:7001"})
+    client = KubeconfigClients(path).build("a", MemberSettings())
+    with pytest.raises(ValueError, match="member name: must be a non-empty string"):
+        Member("", client)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"attempts": 0}, "attempts: must be > 0"),
+        ({"request_timeout": -1.0}, "request_timeout: must be > 0"),
+        ({"attempts": 2.5}, "attempts: must be a whole number"),
+        ({"probe_timeout": "1s"}, "probe_timeout: must be a number"),
+        ({"backoff_initial": 5.0, "backoff_max": 1.0}, "backoff_initial: must be <= backoff_max"),
+        ({"retries": 3}, "retries: unknown"),
+    ],
+)
+def test_bad_settings_name_the_field(overrides: dict[str, object], message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        MemberSettings().with_overrides(overrides)
