@@ -1,0 +1,61 @@
+"""Gang placement: a job goes only where all of it can run at once.
+
+Pipeline of one decision (the dispatcher calls :meth:`Placer.place`):
+
+1. :mod:`~fleet.placement.demand`: the job's pods as the member scheduler will see them, per
+   replica type (request, count, selector, affinity, tolerations, one-pod-per-node), with the
+   gang size (``minAvailable``) and the Ascend schedule policy. Built by the workload adapter.
+2. :mod:`~fleet.placement.capacity`: per member, a summary kept current from node and pod watch
+   events that groups usable nodes into classes of interchangeable nodes, with holds of in-flight
+   reservations laid over it.
+3. :mod:`~fleet.placement.fit`: the exact node-level gang fit on one member (a max flow when every
+   pod needs its own node, a count for one shape, a bounded search otherwise), and the choice
+   among fitting members by pack or spread, cluster affinity and exclusions.
+4. :mod:`~fleet.placement.reservations`: the chosen nodes' capacity is held (in memory or in
+   Redis, atomically against the basis the decision saw) until the member's pods are bound or
+   the hold expires, so two decisions from one stale snapshot never take the same NPUs.
+5. :mod:`~fleet.placement.explain`: when no member fits, the nearest miss per member in words.
+
+Fleet's rule is per node: summed free capacity is never enough (sixteen nodes with one free NPU
+do not run a job of two 8-NPU pods). The fit works on classes, so its cost follows the number of
+distinct node kinds and occupancy levels, not the number of nodes; :class:`Placer` caches fits
+per member capacity version, so members that did not change cost a lookup.
+
+:class:`~fleet.placement.feeder.CapacityFeeder` (imported from its module: it brings the member
+access layer) keeps the summaries current from node and pod watches and ends holds whose pods
+are bound. A dispatcher may pin a member copy to the chosen placement
+(``adapter.member_copy(..., pin=placement.nodes_by_replica_type())``) so that the member binds
+exactly the held nodes.
+"""
+
+from fleet.placement.capacity import MemberCapacity, NodeClass, job_pod_key
+from fleet.placement.demand import Demand, DemandError, PodShape, ReplicaTemplate, build_demand, pod_requests
+from fleet.placement.explain import explain_member, explain_members
+from fleet.placement.fit import Placement, Strategy, choose, fit_member
+from fleet.placement.placer import Decision, Placer
+from fleet.placement.redis_store import RedisReservations
+from fleet.placement.reservations import MemoryReservations, Reservation, ReservationStore
+
+__all__ = [
+    "Decision",
+    "Demand",
+    "DemandError",
+    "MemberCapacity",
+    "MemoryReservations",
+    "NodeClass",
+    "Placement",
+    "Placer",
+    "PodShape",
+    "RedisReservations",
+    "ReplicaTemplate",
+    "Reservation",
+    "ReservationStore",
+    "Strategy",
+    "build_demand",
+    "choose",
+    "explain_member",
+    "explain_members",
+    "fit_member",
+    "job_pod_key",
+    "pod_requests",
+]

@@ -1,0 +1,348 @@
+"""One member's schedulable capacity, summarised as classes of interchangeable nodes.
+
+A gang fit must be decided per node, yet it must not cost the number of nodes: a member of a
+thousand nodes usually has a handful of node kinds and a few occupancy levels. A
+:class:`MemberCapacity` therefore keeps every usable node in exactly one :class:`NodeClass`, the
+nodes that agree on everything a placement looks at (labels other than the per-node identity
+labels, blocking taints, NPU capacity, free resource vector). The fit then works on classes with
+counts.
+
+The summary is pure and incremental: :meth:`MemberCapacity.upsert_node`, :meth:`remove_node`,
+:meth:`upsert_pod` and :meth:`remove_pod` take plain Kubernetes JSON dicts as a watch delivers
+them and move one node between classes. NotReady and cordoned nodes are kept (for explanations)
+but belong to no class. Capacity held by in-flight reservations is laid over the live usage with
+:meth:`set_held`; :attr:`version` changes whenever anything a fit reads changes, which is what
+the fit cache keys on.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleet.ascend import ACCELERATOR_TYPE_LABEL, HOSTNAME_LABEL, NPU_RESOURCE
+from fleet.placement.demand import Vector, pod_requests
+from fleet.placement.selectors import BLOCKING_EFFECTS, Taint, parse_taints
+from fleet.workloads.labels import ATTEMPT_LABEL, JOB_UID_LABEL
+from queues.quantity import QuantityError, parse
+
+__all__ = [
+    "IDENTITY_LABELS",
+    "MemberCapacity",
+    "NodeClass",
+    "NodeInfo",
+    "job_pod_key",
+]
+
+#: Labels that differ on every node; they are left out of the class key (a selector naming them
+#: is checked node by node inside the class).
+IDENTITY_LABELS = frozenset({HOSTNAME_LABEL, "kubernetes.io/hostname", "node.kubernetes.io/instance-id"})
+
+_FINISHED = frozenset({"Succeeded", "Failed"})
+
+#: Versions of every summary come from one process-wide counter, so a version seen on any
+#: member is a watermark for all: "changed since" is ``cap.version > watermark``.
+_COUNTER = itertools.count(1)
+
+
+#: Interned static node kinds (see :attr:`NodeClass.static_id`); a fleet has few of them.
+_STATIC_IDS: dict[tuple[frozenset[tuple[str, str]], tuple[Taint, ...], int], int] = {}
+
+
+def job_pod_key(job_uid: str, attempt: str | int) -> str:
+    """How a pod of a propagated job is counted: its fleet job uid and attempt."""
+    return f"{job_uid}/{attempt}"
+
+
+@dataclass(frozen=True)
+class NodeClass:
+    """Nodes that any placement treats alike. ``labels`` excludes :data:`IDENTITY_LABELS`."""
+
+    labels: frozenset[tuple[str, str]]
+    taints: tuple[Taint, ...]
+    npu_capacity: int
+    free: Vector
+    label_map: Mapping[str, str] = field(compare=False, hash=False, repr=False, default_factory=dict)
+    free_map: Mapping[str, int] = field(compare=False, hash=False, repr=False, default_factory=dict)
+    #: Small integer naming (labels, taints, npu_capacity): what filters other than free
+    #: resources read, so the fit can cache their verdict across occupancy changes.
+    static_id: int = field(compare=False, hash=False, repr=False, default=0)
+
+    @classmethod
+    def make(
+        cls, labels: Mapping[str, str], taints: tuple[Taint, ...], npu_capacity: int, free: Vector
+    ) -> NodeClass:
+        shared = {k: v for k, v in labels.items() if k not in IDENTITY_LABELS}
+        frozen = frozenset(shared.items())
+        static = _STATIC_IDS.setdefault((frozen, taints, npu_capacity), len(_STATIC_IDS))
+        return cls(frozen, taints, npu_capacity, free, shared, dict(free), static)
+
+    @property
+    def accelerator_type(self) -> str | None:
+        return self.label_map.get(ACCELERATOR_TYPE_LABEL)
+
+    def available(self, resource: str) -> int:
+        return self.free_map.get(resource, 0)
+
+
+@dataclass
+class NodeInfo:
+    """What the summary remembers of one node."""
+
+    name: str
+    labels: dict[str, str]
+    taints: tuple[Taint, ...]
+    allocatable: dict[str, int]
+    #: The node's NPUs as built (``status.capacity``): what a schedule policy's node size means.
+    npu_capacity: int
+    usable: bool
+    why_unusable: str = ""
+    cls: NodeClass | None = None
+
+
+def _quantities(values: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name, raw in (values or {}).items():
+        try:
+            out[str(name)] = parse(str(name), raw)
+        except QuantityError:
+            continue  # a node's malformed status entry is not ours to reject; it offers nothing
+    return out
+
+
+def _unusable_reason(node: Mapping[str, Any]) -> str:
+    spec = node.get("spec") or {}
+    if spec.get("unschedulable"):
+        return "cordoned"
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+    if ready is None or ready.get("status") != "True":
+        return "NotReady"
+    return ""
+
+
+class MemberCapacity:
+    """The live capacity summary of one member cluster (see the module docstring)."""
+
+    def __init__(self, name: str, labels: Mapping[str, str] | None = None) -> None:
+        self.name = name
+        self.labels: dict[str, str] = dict(labels or {})
+        self.version = 0
+        self._touch()
+        self._nodes: dict[str, NodeInfo] = {}
+        self._classes: dict[NodeClass, set[str]] = {}
+        # The same classes bucketed by free NPUs: a pod of n NPUs looks only at buckets >= n.
+        self._by_npus: dict[int, dict[NodeClass, set[str]]] = {}
+        self._used: dict[str, dict[str, int]] = {}  # node -> summed requests of bound, live pods
+        self._held: dict[str, dict[str, int]] = {}  # node -> capacity held by reservations
+        self._pods: dict[str, tuple[str, dict[str, int], str | None]] = {}  # key -> node, req, job
+        self._job_pods: dict[str, int] = {}
+        self._free_total: dict[str, int] = {}
+
+    @classmethod
+    def from_lists(
+        cls,
+        name: str,
+        nodes: Iterable[Mapping[str, Any]],
+        pods: Iterable[Mapping[str, Any]] = (),
+        labels: Mapping[str, str] | None = None,
+    ) -> MemberCapacity:
+        cap = cls(name, labels)
+        for pod in pods:
+            cap.upsert_pod(pod)
+        for node in nodes:
+            cap.upsert_node(node)
+        return cap
+
+    # ---- reads -------------------------------------------------------------------------------
+
+    def classes(self) -> Iterator[tuple[NodeClass, set[str]]]:
+        """Every class with the names of its nodes (never empty)."""
+        return iter(self._classes.items())
+
+    def classes_with_npus(self, at_least: int) -> Iterator[tuple[NodeClass, set[str]]]:
+        """The classes whose nodes have at least ``at_least`` free NPUs (all when 0 or less)."""
+        if at_least <= 0:
+            yield from self._classes.items()
+            return
+        for npus, bucket in self._by_npus.items():
+            if npus >= at_least:
+                yield from bucket.items()
+
+    @property
+    def class_count(self) -> int:
+        return len(self._classes)
+
+    def nodes(self) -> Iterator[NodeInfo]:
+        return iter(self._nodes.values())
+
+    def node(self, name: str) -> NodeInfo | None:
+        return self._nodes.get(name)
+
+    def free_total(self, resource: str = NPU_RESOURCE) -> int:
+        """Free ``resource`` summed over usable nodes, after reservations (what pack compares).
+
+        A node counts at least zero: one overcommitted by a hold whose pods are already bound
+        (the feed is ahead of the confirmation) must not hide another node's room."""
+        return self._free_total.get(resource, 0)
+
+    def unheld_free(self, node: str) -> dict[str, int]:
+        """A node's free capacity ignoring reservations: the basis a reservation is checked on."""
+        info = self._nodes.get(node)
+        if info is None:
+            return {}
+        used = self._used.get(node, {})
+        return {r: a - used.get(r, 0) for r, a in info.allocatable.items()}
+
+    def held(self, node: str) -> Mapping[str, int]:
+        return self._held.get(node, {})
+
+    def bound_pods(self, key: str) -> int:
+        """Live pods bound to a node that carry the job key (see :func:`job_pod_key`)."""
+        return self._job_pods.get(key, 0)
+
+    # ---- updates -----------------------------------------------------------------------------
+
+    def upsert_node(self, node: Mapping[str, Any]) -> None:
+        meta = node.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        if not name:
+            return
+        status = node.get("status") or {}
+        allocatable = _quantities(status.get("allocatable") or status.get("capacity"))
+        npu_capacity = _quantities(status.get("capacity")).get(NPU_RESOURCE) or allocatable.get(
+            NPU_RESOURCE, 0
+        )
+        why = _unusable_reason(node)
+        old = self._nodes.get(name)
+        info = NodeInfo(
+            name=name,
+            labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+            taints=tuple(
+                t
+                for t in parse_taints((node.get("spec") or {}).get("taints"))
+                if t.effect in BLOCKING_EFFECTS
+            ),
+            allocatable=allocatable,
+            npu_capacity=npu_capacity,
+            usable=not why,
+            why_unusable=why,
+        )
+        if old is not None:
+            self._unclass(old)
+        self._nodes[name] = info
+        self._reclass(info)
+
+    def remove_node(self, name: str) -> None:
+        info = self._nodes.pop(name, None)
+        if info is not None:
+            self._unclass(info)
+            self._touch()
+
+    def upsert_pod(self, pod: Mapping[str, Any]) -> None:
+        meta = pod.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+        spec = pod.get("spec") or {}
+        node = spec.get("nodeName")
+        phase = (pod.get("status") or {}).get("phase")
+        if not node or phase in _FINISHED:
+            self.remove_pod(key)
+            return
+        labels = meta.get("labels") or {}
+        uid = labels.get(JOB_UID_LABEL)
+        job = job_pod_key(uid, labels.get(ATTEMPT_LABEL, "")) if uid else None
+        try:
+            requests = pod_requests(spec)
+        except ValueError:
+            requests = {"pods": 1}  # the API server accepted it; count what we can read
+        old = self._pods.get(key)
+        if old == (node, requests, job):
+            return
+        if old is not None:
+            self.remove_pod(key)
+        self._pods[key] = (str(node), requests, job)
+        if job:
+            self._job_pods[job] = self._job_pods.get(job, 0) + 1
+        self._add_used(str(node), requests, +1)
+
+    def remove_pod(self, key: str) -> None:
+        """Forget a pod by ``namespace/name`` (deleted, finished or unbound)."""
+        old = self._pods.pop(key, None)
+        if old is None:
+            return
+        node, requests, job = old
+        if job:
+            left = self._job_pods.get(job, 0) - 1
+            if left > 0:
+                self._job_pods[job] = left
+            else:
+                self._job_pods.pop(job, None)
+        self._add_used(node, requests, -1)
+
+    def set_held(self, held: Mapping[str, Mapping[str, int]]) -> None:
+        """Replace the reservation overlay (node -> resource -> amount held)."""
+        new = {n: {r: a for r, a in v.items() if a} for n, v in held.items()}
+        new = {n: v for n, v in new.items() if v}
+        touched = [n for n in set(new) | set(self._held) if new.get(n) != self._held.get(n)]
+        if not touched:
+            return
+        self._held = new
+        for name in touched:
+            info = self._nodes.get(name)
+            if info is not None:
+                self._unclass(info)
+                self._reclass(info)
+
+    # ---- internals ---------------------------------------------------------------------------
+
+    def _touch(self) -> None:
+        self.version = next(_COUNTER)
+
+    def _add_used(self, node: str, requests: Mapping[str, int], sign: int) -> None:
+        info = self._nodes.get(node)
+        if info is not None:
+            self._unclass(info)
+        used = self._used.setdefault(node, {})
+        for r, a in requests.items():
+            used[r] = used.get(r, 0) + sign * a
+        if not any(used.values()):
+            del self._used[node]
+        if info is not None:
+            self._reclass(info)
+
+    def _unclass(self, info: NodeInfo) -> None:
+        cls = info.cls
+        if cls is None:
+            return
+        members = self._classes[cls]
+        members.discard(info.name)
+        if not members:
+            del self._classes[cls]
+            npus = cls.available(NPU_RESOURCE)
+            bucket = self._by_npus[npus]
+            del bucket[cls]
+            if not bucket:
+                del self._by_npus[npus]
+        for r, a in cls.free:
+            self._free_total[r] = self._free_total.get(r, 0) - max(a, 0)
+        info.cls = None
+        self._touch()
+
+    def _reclass(self, info: NodeInfo) -> None:
+        self._touch()
+        if not info.usable:
+            return
+        used = self._used.get(info.name, {})
+        held = self._held.get(info.name, {})
+        free = tuple(sorted((r, a - used.get(r, 0) - held.get(r, 0)) for r, a in info.allocatable.items()))
+        cls = NodeClass.make(info.labels, info.taints, info.npu_capacity, free)
+        members = self._classes.get(cls)
+        if members is None:
+            members = self._classes[cls] = set()
+            self._by_npus.setdefault(cls.available(NPU_RESOURCE), {})[cls] = members
+        members.add(info.name)
+        info.cls = cls
+        for r, a in free:
+            self._free_total[r] = self._free_total.get(r, 0) + max(a, 0)

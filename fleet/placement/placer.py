@@ -1,0 +1,272 @@
+"""The decision loop's view of the fleet: every member's capacity, the holds, and a fit cache.
+
+:meth:`Placer.place` is one fit-and-choose decision: fit the job on every allowed member (from
+a cache keyed on the member's capacity version, so an unchanged member costs a dict lookup),
+choose by pack or spread, and reserve the chosen placement. When the store refuses the hold
+(another decision took the capacity from the same snapshot), the placer re-reads that member's
+holds and decides again. :meth:`Placer.confirm` ends holds whose pods the capacity feed shows
+bound.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from fleet.ascend import NPU_RESOURCE
+from fleet.placement.capacity import MemberCapacity
+from fleet.placement.demand import Demand
+from fleet.placement.explain import explain_members
+from fleet.placement.fit import Placement, Strategy, allowed, choose, fit_member, gang_fits
+from fleet.placement.metrics import DECISION_SECONDS, DECISIONS, RESERVE_CONFLICTS
+from fleet.placement.reservations import MemoryReservations, Reservation, ReservationStore
+from fleet.policy import ClusterAffinity
+
+__all__ = ["DEFAULT_TTL", "Decision", "Placer"]
+
+log = logging.getLogger("fleet.placement")
+
+#: How long a hold lives without its pods appearing bound (seconds).
+DEFAULT_TTL = 120.0
+
+_PLACED = DECISIONS.labels("placed")
+_NOFIT = DECISIONS.labels("nofit")
+
+#: Distinct demands whose fits are cached (jobs come from few templates; this bounds the rest).
+_CACHE_LIMIT = 10_000
+
+#: Decisions retried after the store refused a hold, before giving up for now.
+_ATTEMPTS = 5
+
+
+@dataclass
+class _Fits:
+    """Where one demand fits, as of capacity version ``watermark``."""
+
+    npus: int
+    watermark: int = 0
+    fits: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Decision:
+    placement: Placement
+    reservation: Reservation
+
+    @property
+    def member(self) -> str:
+        return self.placement.member
+
+
+class Placer:
+    def __init__(
+        self,
+        store: ReservationStore | None = None,
+        *,
+        ttl: float = DEFAULT_TTL,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store: ReservationStore = store if store is not None else MemoryReservations()
+        self.ttl = ttl
+        self.clock = clock
+        self._members: dict[str, MemberCapacity] = {}
+        self._seen: dict[str, int] = {}
+        self._generation: int | None = None
+        self._cache: dict[Demand, _Fits] = {}
+
+    # ---- members ------------------------------------------------------------------------------
+
+    def add_member(self, capacity: MemberCapacity) -> None:
+        self._members[capacity.name] = capacity
+        self._seen.pop(capacity.name, None)
+        self._generation = None
+        self._cache.clear()
+
+    def remove_member(self, name: str) -> None:
+        self._members.pop(name, None)
+        self._seen.pop(name, None)
+        self._cache.clear()
+
+    def member(self, name: str) -> MemberCapacity:
+        return self._members[name]
+
+    def members(self) -> Iterator[MemberCapacity]:
+        return iter(self._members.values())
+
+    def sync(self, only: Collection[str] | None = None) -> None:
+        """Lay the store's current holds over the capacity of members whose holds changed."""
+        now = self.clock()
+        if only is None:
+            generation, changed = self.store.changed_since(self._generation, now)
+            self._generation = generation
+            if changed is not None:
+                only = changed
+        names = list(self._members) if only is None else [m for m in only if m in self._members]
+        if not names:
+            return
+        for name, version in self.store.versions(names, now).items():
+            if self._seen.get(name) != version:
+                self._members[name].set_held(self.store.held(name, now))
+                self._seen[name] = version
+
+    # ---- decisions ----------------------------------------------------------------------------
+
+    def _fits(self, demand: Demand) -> dict[str, int]:
+        """Member -> NPUs left after placing, for every member where ``demand``'s gang fits now.
+
+        The hot path of a decision. The answer is kept per demand; capacity versions come from
+        one process-wide counter, so only members whose version passed the demand's watermark
+        are fitted again and an unchanged member costs one comparison.
+        """
+        entry = self._cache.get(demand)
+        if entry is None:
+            if len(self._cache) >= _CACHE_LIMIT:
+                self._cache.clear()
+            entry = self._cache[demand] = _Fits(demand.gang_total(NPU_RESOURCE))
+        mark = entry.watermark
+        caps = [c for c in self._members.values() if c.version > mark]
+        if caps:
+            entry.watermark = max(c.version for c in caps)
+        for cap in caps:
+            if gang_fits(cap, demand):
+                entry.fits[cap.name] = cap.free_total(NPU_RESOURCE) - entry.npus
+            else:
+                entry.fits.pop(cap.name, None)
+        return entry.fits
+
+    def candidates(
+        self,
+        demand: Demand,
+        *,
+        affinity: ClusterAffinity | None = None,
+        avoid: Collection[str] = (),
+    ) -> list[tuple[str, int]]:
+        """``(member, NPUs left after placing)`` for every allowed member where the gang fits now."""
+        fits = self._fits(demand)
+        if not avoid and affinity is None:
+            return list(fits.items())
+        return [
+            (name, left)
+            for name, left in fits.items()
+            if allowed(name, self._members[name].labels, affinity, avoid)
+        ]
+
+    def decide(
+        self,
+        demand: Demand,
+        *,
+        strategy: Strategy = "pack",
+        affinity: ClusterAffinity | None = None,
+        avoid: Collection[str] = (),
+    ) -> Placement | None:
+        """The chosen placement without holding it (``fleet explain``; the dispatcher uses place)."""
+        candidates = self.candidates(demand, affinity=affinity, avoid=avoid)
+        while candidates:
+            member = choose(candidates, strategy)
+            placement = fit_member(self._members[str(member)], demand)
+            if placement is not None:
+                return placement
+            candidates = [c for c in candidates if c[0] != member]  # defensive: never expected
+        return None
+
+    def place(
+        self,
+        demand: Demand,
+        *,
+        reservation_id: str,
+        job: str,
+        strategy: Strategy = "pack",
+        affinity: ClusterAffinity | None = None,
+        avoid: Collection[str] = (),
+    ) -> Decision | None:
+        """Decide and hold; ``None`` when the job fits nowhere right now."""
+        started = time.perf_counter()
+        try:
+            decision = self._place(
+                demand,
+                reservation_id=reservation_id,
+                job=job,
+                strategy=strategy,
+                affinity=affinity,
+                avoid=avoid,
+            )
+        finally:
+            DECISION_SECONDS.observe(time.perf_counter() - started)
+        (_PLACED if decision is not None else _NOFIT).inc()
+        return decision
+
+    def _place(
+        self,
+        demand: Demand,
+        *,
+        reservation_id: str,
+        job: str,
+        strategy: Strategy,
+        affinity: ClusterAffinity | None,
+        avoid: Collection[str],
+    ) -> Decision | None:
+        self.sync()
+        for _ in range(_ATTEMPTS):
+            placement = self.decide(demand, strategy=strategy, affinity=affinity, avoid=avoid)
+            if placement is None:
+                return None
+            cap = self._members[placement.member]
+            now = self.clock()
+            reservation = Reservation(
+                id=reservation_id,
+                member=placement.member,
+                job=job,
+                takes=placement.takes,
+                pods=placement.pods,
+                expires_at=now + self.ttl,
+            )
+            basis = {node: cap.unheld_free(node) for node in placement.takes}
+            if self.store.reserve(reservation, basis, now):
+                self.sync([placement.member])
+                log.debug(
+                    "event=placed job=%s member=%s reservation=%s pods=%d nodes=%d",
+                    job,
+                    placement.member,
+                    reservation_id,
+                    placement.pods,
+                    len(placement.takes),
+                )
+                return Decision(placement, reservation)
+            log.info(
+                "event=hold_refused job=%s member=%s reservation=%s", job, placement.member, reservation_id
+            )
+            RESERVE_CONFLICTS.labels(placement.member).inc()
+            self._seen.pop(placement.member, None)
+            self.sync([placement.member])
+        return None
+
+    def release(self, member: str, reservation_id: str) -> None:
+        self.store.release(member, reservation_id)
+        self.sync([member])
+
+    def confirm(self, member: str) -> list[str]:
+        """End the holds of ``member`` whose pods the capacity feed shows bound."""
+        cap = self._members.get(member)
+        if cap is None:
+            return []
+        done = [r.id for r in self.store.reservations(member, self.clock()) if cap.bound_pods(r.id) >= r.pods]
+        for rid in done:
+            self.store.release(member, rid)
+        if done:
+            self.sync([member])
+        return done
+
+    def explain(
+        self,
+        demand: Demand,
+        *,
+        affinity: ClusterAffinity | None = None,
+        avoid: Collection[str] = (),
+        member_labels: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> list[str]:
+        self.sync()
+        return explain_members(
+            self._members.values(), demand, affinity=affinity, avoid=avoid, member_labels=member_labels
+        )

@@ -1,0 +1,29 @@
+"""Workload adapters: one per job kind; see :mod:`fleet.workloads.base` for the interface."""
+
+from fleet.workloads.ascendjob import AscendJobAdapter, ascendjob
+from fleet.workloads.base import (
+    FieldError,
+    InvalidWorkload,
+    UnknownKind,
+    WorkloadAdapter,
+    WorkloadStatus,
+    adapter_for,
+    register,
+)
+from fleet.workloads.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
+
+__all__ = [
+    "ATTEMPT_LABEL",
+    "JOB_NAMESPACE_LABEL",
+    "JOB_NAME_LABEL",
+    "JOB_UID_LABEL",
+    "AscendJobAdapter",
+    "FieldError",
+    "InvalidWorkload",
+    "UnknownKind",
+    "WorkloadAdapter",
+    "WorkloadStatus",
+    "adapter_for",
+    "ascendjob",
+    "register",
+]

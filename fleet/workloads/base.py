@@ -1,0 +1,192 @@
+"""The workload adapter interface: one adapter per job kind, Kueue-style.
+
+Everything Fleet does to a job that depends on its kind goes through its adapter: recognise it,
+validate it (every failure a :class:`FieldError` with the field path), read its demand for the
+gang fit, map the member copy's status to the fleet object's status, and build the member copy
+(labelled with :mod:`fleet.workloads.labels` so it can be traced back). The dispatcher, the API
+and ``fleet explain`` only ever call :func:`adapter_for`; adding PyTorchJob or MPIJob is adding
+an adapter, not touching them.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from fleet.placement.demand import Demand
+from fleet.workloads.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
+
+__all__ = [
+    "FieldError",
+    "InvalidWorkload",
+    "UnknownKind",
+    "WorkloadAdapter",
+    "WorkloadStatus",
+    "adapter_for",
+    "fleet_labels",
+    "member_metadata",
+    "pin_to_nodes",
+    "register",
+]
+
+#: Metadata the API server owns on the fleet object; a member copy must not carry it over.
+_SERVER_FIELDS = (
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "generation",
+    "managedFields",
+    "selfLink",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "ownerReferences",
+    "finalizers",
+)
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One validation failure: where (a field path such as ``spec.replicaSpecs.Master.replicas``)
+    and what rule it breaks."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class InvalidWorkload(ValueError):
+    """A job that its adapter refuses; ``errors`` lists every failure."""
+
+    def __init__(self, errors: list[FieldError]) -> None:
+        super().__init__("; ".join(str(e) for e in errors))
+        self.errors = errors
+
+
+class UnknownKind(LookupError):
+    """No adapter handles this apiVersion and kind."""
+
+
+@dataclass(frozen=True)
+class WorkloadStatus:
+    """What the fleet object shows of its member copy's status."""
+
+    state: str | None  # the type of the last true condition (Created, Running, ...)
+    reason: str | None
+    message: str | None
+    conditions: list[dict[str, Any]] = field(default_factory=list)
+    replica_statuses: dict[str, Any] = field(default_factory=dict)
+    start_time: str | None = None
+    completion_time: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.state in ("Succeeded", "Failed")
+
+    def to_status(self) -> dict[str, Any]:
+        """The fields in the shape the kind's ``status`` uses."""
+        out: dict[str, Any] = {"conditions": self.conditions, "replicaStatuses": self.replica_statuses}
+        if self.start_time:
+            out["startTime"] = self.start_time
+        if self.completion_time:
+            out["completionTime"] = self.completion_time
+        return out
+
+
+@runtime_checkable
+class WorkloadAdapter(Protocol):
+    api_version: str
+    kind: str
+    plural: str
+
+    def matches(self, obj: Mapping[str, Any]) -> bool:
+        """Whether this adapter handles ``obj`` (by apiVersion and kind)."""
+        ...
+
+    def validate(self, obj: Mapping[str, Any]) -> list[FieldError]:
+        """Every rule ``obj`` breaks; empty when it is valid."""
+        ...
+
+    def demand(self, obj: Mapping[str, Any]) -> Demand:
+        """The gang the job needs; raises :class:`InvalidWorkload` when it is invalid."""
+        ...
+
+    def map_status(self, member_obj: Mapping[str, Any]) -> WorkloadStatus:
+        """The member copy's status as the fleet object shows it."""
+        ...
+
+    def member_copy(
+        self,
+        obj: Mapping[str, Any],
+        fleet_uid: str,
+        attempt: int,
+        *,
+        pin: Mapping[str, Sequence[str]] | None = None,
+    ) -> dict[str, Any]:
+        """The body to create in a member for this attempt of the fleet job ``obj``.
+
+        ``pin`` (replica type -> node names, from the chosen placement) restricts each replica
+        type's pods to the nodes Fleet reserved for them (see :func:`pin_to_nodes`).
+        """
+        ...
+
+
+_ADAPTERS: list[WorkloadAdapter] = []
+
+
+def register(adapter: WorkloadAdapter) -> WorkloadAdapter:
+    if not any(a.api_version == adapter.api_version and a.kind == adapter.kind for a in _ADAPTERS):
+        _ADAPTERS.append(adapter)
+    return adapter
+
+
+def adapter_for(obj: Mapping[str, Any]) -> WorkloadAdapter:
+    for adapter in _ADAPTERS:
+        if adapter.matches(obj):
+            return adapter
+    raise UnknownKind(
+        f"no workload adapter for apiVersion {obj.get('apiVersion')!r}, kind {obj.get('kind')!r}"
+    )
+
+
+def pin_to_nodes(pod_spec: dict[str, Any], nodes: Sequence[str]) -> None:
+    """Restrict a pod template to ``nodes`` by required node affinity on ``metadata.name``.
+
+    Fleet's hold sits on the nodes of its plan; a member scheduler that bound the pods elsewhere
+    (because the member changed between decision and binding) could take nodes another job in
+    flight was planned on. Pinning makes the plan binding: every existing required term is
+    narrowed to the nodes (``matchFields``, as the DaemonSet controller pins pods), or one term
+    is added. The user's own selectors and affinities still apply.
+    """
+    pin = {"key": "metadata.name", "operator": "In", "values": sorted(set(nodes))}
+    affinity = pod_spec.setdefault("affinity", {})
+    node_affinity = affinity.setdefault("nodeAffinity", {})
+    required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.get("nodeSelectorTerms") or [{}]
+    for term in terms:
+        term["matchFields"] = [*(term.get("matchFields") or []), pin]
+    required["nodeSelectorTerms"] = terms
+
+
+def fleet_labels(obj: Mapping[str, Any], fleet_uid: str, attempt: int) -> dict[str, str]:
+    """The labels that tie a member copy (and its pods) to its fleet job and attempt."""
+    meta = obj.get("metadata") or {}
+    return {
+        JOB_NAMESPACE_LABEL: str(meta.get("namespace") or "default"),
+        JOB_NAME_LABEL: str(meta.get("name") or ""),
+        JOB_UID_LABEL: fleet_uid,
+        ATTEMPT_LABEL: str(attempt),
+    }
+
+
+def member_metadata(obj: Mapping[str, Any], fleet_uid: str, attempt: int) -> dict[str, Any]:
+    """The fleet object's metadata minus server-owned fields, plus :func:`fleet_labels`."""
+    meta = copy.deepcopy(dict(obj.get("metadata") or {}))
+    for name in _SERVER_FIELDS:
+        meta.pop(name, None)
+    meta["namespace"] = meta.get("namespace") or "default"
+    meta["labels"] = {**(meta.get("labels") or {}), **fleet_labels(obj, fleet_uid, attempt)}
+    return meta

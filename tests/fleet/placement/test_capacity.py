@@ -1,0 +1,75 @@
+"""The member capacity summary: classes of interchangeable nodes, kept current event by event."""
+
+from __future__ import annotations
+
+from fleet.ascend import NPU_RESOURCE
+from fleet.placement import MemberCapacity
+from tests.fleet.placement.factory import node, pod
+
+
+def _free(cap: MemberCapacity) -> list[tuple[int, int]]:
+    """(free NPUs, nodes) per class, sorted."""
+    return sorted((cls.available(NPU_RESOURCE), len(names)) for cls, names in cap.classes())
+
+
+def test_identical_nodes_form_one_class_whatever_their_names() -> None:
+    cap = MemberCapacity.from_lists("m", [node(f"n{i}", 8) for i in range(100)])
+    assert cap.class_count == 1 and _free(cap) == [(8, 100)]
+    assert cap.free_total(NPU_RESOURCE) == 800
+
+
+def test_labels_taints_and_accelerator_type_split_classes() -> None:
+    taint = {"key": "k", "value": "v", "effect": "NoSchedule"}
+    cap = MemberCapacity.from_lists(
+        "m",
+        [
+            node("a", 8),
+            node("b", 8, labels={"pool": "x"}),
+            node("c", 8, taints=[taint]),
+            node("d", 8, "module"),
+            node("e", 8),
+        ],
+    )
+    assert cap.class_count == 4
+
+
+def test_pod_events_move_one_node_between_classes() -> None:
+    cap = MemberCapacity.from_lists("m", [node(f"n{i}", 8) for i in range(4)])
+    version = cap.version
+    cap.upsert_pod(pod("p", "n0", 6))
+    assert cap.version != version
+    assert _free(cap) == [(2, 1), (8, 3)]
+    cap.upsert_pod(pod("p", "n0", 6, phase="Succeeded"))  # finished pods give their NPUs back
+    assert _free(cap) == [(8, 4)]
+    cap.upsert_pod(pod("q", "n1", 8))
+    cap.remove_pod("default/q")  # deleted
+    assert _free(cap) == [(8, 4)]
+    cap.upsert_pod(pod("r", None, 8, phase="Pending"))  # not bound: takes nothing
+    assert _free(cap) == [(8, 4)]
+
+
+def test_pods_seen_before_their_node_still_count() -> None:
+    cap = MemberCapacity("m")
+    cap.upsert_pod(pod("p", "n0", 8))
+    cap.upsert_node(node("n0", 8))
+    assert _free(cap) == [(0, 1)]
+
+
+def test_notready_cordoned_and_removed_nodes_do_not_count() -> None:
+    cap = MemberCapacity.from_lists(
+        "m", [node("a", 8), node("b", 8, ready=False), node("c", 8, cordoned=True)]
+    )
+    assert _free(cap) == [(8, 1)]
+    cap.upsert_node(node("b", 8))  # Ready again
+    assert _free(cap) == [(8, 2)]
+    cap.remove_node("a")
+    assert _free(cap) == [(8, 1)] and cap.free_total(NPU_RESOURCE) == 8
+
+
+def test_holds_are_laid_over_live_usage() -> None:
+    cap = MemberCapacity.from_lists("m", [node("a", 8), node("b", 8)], [pod("p", "a", 2)])
+    cap.set_held({"a": {NPU_RESOURCE: 4}, "b": {NPU_RESOURCE: 8}})
+    assert _free(cap) == [(0, 1), (2, 1)]
+    assert cap.unheld_free("a")[NPU_RESOURCE] == 6  # the basis a reservation is checked against
+    cap.set_held({})
+    assert _free(cap) == [(6, 1), (8, 1)]

@@ -1,0 +1,122 @@
+"""In-flight reservations: two decisions from one stale snapshot never take the same NPUs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+
+from fleet.ascend import NPU_RESOURCE
+from fleet.placement import MemberCapacity, MemoryReservations, Placer, Reservation, ReservationStore
+from fleet.placement.redis_store import RedisReservations
+from tests.fleet.placement.factory import demand, job, node, pod
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _placer(store: ReservationStore, clock: Clock, members: dict[str, list[dict[str, Any]]]) -> Placer:
+    placer = Placer(store, ttl=60.0, clock=clock)
+    for name, nodes in members.items():
+        placer.add_member(MemberCapacity.from_lists(name, nodes))
+    return placer
+
+
+@pytest.fixture(params=["memory", "fakeredis", "redis"])
+def store_factory(request: pytest.FixtureRequest) -> Callable[[], ReservationStore]:
+    """Builds store handles that share one backing state (as two dispatchers share Redis)."""
+    if request.param == "memory":
+        shared = MemoryReservations()
+        return lambda: shared
+    client: redis.Redis = request.getfixturevalue(
+        "fake_redis" if request.param == "fakeredis" else "real_redis"
+    )
+    return lambda: RedisReservations(client)
+
+
+def _taken(store: ReservationStore, member: str, now: float) -> dict[str, int]:
+    return {n: v.get(NPU_RESOURCE, 0) for n, v in store.held(member, now).items()}
+
+
+def test_two_dispatchers_with_one_stale_snapshot_never_share_npus(
+    store_factory: Callable[[], ReservationStore],
+) -> None:
+    clock = Clock()
+    members = {"m1": [node(f"a{i}", 8) for i in range(2)], "m2": [node(f"b{i}", 8) for i in range(2)]}
+    # Two dispatchers (e.g. before and after a failover) built from the same snapshot.
+    first, second = _placer(store_factory(), clock, members), _placer(store_factory(), clock, members)
+    d = demand(job(workers=1, npus=8))
+    one = first.place(d, reservation_id="uid-1/0", job="default/one")
+    two = second.place(d, reservation_id="uid-2/0", job="default/two")
+    assert one is not None and two is not None
+    assert one.member != two.member  # the second was refused on m1 and re-decided
+    third = second.place(d, reservation_id="uid-3/0", job="default/three")
+    assert third is None  # all 32 NPUs are held; the stale snapshot still shows them free
+    store = first.store
+    for member in ("m1", "m2"):
+        assert _taken(store, member, clock.now) == {
+            f"{'a' if member == 'm1' else 'b'}{i}": 8 for i in range(2)
+        }
+
+
+def test_reserving_the_same_decision_twice_holds_once(store_factory: Callable[[], ReservationStore]) -> None:
+    store = store_factory()
+    r = Reservation("u/1", "m", "default/j", {"n0": {NPU_RESOURCE: 8}}, 1, expires_at=2000.0)
+    basis = {"n0": {NPU_RESOURCE: 8}}
+    assert store.reserve(r, basis, 1000.0)
+    assert store.reserve(r, basis, 1000.0)
+    assert store.held("m", 1000.0) == {"n0": {NPU_RESOURCE: 8}}
+    other = Reservation("u/2", "m", "default/k", {"n0": {NPU_RESOURCE: 1}}, 1, expires_at=2000.0)
+    assert not store.reserve(other, basis, 1000.0)  # refused, and nothing changed
+    assert store.held("m", 1000.0) == {"n0": {NPU_RESOURCE: 8}}
+    assert [x.id for x in store.reservations("m", 1000.0)] == ["u/1"]
+
+
+def test_holds_expire_after_their_ttl(store_factory: Callable[[], ReservationStore]) -> None:
+    clock = Clock()
+    placer = _placer(store_factory(), clock, {"m": [node(f"n{i}", 8) for i in range(2)]})
+    d = demand(job(workers=1, npus=8))
+    assert placer.place(d, reservation_id="u/1", job="default/a") is not None
+    assert placer.place(d, reservation_id="u/2", job="default/b") is None
+    before = placer.store.versions(["m"], clock.now)
+    clock.now += 61.0
+    assert placer.store.versions(["m"], clock.now) != before
+    assert placer.place(d, reservation_id="u/2", job="default/b") is not None
+
+
+def test_holds_end_when_the_members_pods_are_bound(store_factory: Callable[[], ReservationStore]) -> None:
+    clock = Clock()
+    placer = _placer(store_factory(), clock, {"m": [node(f"n{i}", 8) for i in range(4)]})
+    d = demand(job(workers=1, npus=8))
+    decision = placer.place(d, reservation_id="uid-9/1", job="default/a")
+    assert decision is not None
+    cap = placer.member("m")
+    assert placer.confirm("m") == []  # no pods yet: still held
+    labels = {"fleet.io/job-uid": "uid-9", "fleet.io/attempt": "1"}
+    # The member scheduler binds the pods, possibly elsewhere than Fleet planned.
+    cap.upsert_pod(pod("a-master-0", "n3", 8, labels=labels))
+    assert placer.confirm("m") == []  # half of the gang is not a confirmation
+    cap.upsert_pod(pod("a-worker-0", "n2", 8, labels=labels))
+    assert placer.confirm("m") == ["uid-9/1"]
+    assert placer.store.held("m", clock.now) == {}
+    # Real usage replaced the hold: two more 8-NPU pods fit, not four.
+    assert cap.free_total(NPU_RESOURCE) == 16
+    assert placer.place(d, reservation_id="uid-10/1", job="default/b") is not None
+    assert placer.place(d, reservation_id="uid-11/1", job="default/c") is None
+
+
+def test_release_gives_capacity_back(store_factory: Callable[[], ReservationStore]) -> None:
+    clock = Clock()
+    placer = _placer(store_factory(), clock, {"m": [node(f"n{i}", 8) for i in range(2)]})
+    d = demand(job(workers=1, npus=8))
+    decision = placer.place(d, reservation_id="u/1", job="default/a")
+    assert decision is not None and placer.decide(d) is None
+    placer.release("m", decision.reservation.id)
+    assert placer.decide(d) is not None
