@@ -13,6 +13,13 @@ callers may mutate what they get. A write notifies each watcher of its kind by p
 on the watcher's own queue (no per-event fan-out task), so many in-process watchers are cheap;
 each watcher filters by namespace and selectors itself, turning selector transitions into
 ADDED/DELETED as Kubernetes does.
+
+The server-set metadata semantics are module-level functions (:func:`new_object`,
+:func:`updated_object`, :func:`deletion`, :func:`write_type`) that every store calls, so
+MemoryStore and the Redis stores of :mod:`fleet.state` cannot drift apart: a store only decides
+how to read the current object and how to write the result atomically. The watch and list
+helpers (:class:`ObjectFilter`, :func:`selector_view`, :func:`select_page`, the continue tokens)
+are shared the same way.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import marshal
 import random
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol
@@ -41,10 +48,29 @@ __all__ = [
     "ERROR",
     "MODIFIED",
     "MemoryStore",
+    "ObjectFilter",
     "Store",
     "WatchEvent",
+    "already_exists",
+    "bookmark",
+    "check_subresource",
     "clone",
+    "conflict",
+    "decode_continue",
+    "deletion",
+    "encode_continue",
+    "expired_continue",
+    "generate_name",
+    "new_object",
+    "not_found",
     "now_rfc3339",
+    "parse_resource_version",
+    "select_page",
+    "selector_view",
+    "too_old",
+    "update_target",
+    "updated_object",
+    "write_type",
 ]
 
 ADDED: Final = "ADDED"
@@ -56,6 +82,15 @@ ERROR: Final = "ERROR"
 DEFAULT_NAMESPACES: Final = ("default", "kube-system", "kube-public")
 _NAMESPACES_KEY: Final = ("", "namespaces")
 _GENERATE_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"  # what Kubernetes uses for generateName
+_RNG: Final = random.Random()
+#: Metadata an update of the main resource cannot change.
+_KEPT_ON_UPDATE: Final = (
+    "uid",
+    "creationTimestamp",
+    "namespace",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+)
 
 
 @dataclass(frozen=True)
@@ -143,21 +178,209 @@ def _spec_part(obj: Obj) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
 
 
-@dataclass(frozen=True)
-class _Change:
-    rv: int
-    key: tuple[str, str]
-    type: str
-    obj: Obj  # the stored snapshot after the change (for DELETED: the last state)
-    old: Obj | None  # the state before a MODIFIED
+# --- errors as every store words them -----------------------------------------------------------
 
 
-@dataclass(eq=False)
-class _Watcher:
-    queue: asyncio.Queue[_Change] = field(default_factory=asyncio.Queue)
+def _details(rt: ResourceType, name: str) -> dict[str, Any]:
+    return {"name": name, "group": rt.group, "kind": rt.plural}
 
 
-class _Filter:
+def not_found(rt: ResourceType, name: str) -> NotFound:
+    return NotFound(f'{rt.qualified} "{name}" not found', details=_details(rt, name))
+
+
+def already_exists(rt: ResourceType, name: str) -> AlreadyExists:
+    return AlreadyExists(f'{rt.qualified} "{name}" already exists', details=_details(rt, name))
+
+
+def conflict(rt: ResourceType, name: str) -> Conflict:
+    return Conflict(
+        f'Operation cannot be fulfilled on {rt.qualified} "{name}": the object has been modified; '
+        "please apply your changes to the latest version and try again",
+        details=_details(rt, name),
+    )
+
+
+def too_old(start: int, floor: int) -> Gone:
+    """The 410 of a watch from a version older than the retained history."""
+    return Gone(f"too old resource version: {start} ({floor + 1})")
+
+
+def expired_continue() -> Gone:
+    return Gone(
+        "The provided continue parameter is too old to display a consistent list result. "
+        "You can start a new list without the continue parameter."
+    )
+
+
+# --- server-set metadata: the one definition every store uses ---------------------------------
+
+
+def generate_name(prefix: str, rng: random.Random) -> str:
+    """``prefix`` and five characters of the alphabet Kubernetes uses for ``generateName``."""
+    return prefix + "".join(rng.choice(_GENERATE_ALPHABET) for _ in range(5))
+
+
+def new_object(
+    rt: ResourceType,
+    obj: Obj,
+    *,
+    name_taken: Callable[[str], bool] | None = None,
+    rng: random.Random | None = None,
+) -> Obj:
+    """The object a create stores (a copy of ``obj``): type fields, scope, name, server metadata.
+
+    Sets apiVersion and kind; requires a namespace for a namespaced kind and drops it for a
+    cluster-scoped one; picks a name from ``generateName`` when there is none (avoiding names
+    ``name_taken`` reports, when the store can tell cheaply; otherwise the store retries on
+    ``AlreadyExists``); drops resourceVersion and the deletion fields; sets a new uid,
+    creationTimestamp and generation 1. ``status`` is kept: the API resets it on create as request
+    policy, trusted in-process writers may create with one. Raises ``Invalid``. The
+    resourceVersion is the store's to set when it writes.
+    """
+    new: Obj = clone(obj)
+    new["apiVersion"] = rt.api_version
+    new["kind"] = rt.kind
+    meta = _meta(new)
+    if rt.namespaced:
+        if not meta.get("namespace"):
+            raise Invalid(f"{rt.kind} is namespaced: metadata.namespace is required")
+    else:
+        meta.pop("namespace", None)
+    if not meta.get("name"):
+        prefix = meta.get("generateName")
+        if not prefix:
+            raise Invalid(f"{rt.kind}: metadata.name or metadata.generateName is required")
+        rng = rng or _RNG
+        candidate = generate_name(prefix, rng)
+        for _ in range(15):
+            if name_taken is None or not name_taken(candidate):
+                break
+            candidate = generate_name(prefix, rng)
+        meta["name"] = candidate
+    for server_field in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
+        meta.pop(server_field, None)
+    meta["uid"] = str(uuid.uuid4())
+    meta["creationTimestamp"] = now_rfc3339()
+    meta["generation"] = 1
+    return new
+
+
+def check_subresource(rt: ResourceType, subresource: str | None) -> None:
+    """``NotFound`` for a subresource the kind does not serve (only ``status`` exists)."""
+    if subresource not in (None, "status"):
+        raise NotFound(f"the server could not find the requested resource ({subresource} subresource)")
+    if subresource == "status" and not rt.has_status:
+        raise NotFound(f"the server could not find the requested resource ({rt.qualified}/status)")
+
+
+def update_target(rt: ResourceType, obj: Obj) -> tuple[str | None, str]:
+    """The (namespace, name) an update of ``obj`` addresses; ``Invalid`` without a name."""
+    meta_in = obj.get("metadata") or {}
+    name = meta_in.get("name")
+    if not name:
+        raise Invalid(f"{rt.kind}: metadata.name is required for an update")
+    return (meta_in.get("namespace") if rt.namespaced else None), str(name)
+
+
+def updated_object(rt: ResourceType, current: Obj, obj: Obj, *, subresource: str | None = None) -> Obj:
+    """What an update of ``current`` with ``obj`` stores (a new object; neither input changes).
+
+    ``Conflict`` when ``obj`` carries a resourceVersion other than the current one (none means
+    unconditional). The ``status`` subresource replaces only status; the main resource keeps
+    the current status (for kinds that have the subresource) and the server-owned metadata
+    (uid, creationTimestamp, namespace, deletion fields), and bumps ``generation`` when anything
+    but metadata and status changed. The result carries the current resourceVersion: when it
+    equals ``current`` the update is a no-op and nothing should be written.
+    """
+    check_subresource(rt, subresource)
+    cur_meta = current["metadata"]
+    wanted_rv = (obj.get("metadata") or {}).get("resourceVersion")
+    if wanted_rv and str(wanted_rv) != cur_meta["resourceVersion"]:
+        raise conflict(rt, cur_meta["name"])
+    if subresource == "status":
+        new: Obj = clone(current)
+        if "status" in obj:
+            new["status"] = clone(obj["status"])
+        else:
+            new.pop("status", None)
+    else:
+        new = clone(obj)
+        new["apiVersion"] = rt.api_version
+        new["kind"] = rt.kind
+        if rt.has_status:
+            if "status" in current:
+                new["status"] = clone(current["status"])
+            else:
+                new.pop("status", None)
+        meta = _meta(new)
+        for kept in _KEPT_ON_UPDATE:
+            if kept in cur_meta:
+                meta[kept] = cur_meta[kept]
+            else:
+                meta.pop(kept, None)
+        meta["generation"] = cur_meta.get("generation", 1)
+        if _spec_part(new) != _spec_part(current):
+            meta["generation"] = meta["generation"] + 1
+    new["metadata"]["resourceVersion"] = cur_meta["resourceVersion"]
+    return new
+
+
+def write_type(new: Obj) -> str:
+    """How an update is written: ``DELETED`` when it removed the last finalizer of an object being
+    deleted (the object goes), ``MODIFIED`` otherwise."""
+    meta = new["metadata"]
+    return DELETED if meta.get("deletionTimestamp") and not meta.get("finalizers") else MODIFIED
+
+
+def deletion(current: Obj) -> tuple[str | None, Obj]:
+    """What deleting ``current`` writes, as (event type, object), the object a new copy.
+
+    ``(DELETED, current)`` without finalizers; ``(MODIFIED, marked)`` with finalizers, marked
+    with ``deletionTimestamp`` (the object stays until the finalizers are removed); ``(None,
+    current)`` when it is already marked: nothing to write.
+    """
+    meta = current["metadata"]
+    if not meta.get("finalizers"):
+        return DELETED, clone(current)
+    if meta.get("deletionTimestamp"):
+        return None, clone(current)
+    marked: Obj = clone(current)
+    marked["metadata"]["deletionTimestamp"] = now_rfc3339()
+    marked["metadata"]["deletionGracePeriodSeconds"] = 0
+    return MODIFIED, marked
+
+
+# --- list and watch helpers -------------------------------------------------------------------
+
+
+def selector_view(rt: ResourceType, obj: Obj) -> Obj:
+    """The part of ``obj`` that selectors read (name, namespace, labels, the kind's field
+    selector paths): enough to tell whether a previous version matched a watcher's selectors
+    without keeping the whole previous object."""
+    meta = obj.get("metadata") or {}
+    view: Obj = {"metadata": {k: meta[k] for k in ("name", "namespace", "labels") if k in meta}}
+    for path in rt.field_selectors:
+        value: Any = obj
+        parts = path.split(".")
+        for part in parts:
+            if not isinstance(value, dict) or part not in value:
+                break
+            value = value[part]
+        else:
+            node = view
+            for part in parts[:-1]:
+                node = node.setdefault(part, {})
+                if not isinstance(node, dict):
+                    break
+            else:
+                node[parts[-1]] = clone(value)
+    return view
+
+
+class ObjectFilter:
+    """A watcher's or a list's namespace and selectors, parsed once."""
+
     def __init__(
         self, rt: ResourceType, namespace: str | None, labels: str | None, fields: str | None
     ) -> None:
@@ -171,22 +394,31 @@ class _Filter:
             return False
         return self.labels.matches(meta.get("labels")) and self.fields.matches(obj)
 
-    def event(self, change: _Change) -> WatchEvent | None:
-        """The event this watcher sees for a change, if any (selector transitions included)."""
-        now = self.matches(change.obj)
-        if change.type != MODIFIED or change.old is None:
-            return WatchEvent(change.type, clone(change.obj)) if now else None
-        before = self.matches(change.old)
+    def event(self, type: str, obj: Obj, old: Obj | None) -> WatchEvent | None:
+        """The event this watcher sees for a change, if any (selector transitions included).
+
+        ``old`` is the previous version of a MODIFIED object (or its :func:`selector_view`).
+        """
+        now = self.matches(obj)
+        if type != MODIFIED or old is None:
+            return WatchEvent(type, clone(obj)) if now else None
+        before = self.matches(old)
         if now and before:
-            return WatchEvent(MODIFIED, clone(change.obj))
+            return WatchEvent(MODIFIED, clone(obj))
         if now:
-            return WatchEvent(ADDED, clone(change.obj))
+            return WatchEvent(ADDED, clone(obj))
         if before:
-            return WatchEvent(DELETED, clone(change.obj))
+            return WatchEvent(DELETED, clone(obj))
         return None
 
 
-def _parse_rv(value: str, parameter: str) -> int:
+def bookmark(rt: ResourceType, resource_version: int | str) -> WatchEvent:
+    """A bookmark: every change up to ``resource_version`` has been sent."""
+    meta = {"resourceVersion": str(resource_version)}
+    return WatchEvent(BOOKMARK, {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta})
+
+
+def parse_resource_version(value: str, parameter: str = "resourceVersion") -> int:
     try:
         rv = int(value)
     except ValueError:
@@ -196,12 +428,12 @@ def _parse_rv(value: str, parameter: str) -> int:
     return rv
 
 
-def _encode_continue(rv: int, namespace: str, name: str) -> str:
+def encode_continue(rv: int, namespace: str, name: str) -> str:
     raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": [namespace, name]}, separators=(",", ":"))
     return base64.urlsafe_b64encode(raw.encode()).decode()
 
 
-def _decode_continue(token: str) -> tuple[int, tuple[str, str]]:
+def decode_continue(token: str) -> tuple[int, tuple[str, str]]:
     try:
         data = json.loads(base64.urlsafe_b64decode(token.encode()))
         rv = int(data["rv"])
@@ -209,6 +441,47 @@ def _decode_continue(token: str) -> tuple[int, tuple[str, str]]:
         return rv, (str(namespace), str(name))
     except (binascii.Error, ValueError, KeyError, TypeError):
         raise BadRequest("continue key is not valid: the continue parameter is malformed") from None
+
+
+def select_page(
+    objects: Iterable[Obj],
+    flt: ObjectFilter,
+    *,
+    limit: int | None,
+    start: tuple[str, str] | None,
+    list_rv: int,
+) -> tuple[list[Obj], str | None]:
+    """One page of a list: the objects (given in (namespace, name) order) after ``start`` that
+    match, at most ``limit`` of them, and the continue token when more may follow. The objects
+    are returned as given (a store clones them when it must)."""
+    if limit is not None and limit < 0:
+        raise BadRequest(f"limit: {limit} must not be negative")
+    items: list[Obj] = []
+    for obj in objects:
+        meta = obj["metadata"]
+        if start is not None and (meta.get("namespace") or "", meta["name"]) <= start:
+            continue
+        if not flt.matches(obj):
+            continue
+        if limit and len(items) == limit:
+            last = items[-1]["metadata"]
+            return items, encode_continue(list_rv, last.get("namespace") or "", last["name"])
+        items.append(obj)
+    return items, None
+
+
+@dataclass(frozen=True)
+class _Change:
+    rv: int
+    key: tuple[str, str]
+    type: str
+    obj: Obj  # the stored snapshot after the change (for DELETED: the last state)
+    old: Obj | None  # the state before a MODIFIED
+
+
+@dataclass(eq=False)
+class _Watcher:
+    queue: asyncio.Queue[_Change] = field(default_factory=asyncio.Queue)
 
 
 class MemoryStore:
@@ -265,10 +538,7 @@ class MemoryStore:
     def _find(self, rt: ResourceType, namespace: str | None, name: str) -> Obj:
         found = self._objects.get(rt.key, {}).get(namespace or "", {}).get(name)
         if found is None:
-            raise NotFound(
-                f'{rt.qualified} "{name}" not found',
-                details={"name": name, "group": rt.group, "kind": rt.plural},
-            )
+            raise not_found(rt, name)
         return found
 
     def _write(self, key: tuple[str, str], kind: str, obj: Obj, old: Obj | None) -> None:
@@ -313,79 +583,40 @@ class MemoryStore:
         limit: int | None = None,
         continue_token: str | None = None,
     ) -> tuple[list[Obj], str, str | None]:
-        flt = _Filter(rt, namespace, label_selector, field_selector)
-        if limit is not None and limit < 0:
-            raise BadRequest(f"limit: {limit} must not be negative")
+        flt = ObjectFilter(rt, namespace, label_selector, field_selector)
         list_rv = self._rv
         start: tuple[str, str] | None = None
         if continue_token:
-            list_rv, start = _decode_continue(continue_token)
+            list_rv, start = decode_continue(continue_token)
             if list_rv < self._floor:
-                raise Gone(
-                    "The provided continue parameter is too old to display a consistent list result. "
-                    "You can start a new list without the continue parameter."
-                )
+                raise expired_continue()
         buckets = self._objects.get(rt.key, {})
         if namespace is not None:
             namespaces = [namespace] if namespace in buckets else []
         else:
             namespaces = sorted(buckets)
         pinned = flt.fields.value_of("metadata.name")
-        items: list[Obj] = []
-        token: str | None = None
-        for ns in namespaces:
-            bucket = buckets[ns]
-            names = [pinned] if pinned is not None and pinned in bucket else sorted(bucket)
-            if pinned is not None and pinned not in bucket:
-                names = []
-            for name in names:
-                if start is not None and (ns, name) <= start:
-                    continue
-                obj = bucket[name]
-                if not flt.matches(obj):
-                    continue
-                if limit and len(items) == limit:
-                    last = items[-1]["metadata"]
-                    token = _encode_continue(list_rv, last.get("namespace") or "", last["name"])
-                    return items, str(list_rv), token
-                items.append(clone(obj))
-        return items, str(list_rv), token
+
+        def candidates() -> Iterable[Obj]:
+            for ns in namespaces:
+                bucket = buckets[ns]
+                if pinned is None:
+                    yield from (bucket[name] for name in sorted(bucket))
+                elif pinned in bucket:
+                    yield bucket[pinned]
+
+        items, token = select_page(candidates(), flt, limit=limit, start=start, list_rv=list_rv)
+        return [clone(obj) for obj in items], str(list_rv), token
 
     async def create(self, rt: ResourceType, obj: Obj, *, dry_run: bool = False) -> Obj:
-        new: Obj = clone(obj)
-        new["apiVersion"] = rt.api_version
-        new["kind"] = rt.kind
-        meta = _meta(new)
-        namespace = meta.get("namespace") or ""
-        if rt.namespaced:
-            if not namespace:
-                raise Invalid(
-                    f"{rt.kind} is namespaced: metadata.namespace is required",
-                )
+        namespace = ((obj.get("metadata") or {}).get("namespace") or "") if rt.namespaced else ""
+        if namespace:
             self._namespace_must_exist(rt, namespace)
-        else:
-            meta.pop("namespace", None)
         bucket = self._objects.get(rt.key, {}).get(namespace, {})
-        if not meta.get("name"):
-            prefix = meta.get("generateName")
-            if not prefix:
-                raise Invalid(f"{rt.kind}: metadata.name or metadata.generateName is required")
-            for _ in range(16):
-                candidate = prefix + "".join(self._rng.choice(_GENERATE_ALPHABET) for _ in range(5))
-                if candidate not in bucket:
-                    break
-            meta["name"] = candidate
-        name = meta["name"]
+        new = new_object(rt, obj, name_taken=bucket.__contains__, rng=self._rng)
+        name = new["metadata"]["name"]
         if name in bucket:
-            raise AlreadyExists(
-                f'{rt.qualified} "{name}" already exists',
-                details={"name": name, "group": rt.group, "kind": rt.plural},
-            )
-        for server_field in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
-            meta.pop(server_field, None)
-        meta["uid"] = str(uuid.uuid4())
-        meta["creationTimestamp"] = now_rfc3339()
-        meta["generation"] = 1
+            raise already_exists(rt, name)
         if dry_run:
             return new
         self._write(rt.key, ADDED, new, None)
@@ -395,62 +626,16 @@ class MemoryStore:
     async def update(
         self, rt: ResourceType, obj: Obj, *, subresource: str | None = None, dry_run: bool = False
     ) -> Obj:
-        if subresource not in (None, "status"):
-            raise NotFound(f"the server could not find the requested resource ({subresource} subresource)")
-        if subresource == "status" and not rt.has_status:
-            raise NotFound(f"the server could not find the requested resource ({rt.qualified}/status)")
-        meta_in = obj.get("metadata") or {}
-        namespace = meta_in.get("namespace") if rt.namespaced else None
-        name = meta_in.get("name")
-        if not name:
-            raise Invalid(f"{rt.kind}: metadata.name is required for an update")
+        check_subresource(rt, subresource)
+        namespace, name = update_target(rt, obj)
         current = self._find(rt, namespace, name)
-        cur_meta = current["metadata"]
-        wanted_rv = meta_in.get("resourceVersion")
-        if wanted_rv and str(wanted_rv) != cur_meta["resourceVersion"]:
-            raise Conflict(
-                f'Operation cannot be fulfilled on {rt.qualified} "{name}": the object has been modified; '
-                "please apply your changes to the latest version and try again",
-                details={"name": name, "group": rt.group, "kind": rt.plural},
-            )
-        if subresource == "status":
-            new: Obj = clone(current)
-            if "status" in obj:
-                new["status"] = clone(obj["status"])
-            else:
-                new.pop("status", None)
-        else:
-            new = clone(obj)
-            new["apiVersion"] = rt.api_version
-            new["kind"] = rt.kind
-            if rt.has_status:
-                if "status" in current:
-                    new["status"] = clone(current["status"])
-                else:
-                    new.pop("status", None)
-            meta = _meta(new)
-            for kept in (
-                "uid",
-                "creationTimestamp",
-                "namespace",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-            ):
-                if kept in cur_meta:
-                    meta[kept] = cur_meta[kept]
-                else:
-                    meta.pop(kept, None)
-            meta["generation"] = cur_meta.get("generation", 1)
-            if _spec_part(new) != _spec_part(current):
-                meta["generation"] = meta["generation"] + 1
-        new["metadata"]["resourceVersion"] = cur_meta["resourceVersion"]
+        new = updated_object(rt, current, obj, subresource=subresource)
         if new == current:
             unchanged: Obj = clone(current)
             return unchanged
         if dry_run:
             return new
-        finished = bool(new["metadata"].get("deletionTimestamp")) and not new["metadata"].get("finalizers")
-        self._write(rt.key, DELETED if finished else MODIFIED, new, current)
+        self._write(rt.key, write_type(new), new, current)
         updated: Obj = clone(new)
         return updated
 
@@ -461,20 +646,14 @@ class MemoryStore:
         if dry_run:
             preview: Obj = clone(current)
             return preview
-        if current["metadata"].get("finalizers"):
-            if current["metadata"].get("deletionTimestamp"):
-                pending: Obj = clone(current)
-                return pending
-            marked: Obj = clone(current)
-            marked["metadata"]["deletionTimestamp"] = now_rfc3339()
-            marked["metadata"]["deletionGracePeriodSeconds"] = 0
-            self._write(rt.key, MODIFIED, marked, current)
-            return clone(marked)  # type: ignore[no-any-return]
-        if rt.key == _NAMESPACES_KEY:
+        kind, result = deletion(current)
+        if kind is None:
+            return result
+        if kind == DELETED and rt.key == _NAMESPACES_KEY:
             self._delete_namespace_contents(name)
-        gone: Obj = clone(current)
-        self._write(rt.key, DELETED, gone, None)
-        return clone(gone)  # type: ignore[no-any-return]
+        self._write(rt.key, kind, result, current if kind == MODIFIED else None)
+        written: Obj = clone(result)
+        return written
 
     def _delete_namespace_contents(self, namespace: str) -> None:
         for key, buckets in list(self._objects.items()):
@@ -492,14 +671,10 @@ class MemoryStore:
         bookmark_interval: float | None = None,
     ) -> AsyncIterator[WatchEvent]:
         """Changes after ``resource_version`` (or ADDED for the current state when unset or 0)."""
-        flt = _Filter(rt, namespace, label_selector, field_selector)
-        start = (
-            None
-            if resource_version in (None, "", "0")
-            else _parse_rv(str(resource_version), "resourceVersion")
-        )
+        flt = ObjectFilter(rt, namespace, label_selector, field_selector)
+        start = None if resource_version in (None, "", "0") else parse_resource_version(str(resource_version))
         if start is not None and start < self._floor:
-            raise Gone(f"too old resource version: {start} ({self._floor + 1})")
+            raise too_old(start, self._floor)
         # Snapshot and subscribe without yielding in between, so no change falls in a gap.
         if start is None:
             backlog = [
@@ -517,7 +692,7 @@ class MemoryStore:
         try:
             for change in backlog:
                 seen = max(seen, change.rv)
-                event = flt.event(change)
+                event = flt.event(change.type, change.obj, change.old)
                 if event is not None:
                     yield event
             while True:
@@ -532,17 +707,10 @@ class MemoryStore:
                         next_bookmark = loop.time() + (bookmark_interval or 0)
                         # With the queue drained, everything up to the store's version is handled.
                         mark = self._rv if watcher.queue.empty() else seen
-                        yield WatchEvent(
-                            BOOKMARK,
-                            {
-                                "kind": rt.kind,
-                                "apiVersion": rt.api_version,
-                                "metadata": {"resourceVersion": str(mark)},
-                            },
-                        )
+                        yield bookmark(rt, mark)
                         continue
                 seen = max(seen, change.rv)
-                event = flt.event(change)
+                event = flt.event(change.type, change.obj, change.old)
                 if event is not None:
                     yield event
         finally:

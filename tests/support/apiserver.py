@@ -3,20 +3,23 @@
 ``ApiServerThread`` runs its own event loop in a daemon thread with a :class:`MemoryStore` and the
 member registry; tests drive it over HTTP (the ``kubernetes`` client, kubectl) and may run
 coroutines on its loop (``call``) to reach the store directly, as in-process controllers do.
+``store_factory`` serves another store instead (a Redis store, say): an async context manager
+entered on the server's loop, as ``backend``, and exited when the server closes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, TypeVar
 
 from kubernetes import client
 
-from fleet.apiserver import MemoryStore, Registry, Server, build_app, member_registry
+from fleet.apiserver import MemoryStore, Registry, Server, Store, build_app, member_registry
 from tests.support.net import free_port
 
 T = TypeVar("T")
@@ -24,9 +27,16 @@ T = TypeVar("T")
 
 class ApiServerThread:
     def __init__(
-        self, *, registry: Registry | None = None, history: int = 10_000, bookmark_interval: float = 0.5
+        self,
+        *,
+        registry: Registry | None = None,
+        history: int = 10_000,
+        bookmark_interval: float = 0.5,
+        store_factory: Callable[[], AbstractAsyncContextManager[Store]] | None = None,
     ):
         self.registry = registry or member_registry()
+        self._store_factory = store_factory
+        self._store_context: AbstractAsyncContextManager[Store] | None = None
         self.port = free_port()
         self._history = history
         self._bookmark_interval = bookmark_interval
@@ -34,7 +44,8 @@ class ApiServerThread:
         self._thread = threading.Thread(
             target=self._loop.run_forever, name=f"apiserver-{self.port}", daemon=True
         )
-        self.store: MemoryStore
+        self.store: MemoryStore  # the default store (not set with a store_factory)
+        self.backend: Store  # the store served
         self.server: Server
 
     @property
@@ -47,8 +58,13 @@ class ApiServerThread:
         return future.result(timeout)
 
     async def _setup(self) -> None:
-        self.store = MemoryStore.with_default_namespaces(history=self._history)
-        app = build_app(self.registry, self.store, bookmark_interval=self._bookmark_interval)
+        if self._store_factory is None:
+            self.store = MemoryStore.with_default_namespaces(history=self._history)
+            self.backend = self.store
+        else:
+            self._store_context = self._store_factory()
+            self.backend = await self._store_context.__aenter__()
+        app = build_app(self.registry, self.backend, bookmark_interval=self._bookmark_interval)
         self.server = Server(app, "127.0.0.1", self.port, grace=1)
         await self.server.start()
 
@@ -66,6 +82,8 @@ class ApiServerThread:
     def close(self) -> None:
         try:
             self.call(self.server.stop())
+            if self._store_context is not None:
+                self.call(self._store_context.__aexit__(None, None, None))
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=10)

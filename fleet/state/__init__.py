@@ -1,0 +1,84 @@
+"""The fleet's Kubernetes objects in Redis: AscendJobs and their status, Events, the quota tree
+object, PropagationPolicies, MemberClusters, with the semantics of a Kubernetes API server.
+
+The fleet endpoint (several stateless replicas), the dispatcher, the RQ workers and the syncers
+all read and write these objects, so they live in Redis, and every one of them sees the same
+objects, versions and changes. Two faces over one storage:
+
+:class:`Objects` (:mod:`fleet.state.objects`)
+    Synchronous, for the dispatcher, workers and syncers: get/list/create/update/delete,
+    :meth:`~Objects.mutate` (read-modify-write with retries), :meth:`~Objects.changes` (the
+    change feed after a version), fenced writes.
+:class:`RedisStore` (:mod:`fleet.state.aio`)
+    The serving core's ``Store`` over ``redis.asyncio``: what ``build_app`` serves on each API
+    replica, with selectors, paging, watch and bookmarks.
+:func:`record_event`, :func:`events_for` (:mod:`fleet.state.events`)
+    Kubernetes Events about fleet objects, aggregated as Kubernetes does; what ``kubectl
+    describe`` shows.
+
+Key layout (:mod:`fleet.state.keys`)
+    Under ``fleet:{quota}:state:``, per kind (``group/plural``: ``mindxdl.gitee.com/ascendjobs``,
+    ``core/events``): ``objects:<kind>``, a hash from ``namespace/name`` (or ``name``) to the
+    object's JSON; ``versions:<kind>``, the same fields to their resourceVersion, so the write
+    script checks a precondition without decoding JSON; ``changes:<kind>``, a stream of changes.
+    Once: ``version``, the counter every kind takes its resourceVersions from (one sequence, as
+    in Kubernetes, so a list of one kind and a watch of another compare), ``floors`` (per kind,
+    the version below which its stream was trimmed) and ``lease:<name>`` for fencing tokens.
+
+Write path
+    The semantics of server-set metadata (uid, creationTimestamp, generation, generateName, the
+    status split, the kept fields, finalizers and deletionTimestamp) are the module-level
+    functions of :mod:`fleet.apiserver.store` that MemoryStore uses too, so they live in one
+    place. A write reads the current object, computes the new one with them, and hands it to
+    ``lua/write.lua``, which in one atomic step checks the fence, checks that the object is still
+    at the version read (or absent, for a create), takes the next version from the counter,
+    writes both hashes and appends the change to the kind's stream. The object's JSON carries a
+    per-write placeholder where its resourceVersion goes; the script substitutes the new version
+    as plain text (no JSON in Lua). A precondition that fails means someone wrote in between:
+    a conditional update (the caller sent a resourceVersion) gets ``Conflict``, an unconditional
+    one or :meth:`Objects.mutate` reads again and retries, as the Kubernetes API server does.
+
+Watch via streams
+    Each change is a stream entry with ID ``<resourceVersion>-0`` holding the event type, the
+    object as written (a deletion: its last state, at the deletion's version) and, for a
+    MODIFIED, the previous version's selector view, so a watcher with a label selector turns
+    a label change into ADDED or DELETED. Resuming from a version is ``XRANGE`` after
+    ``<rv>-0``; waiting is ``XREAD BLOCK``. The stream is trimmed to about ``history`` entries
+    (``MAXLEN ~``, whole stream nodes); when it is, the script records the floor, and a watch,
+    a change feed or a continue token from an older version gets 410 Gone (the client lists
+    again), never a silent gap. In an API replica one pump per kind reads the stream and fans
+    changes out to its watchers (see :mod:`fleet.state.aio`).
+
+Fencing
+    A write may carry a :class:`Fence`: a lease key and the token its writer holds. The script
+    checks ``GET key == token`` before anything else and otherwise writes nothing; Python raises
+    :class:`Fenced`. The dispatcher's leader lease works this way (``fleet.dispatch.lease``), so a
+    leader that stalled and lost its lease cannot write after its successor started, whatever
+    its own clock says.
+
+One slot
+    Every key here carries the quota ledger's hash tag (``{quota}``), as do the ledger's and the
+    dispatcher's keys. On Redis Cluster they all live in one slot, so one script can check the
+    dispatcher's fence and write an object, a MULTI can read a hash together with the version
+    counter (lists at an exact version), and nothing needs cross-slot transactions. The price is
+    that this state does not shard across a cluster: it scales up (one Redis primary holds
+    the fleet's objects, with replicas for reads and failover), which the design accepts.
+"""
+
+from fleet.state.aio import RedisStore
+from fleet.state.errors import Fenced
+from fleet.state.events import event_name, events_for, record_event
+from fleet.state.keys import DEFAULT_STATE_KEYS, StateKeys
+from fleet.state.objects import Fence, Objects
+
+__all__ = [
+    "DEFAULT_STATE_KEYS",
+    "Fence",
+    "Fenced",
+    "Objects",
+    "RedisStore",
+    "StateKeys",
+    "event_name",
+    "events_for",
+    "record_event",
+]

@@ -1,0 +1,114 @@
+"""Kubernetes Events about fleet objects: what ``kubectl describe`` lists under Events.
+
+:func:`record_event` writes a core/v1 Event in the involved object's namespace (``default`` for
+a cluster-scoped object, as Kubernetes does), shaped as the API server's events are:
+``involvedObject`` (apiVersion, kind, name, namespace, uid), ``reason``, ``message``, ``type``,
+``firstTimestamp``/``lastTimestamp``, ``count``, ``source.component``, ``reportingComponent``.
+
+Repeats are aggregated as Kubernetes' event recorder does: the Event's name is the object's name
+and 16 hex digits of a hash of (object uid, reason, message), so a repeat finds the Event it
+repeats with one read and bumps its ``count`` and ``lastTimestamp`` instead of adding another.
+Two recorders racing on a first occurrence resolve through ``AlreadyExists`` and a retry.
+
+:func:`events_for` reads the Events of one object (a scan of the kind's hash for the object's
+name prefix, filtered by uid), oldest first, which is what describe shows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from fleet.apiserver.errors import AlreadyExists
+from fleet.apiserver.kinds import EVENT
+from fleet.apiserver.resources import Obj
+from fleet.apiserver.store import now_rfc3339
+from fleet.state.keys import field_name, kind_name
+from fleet.state.objects import Fence, Objects
+from fleet.state.wire import decode
+
+__all__ = ["event_name", "events_for", "record_event"]
+
+
+def event_name(involved: Obj, reason: str, message: str) -> str:
+    """``<object-name>.<16 hex>``: the same for every repeat of (uid, reason, message)."""
+    meta = involved.get("metadata") or {}
+    digest = hashlib.sha256("\0".join((meta.get("uid", ""), reason, message)).encode()).hexdigest()
+    return f"{meta['name']}.{digest[:16]}"
+
+
+def _namespace(involved: Obj) -> str:
+    return str((involved.get("metadata") or {}).get("namespace") or "default")
+
+
+def record_event(
+    objects: Objects,
+    involved: Obj,
+    *,
+    type: str = "Normal",
+    reason: str,
+    message: str,
+    component: str,
+    fence: Fence | None = None,
+) -> None:
+    """Record that ``reason``/``message`` happened to ``involved`` (a stored object)."""
+    meta = involved.get("metadata") or {}
+    namespace = _namespace(involved)
+    name = event_name(involved, reason, message)
+
+    def repeat(event: Obj) -> Obj:
+        event["count"] = int(event.get("count") or 1) + 1
+        event["lastTimestamp"] = now_rfc3339()
+        event["type"] = type
+        return event
+
+    for _ in range(3):
+        if objects.mutate(EVENT, namespace, name, repeat, subresource=None, fence=fence) is not None:
+            return
+        now = now_rfc3339()
+        reference: dict[str, Any] = {
+            "apiVersion": involved.get("apiVersion", ""),
+            "kind": involved.get("kind", ""),
+            "name": meta["name"],
+            "uid": meta.get("uid", ""),
+        }
+        if meta.get("namespace"):
+            reference["namespace"] = meta["namespace"]
+        event: Obj = {
+            "metadata": {"name": name, "namespace": namespace},
+            "involvedObject": reference,
+            "reason": reason,
+            "message": message,
+            "type": type,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+            "source": {"component": component},
+            "reportingComponent": component,
+            "reportingInstance": "",
+        }
+        try:
+            objects.create(EVENT, event, fence=fence)
+            return
+        except AlreadyExists:
+            continue  # another recorder wrote the first occurrence: count this one as a repeat
+
+
+def events_for(objects: Objects, involved: Obj) -> list[Obj]:
+    """The Events about ``involved`` (matched by uid), oldest first, as describe lists them."""
+    meta = involved.get("metadata") or {}
+    uid = meta.get("uid")
+    pattern = _glob_escape(field_name(_namespace(involved), meta["name"])) + ".*"
+    key = objects.keys.objects(kind_name(EVENT.key))
+    found: dict[bytes, Obj] = {}  # by field: a scan may return a field twice
+    for field, raw in objects.client.hscan_iter(key, match=pattern, count=1000):
+        event = decode(raw)
+        if (event.get("involvedObject") or {}).get("uid") == uid:
+            found[field] = event
+    return sorted(
+        found.values(), key=lambda e: (e.get("lastTimestamp") or "", int(e["metadata"]["resourceVersion"]))
+    )
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)

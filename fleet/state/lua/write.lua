@@ -1,0 +1,60 @@
+-- One write of one fleet object: the fence, the precondition, the new resourceVersion, the
+-- object hashes and the change stream, all or nothing.
+--
+-- KEYS[1]  the version counter (routes the script to the slot every key here shares)
+-- ARGV[1]  op: 'put' or 'delete'
+-- ARGV[2]  kind ('group/plural')
+-- ARGV[3]  field ('namespace/name' or 'name')
+-- ARGV[4]  expected resourceVersion: '' = must not exist, '*' = must exist (any version),
+--          otherwise the exact version stored
+-- ARGV[5]  the object's JSON; the placeholder ARGV[10] stands where the new version goes
+-- ARGV[6]  the stream event type: ADDED, MODIFIED or DELETED
+-- ARGV[7]  history: about how many changes the kind's stream keeps
+-- ARGV[8]  fence key ('' = not fenced) and ARGV[9] the token it must hold
+-- ARGV[10] the placeholder (unique per write, so plain text replacement is safe)
+-- ARGV[11] the previous version's selector view for a MODIFIED ('' otherwise)
+--
+-- Returns {'ok', rv} | {'fenced', ''} | {'exists', rv} | {'missing', ''} | {'conflict', rv}.
+
+local op, kind, field, expected = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local body, event, history = ARGV[5], ARGV[6], ARGV[7]
+local fence_key, fence_token, placeholder, old = ARGV[8], ARGV[9], ARGV[10], ARGV[11]
+
+if fence_key ~= '' and redis.call('GET', fence_key) ~= fence_token then
+  return {'fenced', ''}
+end
+
+local versions = k_versions(kind)
+local current = redis.call('HGET', versions, field)
+if expected == '' then
+  if current then return {'exists', current} end
+elseif not current then
+  return {'missing', ''}
+elseif expected ~= '*' and expected ~= current then
+  return {'conflict', current}
+end
+
+local rv = string.format('%d', redis.call('INCR', K_VERSION))
+local first, last = string.find(body, placeholder, 1, true)
+if first then
+  body = string.sub(body, 1, first - 1) .. rv .. string.sub(body, last + 1)
+end
+
+local objects, changes = k_objects(kind), k_changes(kind)
+if op == 'put' then
+  redis.call('HSET', objects, field, body)
+  redis.call('HSET', versions, field, rv)
+else
+  redis.call('HDEL', objects, field)
+  redis.call('HDEL', versions, field)
+end
+
+redis.call('XADD', changes, rv .. '-0', 'type', event, 'object', body, 'old', old)
+if redis.call('XTRIM', changes, 'MAXLEN', '~', history) > 0 then
+  -- Every change of the kind after the oldest one kept is in the stream: a watch may resume
+  -- from one before it, not from older versions.
+  local oldest = redis.call('XRANGE', changes, '-', '+', 'COUNT', 1)[1][1]
+  local floor = tonumber(string.match(oldest, '^(%d+)')) - 1
+  redis.call('HSET', K_FLOORS, kind, string.format('%d', floor))
+end
+return {'ok', rv}

@@ -1,0 +1,272 @@
+"""The sync face of the fleet's object storage: :class:`Objects`, for the dispatcher, the RQ
+workers and the syncers (plain threads and processes, no event loop).
+
+Every write is one run of ``lua/write.lua`` (see :mod:`fleet.state`): the server-set metadata is
+computed here by the same functions MemoryStore uses (:mod:`fleet.apiserver.store`), from the
+current object read just before, and the script stores the result only if the object is still
+at the version that was read. So an update is read-compute-write with optimistic concurrency:
+a conditional write (the caller's object carries a resourceVersion) answers ``Conflict`` when
+someone wrote in between; an unconditional one reads again and retries, as the Kubernetes API
+server does. :meth:`Objects.mutate` is the retry loop callers want most: it hands the current
+object to a function and writes what the function returns.
+
+A write may carry a :class:`Fence` (a lease key and the token the writer holds): the script
+checks it first and writes nothing when the lease has moved on, raising :class:`Fenced`.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+import redis
+
+from fleet.apiserver.errors import AlreadyExists, Conflict, NotFound
+from fleet.apiserver.resources import Obj, ResourceType
+from fleet.apiserver.store import (
+    ADDED,
+    DELETED,
+    MODIFIED,
+    ObjectFilter,
+    WatchEvent,
+    check_subresource,
+    clone,
+    conflict,
+    deletion,
+    new_object,
+    not_found,
+    parse_resource_version,
+    too_old,
+    update_target,
+    updated_object,
+    write_type,
+)
+from fleet.state.errors import Fenced
+from fleet.state.keys import DEFAULT_STATE_KEYS, StateKeys, field_name, kind_name
+from fleet.state.scripts import write_script
+from fleet.state.wire import DELETE, PUT, Write, decode, decode_entry, read_entries, text
+
+__all__ = ["Fence", "Fenced", "Objects"]
+
+#: How often a write that lost a race re-reads and tries again before giving up with Conflict.
+_RETRIES: Final = 100
+#: Tries for a name from ``generateName`` that is not taken.
+_NAME_TRIES: Final = 16
+
+
+@dataclass(frozen=True)
+class Fence:
+    """A write guard: ``key`` (a lease key in the state's hash slot) must hold ``token``."""
+
+    key: str
+    token: str
+
+
+def _pair(fence: Fence | None) -> tuple[str, str] | None:
+    return None if fence is None else (fence.key, fence.token)
+
+
+def order(obj: Obj) -> tuple[str, str]:
+    """List order: namespace, then name (cluster-scoped objects have namespace ``""``)."""
+    meta = obj["metadata"]
+    return (meta.get("namespace") or "", meta["name"])
+
+
+class Objects:
+    """Fleet objects in Redis, read and written synchronously. Thread-safe as the client is."""
+
+    def __init__(
+        self, client: redis.Redis, keys: StateKeys = DEFAULT_STATE_KEYS, *, history: int = 10_000
+    ) -> None:
+        if history < 1:
+            raise ValueError("history must be at least 1 change")
+        self.client = client
+        self.keys = keys
+        self.history = history
+        self._script = write_script(client, keys)
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    def get(self, rt: ResourceType, namespace: str | None, name: str) -> Obj:
+        """The stored object; ``NotFound`` when there is none."""
+        found = self.try_get(rt, namespace, name)
+        if found is None:
+            raise not_found(rt, name)
+        return found
+
+    def try_get(self, rt: ResourceType, namespace: str | None, name: str) -> Obj | None:
+        field = field_name(namespace if rt.namespaced else None, name)
+        raw = self.client.hget(self.keys.objects(kind_name(rt.key)), field)
+        return None if raw is None else decode(raw)
+
+    def list(
+        self, rt: ResourceType, namespace: str | None = None, *, label_selector: str | None = None
+    ) -> tuple[builtins.list[Obj], str]:
+        """The objects (in one namespace, or all), ordered by namespace and name, and the
+        resourceVersion they were read at (a watch from it misses nothing)."""
+        flt = ObjectFilter(rt, namespace, label_selector, None)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hgetall(self.keys.objects(kind_name(rt.key)))
+        pipe.get(self.keys.version)
+        raw, version = pipe.execute()
+        prefix = f"{namespace}/" if namespace and rt.namespaced else None
+        items = [
+            obj
+            for field, value in raw.items()
+            if prefix is None or text(field).startswith(prefix)
+            if flt.matches(obj := decode(value))
+        ]
+        items.sort(key=order)
+        return items, text(version or 0)
+
+    def resource_version(self) -> str:
+        """The last resourceVersion handed out (of any kind)."""
+        return text(self.client.get(self.keys.version) or 0)
+
+    # --- writes --------------------------------------------------------------------------------
+
+    def _run(self, write: Write) -> Obj:
+        keys, args = write.keys_and_args(self.keys, self.history)
+        return write.result(self._script(keys=keys, args=args))
+
+    def create(self, rt: ResourceType, obj: Obj, *, fence: Fence | None = None) -> Obj:
+        """Store a new object with server-set metadata; ``AlreadyExists`` when the name is taken.
+
+        ``status`` is stored as given: trusted writers create objects with their first status.
+        """
+        generated = not (obj.get("metadata") or {}).get("name")
+        for attempt in range(_NAME_TRIES if generated else 1):
+            try:
+                return self._run(Write(rt, new_object(rt, obj), PUT, "", ADDED, fence=_pair(fence)))
+            except AlreadyExists:
+                if attempt == (_NAME_TRIES if generated else 1) - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def update(
+        self, rt: ResourceType, obj: Obj, *, subresource: str | None = None, fence: Fence | None = None
+    ) -> Obj:
+        """Replace the object (or, with ``subresource="status"``, its status).
+
+        ``Conflict`` when ``obj`` carries a resourceVersion that is no longer current; without
+        one the update is unconditional. ``NotFound`` when the object does not exist. An update
+        that changes nothing writes nothing and returns the stored object.
+        """
+        check_subresource(rt, subresource)
+        namespace, name = update_target(rt, obj)
+        conditional = bool((obj.get("metadata") or {}).get("resourceVersion"))
+        for _ in range(_RETRIES):
+            current = self.get(rt, namespace, name)
+            new = updated_object(rt, current, obj, subresource=subresource)
+            if new == current:
+                return current
+            event = write_type(new)
+            op = DELETE if event == DELETED else PUT
+            write = Write(rt, new, op, current["metadata"]["resourceVersion"], event, current, _pair(fence))
+            try:
+                return self._run(write)
+            except Conflict:
+                if conditional:
+                    raise
+        raise conflict(rt, name)
+
+    def mutate(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        change: Callable[[Obj], Obj | None],
+        *,
+        subresource: str | None = "status",
+        fence: Fence | None = None,
+        attempts: int = 20,
+    ) -> Obj | None:
+        """Read-modify-write with retries: ``change`` gets a copy of the current object and
+        returns the object to store (it may change the copy and return it), or None to leave
+        it as it is. Returns the stored object after the change (the current one when
+        ``change`` returned None), or None when the object does not exist (or vanished).
+
+        With the default ``subresource="status"`` only the status is written; pass
+        ``subresource=None`` to write the main resource (labels, finalizers, spec). ``Conflict``
+        when ``attempts`` writes all lost a race.
+        """
+        check_subresource(rt, subresource)
+        for _ in range(attempts):
+            current = self.try_get(rt, namespace, name)
+            if current is None:
+                return None
+            wanted = change(clone(current))
+            if wanted is None:
+                return current
+            meta = wanted.setdefault("metadata", {})
+            meta["name"] = current["metadata"]["name"]
+            if rt.namespaced:
+                meta["namespace"] = current["metadata"]["namespace"]
+            meta["resourceVersion"] = current["metadata"]["resourceVersion"]
+            try:
+                return self.update(rt, wanted, subresource=subresource, fence=fence)
+            except Conflict:
+                continue
+            except NotFound:
+                return None
+        raise conflict(rt, name)
+
+    def delete(
+        self, rt: ResourceType, namespace: str | None, name: str, *, fence: Fence | None = None
+    ) -> Obj | None:
+        """Delete the object, or while it has finalizers mark it with ``deletionTimestamp`` (it
+        goes when an update removes the last finalizer). Returns the deleted or marked object,
+        None when there was none."""
+        for _ in range(_RETRIES):
+            current = self.try_get(rt, namespace, name)
+            if current is None:
+                return None
+            event, result = deletion(current)
+            if event is None:
+                return result
+            op = DELETE if event == DELETED else PUT
+            old = current if event == MODIFIED else None
+            write = Write(rt, result, op, current["metadata"]["resourceVersion"], event, old, _pair(fence))
+            try:
+                return self._run(write)
+            except Conflict:
+                continue
+            except NotFound:
+                return None
+        raise conflict(rt, name)
+
+    # --- changes -------------------------------------------------------------------------------
+
+    def changes(
+        self, rt: ResourceType, since: str, *, block_ms: int = 1000, count: int = 500
+    ) -> tuple[builtins.list[WatchEvent], str]:
+        """The changes of the kind after resourceVersion ``since`` (at most ``count``, waiting up
+        to ``block_ms`` for the first when there are none), and the version to resume from.
+
+        ``Gone`` when changes after ``since`` have been trimmed from the history: list again.
+        Events carry the object as stored by the change (DELETED: its last state).
+        """
+        start = parse_resource_version(str(since))
+        kind = kind_name(rt.key)
+        stream = self.keys.changes(kind)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.xrange(stream, f"{start + 1}-0", "+", count=count)
+        pipe.hget(self.keys.floors, kind)
+        pipe.get(self.keys.version)
+        entries, floor, version = pipe.execute()
+        self._check_floor(start, floor)
+        if not entries and block_ms > 0:
+            entries = read_entries(self.client.xread({stream: f"{start}-0"}, count=count, block=block_ms))
+            if entries:
+                self._check_floor(start, self.client.hget(self.keys.floors, kind))
+        if not entries:
+            return [], str(max(start, int(version or 0)))
+        changes = [decode_entry(entry_id, fields) for entry_id, fields in entries]
+        return [WatchEvent(c.type, c.object) for c in changes], str(changes[-1].rv)
+
+    @staticmethod
+    def _check_floor(start: int, floor: object) -> None:
+        if floor is not None and start < int(text(floor)):
+            raise too_old(start, int(text(floor)))
