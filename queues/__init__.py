@@ -62,10 +62,10 @@ not limit (capacity alone does).
 """
 
 from queues.keys import DEFAULT_KEYS, Keys
-from queues.ledger import Applied, ApplyRefused, Decision, Drift, Ledger, VersionConflict
+from queues.ledger import Applied, ApplyRefused, Decision, Drift, Fence, Ledger, VersionConflict
 from queues.pending import PendingQueues, QueuePolicy
 from queues.reasons import Refusal, RefusalKind
-from queues.records import InvalidRequest, JobRecord, JobState, LedgerError
+from queues.records import Fenced, InvalidRequest, JobRecord, JobState, LedgerError
 from queues.tree import IMPLICIT_ROOT, QUOTA_LABEL, ElasticQuotaTree, QuotaNode, UnboundJob, queue_name
 from queues.validation import Problem, Severity, TreeInvalid, check, load, load_file, validate
 from queues.views import QueueView, format_views, queue_views
@@ -79,6 +79,8 @@ __all__ = [
     "Decision",
     "Drift",
     "ElasticQuotaTree",
+    "Fence",
+    "Fenced",
     "InvalidRequest",
     "JobRecord",
     "JobState",

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis
+from redis.crc import key_slot
 
 from queues.keys import DEFAULT_KEYS, Keys
 from queues.pending import PendingQueues, QueuePolicy
 from queues.quantity import format_quantity
 from queues.reasons import Refusal, refusal_from_reply
 from queues.records import (
+    Fenced,
+    InvalidRequest,
     JobRecord,
     JobState,
     LedgerError,
@@ -27,7 +31,10 @@ from queues.scripts import scripts_for
 from queues.tree import IMPLICIT_ROOT, ElasticQuotaTree, is_unlimited
 from queues.validation import Problem, Severity, TreeInvalid, validate
 
-__all__ = ["Applied", "ApplyRefused", "Decision", "Drift", "Ledger", "VersionConflict"]
+__all__ = ["Applied", "ApplyRefused", "Decision", "Drift", "Fence", "Ledger", "VersionConflict"]
+
+#: A lease key and the fencing token its holder was given: ``(key, token)``.
+Fence = tuple[str, str]
 
 
 class ApplyRefused(LedgerError):
@@ -80,6 +87,20 @@ class Drift:
 
     def __str__(self) -> str:
         return f"{self.node}: {self.field} counter {self.stored}, job records say {self.expected}"
+
+
+_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
+
+
+def _unescaped(reply: str) -> str:
+    r"""Undo ``escaped`` of ``admit.lua``: in job ids in a reply, ``\\`` and ``\n`` stand for a
+    backslash and a newline, so that decisions can be joined by newlines."""
+    return _ESCAPE.sub(lambda m: "\n" if m.group(1) == "n" else m.group(1), reply)
+
+
+def _is_fenced(reply: object) -> bool:
+    """Whether an admit reply is the fence's ``-2`` (a bulk string, not a list of decisions)."""
+    return isinstance(reply, bytes | str) and text(reply) == "-2"
 
 
 def _compile(tree: ElasticQuotaTree) -> list[dict[str, Any]]:
@@ -206,78 +227,152 @@ class Ledger:
         """Queue a job; see :meth:`queues.pending.PendingQueues.enqueue`."""
         return self.pending.enqueue(job, leaf, request, priority, pipeline=pipeline)
 
-    def admit(self, job: str, leaf: str, request: Mapping[str, int], priority: int = 0) -> Decision:
-        """Admit a job that was never queued, charging ``leaf`` and its ancestors, or refuse it."""
-        check_job(job)
-        args = ["direct", job, leaf, score_of(priority), *request_args(request)]
-        return self._decision(job, self._scripts.admit(keys=[self.keys.meta], args=args))
+    def admit(
+        self,
+        job: str,
+        leaf: str,
+        request: Mapping[str, int],
+        priority: int = 0,
+        *,
+        fence: Fence | None = None,
+    ) -> Decision:
+        """Admit a job that was never queued, charging ``leaf`` and its ancestors, or refuse it.
 
-    def admit_pending(self, job: str, policy: QueuePolicy = QueuePolicy.BEST_EFFORT) -> Decision:
+        With ``fence`` (lease key, token) it changes nothing and raises :class:`Fenced` unless
+        the key still holds the token.
+        """
+        check_job(job)
+        args = [*self._fence_args(fence), "direct", job, leaf, score_of(priority), *request_args(request)]
+        reply = self._scripts.admit(keys=[self.keys.meta], args=args)
+        if _is_fenced(reply):
+            raise self._fenced(fence)
+        return self._decision(job, reply)
+
+    def admit_pending(
+        self, job: str, policy: QueuePolicy = QueuePolicy.BEST_EFFORT, *, fence: Fence | None = None
+    ) -> Decision:
         """One atomic decision: take ``job`` from its queue and admit it, or leave it and say why.
 
         Under :attr:`QueuePolicy.STRICT` only the head of its queue may be admitted. Raises
-        :class:`LedgerError` when the job is neither pending nor admitted.
+        :class:`LedgerError` when the job is neither pending nor admitted, and :class:`Fenced`
+        (nothing changed) when ``fence`` is given and its key no longer holds its token.
         """
-        decision = self.admit_pending_many([job], policy)[0]
+        decision = self.admit_pending_many([job], policy, fence=fence)[0]
         if decision.error:
             raise LedgerError(decision.error)
         return decision
 
     def admit_pending_many(
-        self, jobs: Sequence[str], policy: QueuePolicy = QueuePolicy.BEST_EFFORT, *, batch: int = 64
+        self,
+        jobs: Sequence[str],
+        policy: QueuePolicy = QueuePolicy.BEST_EFFORT,
+        *,
+        batch: int = 64,
+        fence: Fence | None = None,
     ) -> list[Decision]:
         """:meth:`admit_pending` for several jobs, decided one after the other, in order.
 
-        ``batch`` jobs go to one script run (and all batches in one pipeline): each decision is
+        ``batch`` jobs go to one script run (and several runs to one pipeline): each decision is
         exactly the one a script of its own would make at that point, batching only saves round
         trips and per-script overhead; it holds Redis for ``batch`` decisions at a time. A job
         released meanwhile gets a decision with ``error`` set rather than an exception, so the
         others' are kept.
+
+        With ``fence`` (lease key, token; the key in this ledger's hash slot) every script run
+        first checks that the key still holds the token; a run that finds it does not changes
+        nothing and :class:`Fenced` is raised, carrying the decisions of the runs before it.
         """
+        if batch < 1:
+            raise InvalidRequest(f"batch: {batch} must be at least 1")
         strict = "1" if policy is QueuePolicy.STRICT else "0"
         for job in jobs:
             check_job(job)
-        pipe = self.client.pipeline(transaction=False)
-        for start in range(0, len(jobs), batch):
-            args = ["pending", strict, *jobs[start : start + batch]]
-            self._scripts.admit(keys=[self.keys.meta], args=args, client=pipe)
-        replies = [reply for chunk in pipe.execute() for reply in chunk]
-        return [self._decision(job, reply, lenient=True) for job, reply in zip(jobs, replies, strict=True)]
+        if not jobs:
+            return []
+        head = [*self._fence_args(fence), "pending", strict]
+        chunks = [jobs[start : start + batch] for start in range(0, len(jobs), batch)]
+        if len(chunks) == 1:  # one round trip: no pipeline, whose SCRIPT EXISTS would be another
+            replies = [self._scripts.admit(keys=[self.keys.meta], args=[*head, *chunks[0]])]
+        else:
+            pipe = self.client.pipeline(transaction=False)
+            for chunk in chunks:
+                self._scripts.admit(keys=[self.keys.meta], args=[*head, *chunk], client=pipe)
+            replies = pipe.execute()
+        decisions: list[Decision] = []
+        for chunk, reply in zip(chunks, replies, strict=True):
+            if _is_fenced(reply):
+                raise self._fenced(fence, decisions)
+            lines = text(reply).split("\n")
+            decisions += [
+                self._decision(job, line, lenient=True) for job, line in zip(chunk, lines, strict=True)
+            ]
+        return decisions
 
     def _decision(self, job: str, reply: bytes | str, *, lenient: bool = False) -> Decision:
         status, _, rest = text(reply).partition("\t")
+        if "\\" in rest:
+            rest = _unescaped(rest)
+        if status == "0":
+            return Decision(job, False, "", refusal_from_reply(rest))
         if status == "-1":
             if lenient:
                 return Decision(job, False, error=rest)
             raise LedgerError(rest)
-        if status == "0":
-            return Decision(job, False, refusal=refusal_from_reply(rest))
-        return Decision(job, True, rest, already=status == "2")
+        return Decision(job, True, rest, None, status == "2")
 
-    def release(self, job: str, *, pipeline: redis.client.Pipeline | None = None) -> JobState | None:
+    def release(
+        self, job: str, *, pipeline: redis.client.Pipeline | None = None, fence: Fence | None = None
+    ) -> JobState | None:
         """Forget a finished or deleted job: return its usage, or take it out of its queue.
 
-        Idempotent; returns the state the job was in (None when queued into ``pipeline``).
+        Idempotent; returns the state the job was in (None when queued into ``pipeline``: the
+        script's reply is then the pipeline's, ``[-2, "fenced"]`` when ``fence`` stopped it).
+        With ``fence`` it changes nothing and raises :class:`Fenced` unless the lease key still
+        holds the token.
         """
         check_job(job)
+        args = [*self._fence_args(fence), job]
         if pipeline is not None:
-            self._scripts.release(keys=[self.keys.meta], args=[job], client=pipeline)
+            self._scripts.release(keys=[self.keys.meta], args=args, client=pipeline)
             return None
-        reply = self._scripts.release(keys=[self.keys.meta], args=[job])
+        reply = self._scripts.release(keys=[self.keys.meta], args=args)
+        if int(reply[0]) == -2:
+            raise self._fenced(fence)
         if int(reply[0]) == -1:
             raise LedgerError(text(reply[1]))
         return JobState(text(reply[1]))
 
-    def requeue(self, job: str) -> bool:
+    def requeue(self, job: str, *, fence: Fence | None = None) -> bool:
         """Move an admitted job back to its queue, in its old place (failover, no fit found).
 
-        Atomic, so the job is never in neither state. False when it was not admitted.
+        Atomic, so the job is never in neither state. False when it was not admitted. With
+        ``fence`` it changes nothing and raises :class:`Fenced` unless the lease key still
+        holds the token.
         """
         check_job(job)
-        reply = self._scripts.requeue(keys=[self.keys.meta], args=[job])
+        reply = self._scripts.requeue(keys=[self.keys.meta], args=[*self._fence_args(fence), job])
+        if int(reply[0]) == -2:
+            raise self._fenced(fence)
         if int(reply[0]) == -1:
             raise LedgerError(text(reply[1]))
         return int(reply[0]) == 1
+
+    def _fence_args(self, fence: Fence | None) -> list[str]:
+        """The two script arguments of a fence; the key must share this ledger's hash slot."""
+        if fence is None:
+            return ["", ""]
+        key, token = fence
+        if not isinstance(key, str) or not key or not isinstance(token, str):
+            raise InvalidRequest(f"fence: {fence!r} must be a (lease key, token) pair of strings")
+        if key_slot(key.encode()) != key_slot(self.keys.meta.encode()):
+            raise InvalidRequest(
+                f"fence: {key} is not in the ledger's hash slot; give it the hash tag {{{self.keys.tag}}}"
+            )
+        return [key, token]
+
+    def _fenced(self, fence: Fence | None, decisions: Sequence[Decision] = ()) -> Fenced:
+        key, token = fence or ("", "")
+        return Fenced(f"fence {key}: token {token} is no longer current; nothing changed", decisions)
 
     def state(self, job: str) -> JobState:
         pipe = self.client.pipeline(transaction=False)

@@ -70,11 +70,11 @@ class TreeInvalid(ValueError):
 
 def is_resource_name(name: str) -> bool:
     """A Kubernetes resource name (``cpu``, ``huawei.com/Ascend910``, ``kube-queue/max-jobs``)."""
-    return len(name) <= 253 and _RESOURCE.match(name) is not None
+    return len(name) <= 253 and _RESOURCE.fullmatch(name) is not None
 
 
 def _dns_label(name: str) -> bool:
-    return len(name) <= 63 and _DNS_LABEL.match(name) is not None
+    return len(name) <= 63 and _DNS_LABEL.fullmatch(name) is not None
 
 
 def _q(resource: str, amount: int) -> str:

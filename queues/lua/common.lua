@@ -14,11 +14,23 @@
 --             positive and the child's subtree has pending jobs, else 0
 -- so that the borrowing rule reads one number at the parent instead of walking siblings.
 --
--- Amounts stay strings on their way to HINCRBY (Redis integers are exact int64); they
--- become Lua numbers (doubles) only to be compared, and every limit the scripts see is
--- below 2^53, where doubles are exact.
+-- Cost: a script run reads each node it touches once (one HMGET of every field a decision
+-- may need, see ensure) and keeps it in NODES; every change goes to NODES and is written at
+-- the end of the run by flush, one HSET per changed node, so that a batch of decisions
+-- costs one read and at most one write per distinct node instead of one call per field,
+-- node and decision. Nothing is written before flush (bar the rare case below), so a
+-- script that stops half-way through a batch leaves nothing half-done.
+--
+-- Exactness: Lua numbers are doubles, exact below 2^53. Every amount in a record and
+-- every limit is below 2^53, so comparisons are exact and so is every counter the scripts
+-- add up while it stays below 2^53 (used <= max keeps a limited counter there; due sums
+-- children's mins, which validation keeps within the parent's). A counter that would leave
+-- that range (say the bytes of memory under an unlimited node) is handed to Redis's exact
+-- int64 HINCRBY instead and kept as its decimal string.
 
-local find, sub = string.find, string.sub
+local find, sub, match, gmatch, format = string.find, string.sub, string.match, string.gmatch, string.format
+local EXACT = 9007199254740992  -- 2^53
+
 local function split(s)
   local out, start = {}, 1
   while true do
@@ -32,50 +44,159 @@ local function split(s)
   end
 end
 
-local function num(n) return string.format('%d', n) end
+local function num(n) return format('%d', n) end
 
+-- leaf, score, seq and the request as a flat list {resource, amount, ...} (amounts as
+-- numbers) that ends with max-jobs 1.
 local function parse_record(rec)
-  local f = split(rec)
-  local req = {}
-  for i = 4, #f, 2 do req[#req + 1] = {f[i], f[i + 1]} end
-  req[#req + 1] = {MAX_JOBS, '1'}
-  return f[1], f[2], f[3], req
-end
-
-local function negate(raw)
-  if string.sub(raw, 1, 1) == '-' then return string.sub(raw, 2) end
-  return '-' .. raw
+  local leaf, score, seq, rest = match(rec, '^([^\t]*)\t([^\t]*)\t([^\t]*)(.*)$')
+  local req, n = {}, 0
+  for r, a in gmatch(rest, '\t([^\t]+)\t([^\t]+)') do
+    req[n + 1], req[n + 2] = r, tonumber(a)
+    n = n + 2
+  end
+  req[n + 1], req[n + 2] = MAX_JOBS, 1
+  return leaf, score, seq, req
 end
 
 local function member_of(seq, job) return seq .. job end
 
--- Node fields read during this script run, written through by every change below, so a
--- batch of decisions reads the root and other shared ancestors once, not once per job.
--- (A script runs alone, so nothing else can change them meanwhile.)
-local NODES = {}
-local function fields_of(n, wanted)
-  local c = NODES[n]
-  if not c then c = {}; NODES[n] = c end
-  local missing = {}
-  for _, f in ipairs(wanted) do
-    if c[f] == nil then missing[#missing + 1] = f end
+-- Variadic commands in slices, so that no unpack() outgrows the Lua stack.
+local function call_many(command, key, args, width)
+  for i = 1, #args, width do
+    redis.call(command, key, unpack(args, i, math.min(i + width - 1, #args)))
   end
-  if #missing > 0 then
-    local v = redis.call('HMGET', k_node(n), unpack(missing))
-    for i, f in ipairs(missing) do c[f] = v[i] end
+end
+
+-- Fencing: a write that must come from the current holder of a lease carries the lease key
+-- and the token it was given; '' as the key means no fence.
+local function fenced(key, token)
+  return key ~= '' and redis.call('GET', key) ~= token
+end
+
+-- Node fields in a script run. A node's fields are read in one HMGET of the run's field
+-- list ROW and kept as that reply, a row addressed by position (IX[field]): no per-field
+-- table to build for each node read, and integer keys where the decisions look. ROW starts
+-- with what an admission, a release or a queue change may look at (see prepare) and grows
+-- when a field new to the run is asked for; every node read from then on reads it too.
+local ROW, IX = {}, {}
+local function column(f)
+  local i = IX[f]
+  if not i then
+    i = #ROW + 1
+    ROW[i], IX[f] = f, i
   end
-  return c
+  return i
 end
-local function field_of(n, f) return fields_of(n, {f})[f] end
-local function bump(n, f, delta)
-  local v = redis.call('HINCRBY', k_node(n), f, delta)
-  local c = NODES[n]
-  if c then c[f] = v end
+
+-- Positions of 'max:<r>', 'min:<r>', 'used:<r>', 'due:<r>' per resource (made on first use).
+local function columns(prefix)
+  return setmetatable({}, {__index = function(t, r)
+    local i = column(prefix .. r)
+    t[r] = i
+    return i
+  end})
 end
-local function set_field(n, f, value)
-  redis.call('HSET', k_node(n), f, value)
-  local c = NODES[n]
-  if c then c[f] = value end
+local MAX, MIN, USED, DUE = columns('max:'), columns('min:'), columns('used:'), columns('due:')
+local C_CHAIN, C_PATH, C_MINS, C_GUARDED, C_PENDING
+
+-- GOVERNED: the resources some node of the applied tree names (meta field `resources`).
+-- Their max, min, used and due are in ROW from the start; the used:<r> of other resources
+-- (no node limits them, but their usage is kept) join it as requests name them.
+local GOVERNED = nil
+local function prepare()
+  if GOVERNED then return end
+  GOVERNED = {}
+  C_CHAIN, C_PATH, C_MINS = column('chain'), column('path'), column('mins')
+  C_GUARDED, C_PENDING = column('guarded'), column('pending')
+  local governed = redis.call('HGET', K_META, 'resources')
+  if governed then
+    for _, r in ipairs(split(governed)) do
+      GOVERNED[r] = true
+      local _ = MAX[r] + MIN[r] + USED[r] + DUE[r]
+    end
+  end
+end
+
+-- NODES[n]: node n's row, changed in place by the scripts; LOADED[n]: how much of ROW it
+-- holds. Absent fields are false; integers are decimal strings as read, numbers once
+-- changed here. DIRTY[n] holds the positions changed, which flush writes out at the end.
+local NODES, LOADED, DIRTY, DIRTY_ORDER = {}, {}, {}, {}
+
+-- Node `n`'s row, with every field of ROW: read whole the first time, then only what ROW
+-- gained since.
+local function ensure(n)
+  prepare()
+  local have, want = LOADED[n] or 0, #ROW
+  if have == want then return NODES[n] end
+  local v = redis.call('HMGET', k_node(n), unpack(ROW, have + 1, want))
+  if have == 0 then
+    NODES[n] = v
+  else
+    local row = NODES[n]
+    for i = 1, want - have do row[have + i] = v[i] end
+  end
+  LOADED[n] = want
+  return NODES[n]
+end
+
+local function field_of(n, i)
+  local row = NODES[n]
+  if not row or LOADED[n] < i then row = ensure(n) end
+  return row[i]
+end
+
+-- Call with each request before reading its chain, so that the used:<r> of what it asks
+-- are read with the nodes.
+local function note_request(req)
+  prepare()
+  for k = 1, #req, 2 do
+    if req[k + 1] ~= 0 then local _ = USED[req[k]] end
+  end
+end
+
+-- Add `delta` (an integer below 2^53 in magnitude) to the counter at position `i` of node
+-- `n`.
+local function add(n, i, delta)
+  local row = NODES[n]
+  if not row or LOADED[n] < i then row = ensure(n) end
+  local x = tonumber(row[i]) or 0
+  local new = x + delta
+  if x < EXACT and x > -EXACT and new < EXACT and new > -EXACT then
+    row[i] = new
+    local d = DIRTY[n]
+    if not d then
+      d = {}
+      DIRTY[n] = d
+      DIRTY_ORDER[#DIRTY_ORDER + 1] = n
+    end
+    d[i] = true
+    return
+  end
+  -- Beyond 2^53: let Redis add exactly (int64). What it holds is exact: a string from it,
+  -- or first the number changed here. Its integer reply would come back as a double, so
+  -- read the sum back as a string.
+  local key, f = k_node(n), ROW[i]
+  if DIRTY[n] and DIRTY[n][i] then
+    redis.call('HSET', key, f, num(x))
+    DIRTY[n][i] = nil
+  end
+  redis.call('HINCRBY', key, f, num(delta))
+  row[i] = redis.call('HGET', key, f)
+end
+
+-- Write every changed node field: one HSET per node.
+local function flush()
+  for k = 1, #DIRTY_ORDER do
+    local n = DIRTY_ORDER[k]
+    local args, row = {}, NODES[n]
+    for i in pairs(DIRTY[n]) do
+      args[#args + 1] = ROW[i]
+      args[#args + 1] = num(row[i])
+    end
+    if #args > 0 then redis.call('HSET', k_node(n), unpack(args)) end
+  end
+  DIRTY, DIRTY_ORDER = {}, {}
 end
 
 -- The chain of node names from `leaf` up to the root, or nil and why not.
@@ -83,7 +204,7 @@ local CHAINS = {}
 local function chain_of(leaf)
   local known = CHAINS[leaf]
   if known then return known end
-  local chain = field_of(leaf, 'chain')
+  local chain = ensure(leaf)[C_CHAIN]
   if chain then
     CHAINS[leaf] = split(chain)
     return CHAINS[leaf]
@@ -91,79 +212,82 @@ local function chain_of(leaf)
   if redis.call('HEXISTS', K_META, 'version') == 1 then
     return nil, 'quota node ' .. leaf .. ' is not in the applied ElasticQuotaTree'
   end
-  if leaf == IMPLICIT_ROOT then return {IMPLICIT_ROOT} end
+  if leaf == IMPLICIT_ROOT then
+    CHAINS[leaf] = {IMPLICIT_ROOT}
+    return CHAINS[leaf]
+  end
   return nil, 'no ElasticQuotaTree is applied: jobs go to the implicit ' .. IMPLICIT_ROOT .. ', not ' .. leaf
 end
 
-local USED = setmetatable({}, {__index = function(t, r)
-  t[r] = 'used:' .. r
-  return t[r]
-end})
+-- Read every node of `chain` before deciding on it or changing it.
+local function load_chain(chain)
+  for i = 1, #chain do ensure(chain[i]) end
+end
 
 local function charge(chain, req, sign)
-  for _, r in ipairs(req) do
-    if r[2] ~= '0' then
-      local f, delta = USED[r[1]], sign and r[2] or negate(r[2])
-      for _, n in ipairs(chain) do bump(n, f, delta) end
+  for k = 1, #req, 2 do
+    local amount = req[k + 1]
+    if amount ~= 0 then
+      local i, delta = USED[req[k]], sign * amount
+      for j = 1, #chain do add(chain[j], i, delta) end
     end
   end
 end
 
 local function count_pending(chain, delta)
-  for _, n in ipairs(chain) do bump(n, 'pending', delta) end
+  for j = 1, #chain do add(chain[j], C_PENDING, delta) end
 end
 
--- What node `n` is owed, {resource = amount} over the resources its min names (nil when it
--- names none): min - used where positive, while its subtree has pending jobs. Computed from
--- (cached) fields, never stored: the parent's due:<r> is the only stored sum.
-local MINS = {}  -- node -> {resources, fields wanted, min field names}, or false
-local function owed_now(n)
+-- The resources node `n`'s min names (an empty list when none).
+local MINS = {}
+local function mins_of(n)
   local m = MINS[n]
-  if m == nil then
-    local mins = field_of(n, 'mins')
-    m = false
-    if mins and mins ~= '' then
-      m = {res = split(mins), wanted = {'pending'}, min = {}}
-      for i, r in ipairs(m.res) do
-        m.min[i] = 'min:' .. r
-        m.wanted[2 * i], m.wanted[2 * i + 1] = m.min[i], USED[r]
-      end
-    end
+  if not m then
+    local mins = field_of(n, C_MINS)
+    m = (mins and mins ~= '') and split(mins) or {}
     MINS[n] = m
   end
-  if not m then return nil end
-  local v = fields_of(n, m.wanted)
-  local waiting = (tonumber(v['pending']) or 0) > 0
-  local out = {}
-  for i, r in ipairs(m.res) do
-    local min, used = tonumber(v[m.min[i]]) or 0, tonumber(v[USED[r]]) or 0
-    out[r] = (waiting and used < min) and (min - used) or 0
-  end
-  return out
+  return m
+end
+
+-- What node `n` (read by load_chain) is owed in resource `r`: min - used where positive,
+-- while its subtree has pending jobs. Computed from its row, never stored: the parent's
+-- due:<r> is the only stored sum.
+local function owed(n, r)
+  local row = NODES[n]
+  if (tonumber(row[C_PENDING]) or 0) <= 0 then return 0 end
+  local min, used = tonumber(row[MIN[r]]) or 0, tonumber(row[USED[r]]) or 0
+  return used < min and min - used or 0
 end
 
 -- Call before changing usage or pending counts along `chain`, then settle_owed after it:
 -- every change in what a node is owed is folded into its parent's due:<r>.
 local function owed_before(chain)
-  local before = {}
-  for i = 1, #chain - 1 do before[i] = owed_now(chain[i]) or false end
+  local before, k = {}, 0
+  for i = 1, #chain - 1 do
+    local mins = mins_of(chain[i])
+    for j = 1, #mins do
+      k = k + 1
+      before[k] = owed(chain[i], mins[j])
+    end
+  end
   return before
 end
 local function settle_owed(chain, before)
+  local k = 0
   for i = 1, #chain - 1 do
-    if before[i] then
-      for r, owed in pairs(owed_now(chain[i])) do
-        local old = before[i][r]
-        if owed ~= old then bump(chain[i + 1], 'due:' .. r, num(owed - old)) end
-      end
+    local mins = mins_of(chain[i])
+    for j = 1, #mins do
+      k = k + 1
+      local now = owed(chain[i], mins[j])
+      if now ~= before[k] then add(chain[i + 1], DUE[mins[j]], now - before[k]) end
     end
   end
 end
 
 -- Exact sums beyond 2^53: a high part (units of 1e9) and a low part (amounts are >= 0).
 local BILLION = 1000000000
-local function acc_add(acc, raw)
-  local n = tonumber(raw)
+local function acc_add(acc, n)
   local lo = acc[2] + n % BILLION
   local carry = math.floor(lo / BILLION)
   acc[1] = acc[1] + math.floor(n / BILLION) + carry
@@ -172,7 +296,7 @@ end
 local function acc_num(acc) return acc[1] * BILLION + acc[2] end
 local function acc_str(acc)
   if acc[1] == 0 then return num(acc[2]) end
-  return string.format('%d%09d', acc[1], acc[2])
+  return format('%d%09d', acc[1], acc[2])
 end
 
 -- The derived fields of every node as the job records say they should be.
@@ -191,11 +315,11 @@ local function derive(names, chain_fn, info_fn)
     for _, n in ipairs(chain) do
       local u = used[n]
       if not u then u = {}; used[n] = u end
-      for _, r in ipairs(req) do
-        if r[2] ~= '0' then
-          local acc = u[r[1]]
-          if not acc then acc = {0, 0}; u[r[1]] = acc end
-          acc_add(acc, r[2])
+      for k = 1, #req, 2 do
+        if req[k + 1] ~= 0 then
+          local acc = u[req[k]]
+          if not acc then acc = {0, 0}; u[req[k]] = acc end
+          acc_add(acc, req[k + 1])
         end
       end
     end
@@ -233,101 +357,92 @@ local function derive(names, chain_fn, info_fn)
   return derived, queued
 end
 
--- 'max:<r>', 'min:<r>', 'used:<r>', 'due:<r>', built once per resource and script run.
-local FIELD_NAMES = {}
-local function field_names(r)
-  local names = FIELD_NAMES[r]
-  if not names then
-    names = {'max:' .. r, 'min:' .. r, 'used:' .. r, 'due:' .. r}
-    FIELD_NAMES[r] = names
-  end
-  return names
-end
-
-local function path_of(name) return field_of(name, 'path') or name end
+local function path_of(name) return field_of(name, C_PATH) or name end
 
 -- The first child of `parent` other than `node` that is owed `resource`, for the reason.
+-- (Children are read whole, as a decision on them would, so that a later one finds them.)
+local GUARDED = {}
 local function owed_sibling(parent, node, resource)
-  local used, min = 'used:' .. resource, 'min:' .. resource
-  for _, s in ipairs(split(field_of(parent, 'guarded') or '')) do
+  local guarded = GUARDED[parent]
+  if not guarded then
+    guarded = split(field_of(parent, C_GUARDED) or '')
+    GUARDED[parent] = guarded
+  end
+  local c_used, c_min = USED[resource], MIN[resource]
+  for i = 1, #guarded do
+    local s = guarded[i]
     if s ~= node then
-      local v = fields_of(s, {used, min, 'pending'})
-      local have, want = tonumber(v[used]) or 0, tonumber(v[min]) or 0
-      if (tonumber(v['pending']) or 0) > 0 and have < want then
-        return path_of(s), num(have), num(want), v['pending']
+      local row = ensure(s)
+      local have, want = tonumber(row[c_used]) or 0, tonumber(row[c_min]) or 0
+      local pending = tonumber(row[C_PENDING]) or 0
+      if pending > 0 and have < want then
+        return path_of(s), num(have), num(want), num(pending)
       end
     end
   end
   return '?', '0', '0', '0'
 end
 
--- The admission check over `chain` (leaf first) for `req` (which includes max-jobs 1).
--- Returns nil when the job may be admitted, else the refusal as one tab-separated reply
--- (one bulk string is far cheaper for a client to parse than an array), nodes as paths:
+-- The admission check over `chain` (leaf first, read by load_chain) for `req` (which
+-- includes max-jobs 1). Returns nil when the job may be admitted, else the refusal as one
+-- tab-separated reply (one bulk string is far cheaper for a client to parse than an
+-- array), nodes as paths:
 --   0 max node resource used requested max
 --   0 min node resource used requested min sibling sibling-used sibling-min sibling-pending
--- Only `governed` resources (meta field `resources`: those some node names, tab-delimited)
--- can refuse, so only those are read, leaf first, stopping at the first node whose max
--- refuses.
-local GOVERNED = nil
-local function check(chain, req, governed)
-  if not governed then return nil end
-  if not GOVERNED then
-    GOVERNED = {}
-    for _, r in ipairs(split(governed)) do GOVERNED[r] = true end
-  end
-  local names, amounts, wanted = {}, {}, {}
-  for _, r in ipairs(req) do
-    local amount = tonumber(r[2])
-    if amount > 0 and GOVERNED[r[1]] then
-      local j = #names + 1
-      names[j], amounts[j] = r[1], amount
+-- Only governed resources (those some node names) can refuse, so only those are looked
+-- at, leaf first, stopping at the first node whose max refuses.
+local function check(chain, req)
+  prepare()
+  local names, amounts, maxes, mins, useds, dues, m = {}, {}, {}, {}, {}, {}, 0
+  for k = 1, #req, 2 do
+    local r, amount = req[k], req[k + 1]
+    if amount > 0 and GOVERNED[r] then
+      m = m + 1
+      names[m], amounts[m] = r, amount
+      maxes[m], mins[m], useds[m], dues[m] = MAX[r], MIN[r], USED[r], DUE[r]
     end
   end
-  if #names == 0 then return nil end
-  -- Also what owed_now will want around an admission, so that it finds it cached.
-  wanted[1], wanted[2] = 'mins', 'pending'
-  local f = {}
-  for j, r in ipairs(names) do
-    f[j] = field_names(r)
-    local b = #wanted
-    wanted[b + 1], wanted[b + 2], wanted[b + 3], wanted[b + 4] = f[j][1], f[j][2], f[j][3], f[j][4]
-  end
-  local nodes = {}
-  for i, n in ipairs(chain) do
-    local v = fields_of(n, wanted)
-    local node = {name = n, max = {}, min = {}, used = {}, due = {}, waiting = (tonumber(v['pending']) or 0) > 0}
-    for j, r in ipairs(names) do
-      local max, used = tonumber(v[f[j][1]]), tonumber(v[f[j][3]]) or 0
-      if max and used + amounts[j] > max then
-        return table.concat({'0', 'max', path_of(n), r, num(used), num(amounts[j]), num(max)}, '\t')
+  if m == 0 then return nil end
+  for i = 1, #chain do
+    local row = NODES[chain[i]]
+    for j = 1, m do
+      local max = row[maxes[j]]
+      if max then
+        max = tonumber(max)
+        local used = tonumber(row[useds[j]]) or 0
+        if used + amounts[j] > max then
+          return table.concat({'0', 'max', path_of(chain[i]), names[j], num(used), num(amounts[j]), num(max)}, '\t')
+        end
       end
-      node.max[j], node.min[j], node.used[j] = max, tonumber(v[f[j][2]]) or 0, used
-      node.due[j] = tonumber(v[f[j][4]]) or 0
     end
-    nodes[i] = node
   end
   -- min: a node borrowing beyond its min must leave its siblings what they are owed
-  for i = 1, #nodes - 1 do
-    local node, parent = nodes[i], nodes[i + 1]
-    for j, r in ipairs(names) do
-      local amount = amounts[j]
-      if parent.due[j] > 0 and node.used[j] + amount > node.min[j] then
-        local own = 0
-        if node.waiting and node.used[j] < node.min[j] then own = node.min[j] - node.used[j] end
-        local others = parent.due[j] - own
-        local headroom = nil
-        for k = i + 1, #nodes do
-          local max = nodes[k].max[j]
-          if max then
-            local left = max - nodes[k].used[j] - amount
-            if headroom == nil or left < headroom then headroom = left end
+  for i = 1, #chain - 1 do
+    local row, parent = NODES[chain[i]], NODES[chain[i + 1]]
+    for j = 1, m do
+      local due = parent[dues[j]]
+      if due then due = tonumber(due) end
+      if due and due > 0 then
+        local amount = amounts[j]
+        local used, min = tonumber(row[useds[j]]) or 0, tonumber(row[mins[j]]) or 0
+        if used + amount > min then
+          local own = 0
+          if (tonumber(row[C_PENDING]) or 0) > 0 and used < min then own = min - used end
+          local others = due - own
+          local headroom = nil
+          for k = i + 1, #chain do
+            local up = NODES[chain[k]]
+            local max = up[maxes[j]]
+            if max then
+              local left = tonumber(max) - (tonumber(up[useds[j]]) or 0) - amount
+              if headroom == nil or left < headroom then headroom = left end
+            end
           end
-        end
-        if others > 0 and headroom ~= nil and headroom < others then
-          local sibling, sused, smin, spending = owed_sibling(parent.name, node.name, r)
-          return table.concat({'0', 'min', path_of(node.name), r, num(node.used[j]), num(amount),
-                               num(node.min[j]), sibling, sused, smin, spending}, '\t')
+          if others > 0 and headroom ~= nil and headroom < others then
+            local sibling, sused, smin, spending = owed_sibling(chain[i + 1], chain[i], names[j])
+            return table.concat({'0', 'min', path_of(chain[i]), names[j], num(used), num(amount),
+                                 num(min), sibling, sused, smin, spending}, '\t')
+          end
         end
       end
     end

@@ -5,7 +5,8 @@ if redis.call('HEXISTS', K_PENDING, job) == 1 then return {2, 'pending'} end
 if redis.call('HEXISTS', K_ADMITTED, job) == 1 then return {2, 'admitted'} end
 local chain, why = chain_of(leaf)
 if not chain then return {-1, why} end
-local seq = string.format('%016d', redis.call('INCR', K_SEQ))
+load_chain(chain)
+local seq = format('%016d', redis.call('INCR', K_SEQ))
 local rec = {leaf, score, seq}
 for i = 4, #ARGV do rec[#rec + 1] = ARGV[i] end
 redis.call('HSET', K_PENDING, job, table.concat(rec, '\t'))
@@ -13,4 +14,5 @@ redis.call('ZADD', k_queue(leaf), score, member_of(seq, job))
 local before = owed_before(chain)
 count_pending(chain, 1)
 settle_owed(chain, before)
+flush()
 return {1, seq}

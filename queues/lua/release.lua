@@ -1,15 +1,20 @@
--- Forget a finished or deleted job: ARGV = job.
+-- Forget a finished or deleted job: ARGV = fence key ('' for none), fence token, job.
 -- {1, 'admitted'} its usage is released | {1, 'pending'} it left its queue | {0, 'absent'}
-local job = ARGV[1]
+-- | {-1, why} | {-2, 'fenced'} the fence token is not current (nothing changed)
+if fenced(ARGV[1], ARGV[2]) then return {-2, 'fenced'} end
+local job = ARGV[3]
 local rec = redis.call('HGET', K_ADMITTED, job)
 if rec then
   local leaf, _, _, req = parse_record(rec)
+  note_request(req)
   local chain, why = chain_of(leaf)
   if not chain then return {-1, why} end
+  load_chain(chain)
   local before = owed_before(chain)
-  charge(chain, req, false)
+  charge(chain, req, -1)
   settle_owed(chain, before)
   redis.call('HDEL', K_ADMITTED, job)
+  flush()
   return {1, 'admitted'}
 end
 rec = redis.call('HGET', K_PENDING, job)
@@ -17,11 +22,13 @@ if rec then
   local leaf, _, seq = parse_record(rec)
   local chain, why = chain_of(leaf)
   if not chain then return {-1, why} end
+  load_chain(chain)
   redis.call('ZREM', k_queue(leaf), member_of(seq, job))
   redis.call('HDEL', K_PENDING, job)
   local before = owed_before(chain)
   count_pending(chain, -1)
   settle_owed(chain, before)
+  flush()
   return {1, 'pending'}
 end
 return {0, 'absent'}
