@@ -29,6 +29,14 @@ def _register() -> None:
     from fleet.cli.sim import sim
 
     main.add_command(sim)
+    from fleet.cli.dispatch import dispatcher, syncer, worker
+
+    main.add_command(dispatcher)
+    main.add_command(worker)
+    main.add_command(syncer)
+    from fleet.cli.api import api
+
+    main.add_command(api)
 
 
 _register()

@@ -1,0 +1,264 @@
+"""End-to-end dispatch benchmark: submission to Dispatched and Running, failover, sync latency, memory.
+
+    .venv/bin/python -m bench.dispatch_bench [--members 10] [--nodes 20] [--jobs 1000]
+
+It runs the real system: a private ``redis-server`` (AOF on), ``fleet sim`` with ``--members``
+simulated members of ``--nodes`` Atlas 800T A2 nodes (8 NPUs each), and ``fleet dispatcher``,
+two ``fleet worker`` and one ``fleet syncer`` as processes (the test harness of
+``tests/support`` starts them, as the integration tests do). Then:
+
+1. **Throughput.** ``--jobs`` one-pod jobs of 1 NPU (they all fit at once, so capacity is not
+   what is measured) are submitted as the fleet API does (store + queue); the clock runs from
+   the first submission to the last job seen ``Dispatched`` (resp. ``Running``) on the fleet.
+2. **Status-sync latency.** The benchmark watches every member's AscendJobs itself and tails the
+   fleet's change stream; per job, latency = when the fleet object first showed ``Running``
+   minus when the member's copy did (same clock, this process).
+3. **Failover.** The member with the most jobs is taken down (connection refused); the clock
+   runs until every one of its jobs is ``Running`` in another member; the figure reported is
+   that time minus the policy's toleration (5 s here).
+4. **Memory.** On a separate Redis database, ``--memory-jobs`` copies of the sample AscendJob
+   (``config/samples``) are submitted and Redis ``used_memory`` is compared before and after.
+
+Ends with one JSON line of the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fleet.api.kinds import FLEET_ASCENDJOB, PROPAGATION_POLICY
+from fleet.connections import redis_from_url
+from fleet.jobs import current_state, submit
+from fleet.members import JOBS, WatchEvent, load_members
+from fleet.state import Objects
+from queues import Ledger
+from tests.support.fleet import FleetProcesses
+from tests.support.redis_server import RedisServer
+from tests.support.sim import running_sim
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "config" / "samples" / "pytorch_multinodes_acjob_910b.yaml"
+TOLERATION = 5
+
+
+def _topology(members: int, nodes: int) -> dict[str, Any]:
+    pool = {
+        "prefix": "a2",
+        "count": nodes,
+        "labels": {
+            "accelerator": "huawei-Ascend910",
+            "accelerator-type": "module-910b-8",
+            "host-arch": "huawei-arm",
+        },
+        "allocatable": {"huawei.com/Ascend910": "8", "cpu": "188", "memory": "1500Gi", "pods": "110"},
+    }
+    return {
+        "simulation": {"jobDurationSeconds": 3600, "tickSeconds": 0.05},
+        "members": [{"name": f"member-{i + 1}", "nodePools": [pool]} for i in range(members)],
+    }
+
+
+def _one_npu_job(i: int) -> dict[str, Any]:
+    obj: dict[str, Any] = yaml.safe_load(SAMPLE.read_text())
+    obj["metadata"] = {"name": f"b{i}", "namespace": "default", "labels": obj["metadata"]["labels"]}
+    del obj["spec"]["replicaSpecs"]["Worker"]
+    obj["spec"]["runPolicy"]["schedulingPolicy"].pop("minAvailable", None)
+    tpl = obj["spec"]["replicaSpecs"]["Master"]["template"]["spec"]
+    tpl.pop("affinity", None)
+    tpl["nodeSelector"] = {"host-arch": "huawei-arm"}
+    tpl["containers"][0]["resources"] = {
+        "requests": {"huawei.com/Ascend910": "1"},
+        "limits": {"huawei.com/Ascend910": "1"},
+    }
+    return obj
+
+
+def _policy() -> dict[str, Any]:
+    return {
+        "apiVersion": "policy.one.alibabacloud.com/v1alpha1",
+        "kind": "PropagationPolicy",
+        "metadata": {"name": "bench", "namespace": "default"},
+        "spec": {
+            "resourceSelectors": [{"apiVersion": "mindxdl.gitee.com/v1", "kind": "AscendJob"}],
+            "failover": {
+                "application": {
+                    "decisionConditions": {"tolerationSeconds": TOLERATION},
+                    "purgeMode": "Immediately",
+                }
+            },
+        },
+    }
+
+
+class Observer:
+    """First time each job was seen in each state, at the fleet and at the members (one clock)."""
+
+    def __init__(self, objects: Objects) -> None:
+        self.objects = objects
+        self.fleet: dict[str, dict[str, float]] = {}
+        self.member: dict[str, dict[str, tuple[float, str]]] = {}
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._tail, daemon=True)
+
+    def _tail(self) -> None:
+        rv = self.objects.resource_version()
+        while not self.stop.is_set():
+            events, rv = self.objects.changes(FLEET_ASCENDJOB, rv, block_ms=200)
+            now = time.monotonic()
+            with self.lock:
+                for event in events:
+                    state = current_state(event.object)
+                    if state:
+                        seen = self.fleet.setdefault(event.object["metadata"]["name"], {})
+                        seen.setdefault(state, now)
+                        seen["last:" + state] = now
+
+    def on_member(self, event: WatchEvent) -> None:
+        now = time.monotonic()
+        objs = list(event.objects) if event.object is None else [event.object]
+        with self.lock:
+            for obj in objs:
+                state = current_state(obj)
+                if state:
+                    self.member.setdefault(obj["metadata"]["name"], {}).setdefault(state, (now, event.member))
+
+    def fleet_times(self, state: str) -> list[float]:
+        with self.lock:
+            return [s[state] for s in self.fleet.values() if state in s]
+
+
+def _wait(what: str, done: Any, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(0.1)
+
+
+def _memory(server: RedisServer, count: int) -> float:
+    client = redis_from_url(server.url.rsplit("/", 1)[0] + "/1")
+    objects, ledger = Objects(client), Ledger(client)
+    sample = yaml.safe_load(SAMPLE.read_text())
+    before = int(client.info("memory")["used_memory"])
+    for i in range(count):
+        obj = dict(sample)
+        obj["metadata"] = {**sample["metadata"], "name": f"mem-{i:06d}", "namespace": "default"}
+        submit(objects, ledger, obj)
+    after = int(client.info("memory")["used_memory"])
+    client.flushdb()
+    return (after - before) / count
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--members", type=int, default=10)
+    parser.add_argument("--nodes", type=int, default=20)
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--memory-jobs", type=int, default=5000)
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="dispatch-bench-"))
+    server = RedisServer(tmp)
+    server.start()
+    try:
+        bytes_per_job = _memory(server, args.memory_jobs)
+        print(
+            f"memory: {bytes_per_job:.0f} bytes of Redis per queued sample-sized job "
+            f"({args.memory_jobs} jobs)"
+        )
+        with running_sim(_topology(args.members, args.nodes)) as sim:
+            client = redis_from_url(server.url)
+            objects = Objects(client)
+            objects.create(PROPAGATION_POLICY, _policy())
+            procs = FleetProcesses(server.url, sim.kubeconfig, tmp)
+            procs.start("dispatcher", "dispatcher", "--log-level", "warning")
+            procs.start("worker-1", "worker", "--log-level", "warning")
+            procs.start("worker-2", "worker", "--log-level", "warning")
+            procs.start("syncer", "syncer", "--log-level", "warning")
+            members = load_members(sim.kubeconfig)
+            observer = Observer(objects)
+            observer.thread.start()
+            watchers = [m.watch(JOBS, observer.on_member) for m in members.values()]
+            try:
+                time.sleep(3)  # the roles list the members before the clock starts
+                ledger = Ledger(client)
+                jobs = [_one_npu_job(i) for i in range(args.jobs)]
+                started = time.monotonic()
+                for obj in jobs:
+                    submit(objects, ledger, obj)
+                submitted = time.monotonic() - started
+                _wait("all Dispatched", lambda: len(observer.fleet_times("Dispatched")) >= args.jobs, 600)
+                to_dispatched = max(observer.fleet_times("Dispatched")) - started
+                _wait("all Running", lambda: len(observer.fleet_times("Running")) >= args.jobs, 600)
+                to_running = max(observer.fleet_times("Running")) - started
+                with observer.lock:
+                    lat = sorted(
+                        observer.fleet[n]["Running"] - observer.member[n]["Running"][0]
+                        for n in observer.fleet
+                        if "Running" in observer.fleet[n] and "Running" in observer.member.get(n, {})
+                    )
+                    per_member: dict[str, list[str]] = {}
+                    for name, seen in observer.member.items():
+                        per_member.setdefault(seen["Running"][1], []).append(name)
+                victim, victims = max(per_member.items(), key=lambda kv: len(kv[1]))
+                sim.fault(victim, "down")
+                down_at = time.monotonic()
+
+                def moved() -> bool:
+                    with observer.lock:
+                        return all(
+                            observer.fleet.get(n, {}).get("last:Running", 0) > down_at for n in victims
+                        )
+
+                _wait("failover", moved, 300)
+                failover = time.monotonic() - down_at
+                sim.fault(victim, "up")
+            finally:
+                observer.stop.set()
+                for w in watchers:
+                    w.stop()
+                for m in members.values():
+                    m.close()
+                procs.stop()
+    finally:
+        server.stop()
+    figures = {
+        "benchmark": "dispatch",
+        "members": args.members,
+        "nodes_per_member": args.nodes,
+        "jobs": args.jobs,
+        "submit_per_s": round(args.jobs / submitted),
+        "to_dispatched_per_s": round(args.jobs / to_dispatched, 1),
+        "to_running_per_s": round(args.jobs / to_running, 1),
+        "sync_latency_p50_ms": round(statistics.median(lat) * 1000, 1) if lat else None,
+        "sync_latency_p99_ms": round(lat[int(len(lat) * 0.99) - 1] * 1000, 1) if lat else None,
+        "failover_jobs": len(victims),
+        "failover_total_s": round(failover, 2),
+        "failover_beyond_toleration_s": round(failover - TOLERATION, 2),
+        "redis_bytes_per_queued_job": round(bytes_per_job),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+    }
+    print(
+        f"throughput: {figures['to_dispatched_per_s']} jobs/s to Dispatched, "
+        f"{figures['to_running_per_s']} to Running "
+        f"({args.jobs} jobs, submitted at {figures['submit_per_s']}/s)"
+    )
+    print(f"sync latency: p50 {figures['sync_latency_p50_ms']} ms, p99 {figures['sync_latency_p99_ms']} ms")
+    print(f"failover: {len(victims)} jobs of {victim} running elsewhere {failover:.2f} s after it went down")
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

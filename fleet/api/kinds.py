@@ -1,0 +1,196 @@
+"""The kinds the fleet serves and stores, beyond the member kinds of :mod:`fleet.apiserver.kinds`.
+
+Storage identity is ``(group, plural)``: the fleet's AscendJob shares the member kind's identity
+and differs only in how it prints (STATE, CLUSTER, QUEUE, AGE). The dispatcher, workers and
+syncers read and write these kinds through :class:`fleet.state.Objects`.
+
+Stored kinds: AscendJob, Event, PropagationPolicy and the ElasticQuotaTree (Kube Queue's group,
+``scheduling.sigs.k8s.io/v1beta1``). Computed, read-only kinds of Fleet's own group
+(``fleet.io/v1alpha1``): MemberCluster (one per member of the kubeconfig, its health as the
+syncer last probed it) and Queue (one per quota tree node, from the ledger). They have no
+``create``/``update``/``delete`` verbs, so discovery tells kubectl so; the API answers 405.
+This module only describes the kinds; their behaviour lives in the backends of :mod:`fleet.api`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, Final
+
+from fleet.apiserver.kinds import ASCENDJOB, EVENT
+from fleet.apiserver.resources import Obj, PrinterColumn, ResourceType
+from fleet.apiserver.tables import json_path, since
+from fleet.policy import API_VERSION as POLICY_API_VERSION
+from fleet.policy import KIND as POLICY_KIND
+from queues.quantity import format_quantity
+from queues.tree import API_VERSION as TREE_API_VERSION
+from queues.tree import KIND as TREE_KIND
+
+__all__ = [
+    "ELASTIC_QUOTA_TREE",
+    "FLEET_ASCENDJOB",
+    "FLEET_EVENT",
+    "FLEET_GROUP",
+    "FLEET_VERSION",
+    "MEMBER_CLUSTER",
+    "PROPAGATION_POLICY",
+    "QUEUE",
+    "READ_VERBS",
+    "amounts",
+    "format_amounts",
+]
+
+#: Fleet's own API group, for the kinds only Fleet has.
+FLEET_GROUP: Final = "fleet.io"
+FLEET_VERSION: Final = "v1alpha1"
+#: The verbs of a computed kind: it can be read and watched, never written.
+READ_VERBS: Final = ("get", "list", "watch")
+
+_AGE = PrinterColumn("Age", "date", ".metadata.creationTimestamp", "Time since the object was created.")
+
+#: AscendJob as the fleet shows it.
+FLEET_ASCENDJOB: Final = replace(
+    ASCENDJOB,
+    printer_columns=(
+        PrinterColumn("Name", "string", ".metadata.name", "Name of the job."),
+        PrinterColumn(
+            "State", "string", ".status.conditions[-1].type", "The job's state: its last condition."
+        ),
+        PrinterColumn("Cluster", "string", ".status.cluster", "The member cluster of the current attempt."),
+        PrinterColumn("Queue", "string", ".status.queue", "The quota queue the job waits or runs in."),
+        _AGE,
+    ),
+    description="A distributed training job on Ascend NPUs, queued by Fleet and run in one member cluster.",
+)
+
+FLEET_EVENT: Final = EVENT
+
+_group, _, _version = POLICY_API_VERSION.partition("/")
+
+PROPAGATION_POLICY: Final = ResourceType(
+    group=_group,
+    version=_version,
+    kind=POLICY_KIND,
+    plural="propagationpolicies",
+    singular="propagationpolicy",
+    namespaced=True,
+    short_names=("pp",),
+    printer_columns=(
+        PrinterColumn("Name", "string", ".metadata.name", "Name of the policy."),
+        PrinterColumn("Priority", "integer", ".spec.priority", "Precedence among matching policies."),
+        _AGE,
+    ),
+    description="How Fleet places and fails over the jobs it selects (Karmada-style PropagationPolicy).",
+)
+
+_tree_group, _, _tree_version = TREE_API_VERSION.partition("/")
+
+#: Kube Queue's quota tree: one object, in ``kube-system``; its status is computed from the ledger.
+ELASTIC_QUOTA_TREE: Final = ResourceType(
+    group=_tree_group,
+    version=_tree_version,
+    kind=TREE_KIND,
+    plural="elasticquotatrees",
+    singular="elasticquotatree",
+    namespaced=True,
+    short_names=("eqtree",),
+    printer_columns=(
+        PrinterColumn("Name", "string", ".metadata.name", "Name of the tree (one per fleet)."),
+        PrinterColumn("Version", "integer", ".status.version", "The version the quota ledger applied."),
+        _AGE,
+    ),
+    description=(
+        "The hierarchical quota of the fleet (Kube Queue's ElasticQuotaTree): min and max per node, "
+        "namespaces bound to leaves. Only one, in kube-system; its status shows use per node."
+    ),
+    verbs=("create", "get", "list", "patch", "update", "watch"),
+)
+
+
+def amounts(values: Mapping[str, Any] | None) -> str:
+    """``cpu=10,memory=10Gi``: a map of quantities as one table cell (``-`` when empty)."""
+    parts = [f"{resource}={value}" for resource, value in sorted((values or {}).items())]
+    return ",".join(parts) or "-"
+
+
+def _queue_row(obj: Obj) -> list[Any]:
+    status = obj.get("status") or {}
+    return [
+        obj["metadata"]["name"],
+        amounts(json_path(obj, ".spec.min")),
+        amounts(json_path(obj, ".spec.max")),
+        amounts(status.get("used")),
+        int(status.get("admitted") or 0),
+        int(status.get("pending") or 0),
+    ]
+
+
+#: A derived queue per quota tree node (``root``, ``root-child-2``), as ``kubectl get queue`` shows.
+QUEUE: Final = ResourceType(
+    group=FLEET_GROUP,
+    version=FLEET_VERSION,
+    kind="Queue",
+    plural="queues",
+    singular="queue",
+    namespaced=False,
+    printer_columns=(
+        PrinterColumn("Name", "string", ".metadata.name", "The queue: the tree path joined by '-'."),
+        PrinterColumn("Min", "string", ".spec.min", "The guarantee of the quota node."),
+        PrinterColumn("Max", "string", ".spec.max", "The ceiling of the quota node."),
+        PrinterColumn("Used", "string", ".status.used", "What the node's admitted jobs use."),
+        PrinterColumn("Admitted", "integer", ".status.admitted", "Admitted, unfinished jobs."),
+        PrinterColumn("Pending", "integer", ".status.pending", "Jobs waiting in the node's subtree."),
+    ),
+    table_row=_queue_row,
+    description="A queue derived from a node of the ElasticQuotaTree, with its use (read-only).",
+    verbs=READ_VERBS,
+)
+
+
+def _ready(obj: Obj) -> Mapping[str, Any]:
+    for condition in json_path(obj, ".status.conditions") or []:
+        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
+            return condition
+    return {}
+
+
+def _member_row(obj: Obj) -> list[Any]:
+    ready = _ready(obj)
+    free = json_path(obj, ".status.freeNPUs") or {}
+    return [
+        obj["metadata"]["name"],
+        str(ready.get("status") or "Unknown"),
+        since(ready.get("lastTransitionTime")),
+        since(ready.get("lastProbeTime")),
+        ",".join(f"{kind}={count}" for kind, count in sorted(free.items())) or "<unknown>",
+        str(ready.get("message") or ""),
+    ]
+
+
+#: A member cluster as Fleet sees it: one per kubeconfig context, with the syncer's health.
+MEMBER_CLUSTER: Final = ResourceType(
+    group=FLEET_GROUP,
+    version=FLEET_VERSION,
+    kind="MemberCluster",
+    plural="memberclusters",
+    singular="membercluster",
+    namespaced=False,
+    short_names=("mc",),
+    printer_columns=(
+        PrinterColumn("Name", "string", ".metadata.name", "The member: its kubeconfig context."),
+        PrinterColumn("Ready", "string", description="Whether the member answers its health probes."),
+        PrinterColumn("Since", "string", description="Time since the readiness last changed."),
+        PrinterColumn("Last-Probe", "string", description="Time since the syncer last probed it."),
+        PrinterColumn("Free-NPUs", "string", description="Free NPUs by accelerator type."),
+        PrinterColumn("Message", "string", description="The last probe error, if any.", priority=1),
+    ),
+    table_row=_member_row,
+    description="A member cluster of the fleet and its health as the syncer last probed it (read-only).",
+    verbs=READ_VERBS,
+)
+
+
+def format_amounts(values: Mapping[str, int]) -> dict[str, str]:
+    """Canonical amounts as Kubernetes quantity strings (``cpu: 10``, ``memory: 10Gi``)."""
+    return {resource: format_quantity(resource, amount) for resource, amount in sorted(values.items())}

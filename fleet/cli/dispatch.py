@@ -1,0 +1,102 @@
+"""``fleet dispatcher``, ``fleet worker`` and ``fleet syncer``: the three dispatch roles as processes."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import click
+
+from fleet.cli.options import (
+    kubeconfig_option,
+    log_level_option,
+    metrics_port_option,
+    on_termination,
+    redis_option,
+    serve_metrics,
+    setup_logging,
+)
+
+__all__ = ["dispatcher", "syncer", "worker"]
+
+
+@click.command()
+@redis_option
+@kubeconfig_option
+@metrics_port_option
+@log_level_option
+@click.option("--lease-seconds", type=float, default=10.0, show_default=True, help="Leader lease time.")
+@click.option("--no-pin", is_flag=True, help="Do not pin member copies to the planned nodes.")
+def dispatcher(
+    *,
+    redis_url: str,
+    kubeconfig: Path | None,
+    metrics_port: int | None,
+    log_level: str,
+    lease_seconds: float,
+    no_pin: bool,
+) -> None:
+    """Admit, place and propagate queued jobs (one leader at a time; others stand by)."""
+    from fleet.dispatch.dispatcher import DispatcherSettings
+    from fleet.dispatch.process import run_dispatcher
+
+    setup_logging(log_level)
+    serve_metrics(metrics_port)
+    stop = threading.Event()
+    on_termination(stop)
+    run_dispatcher(
+        redis_url, kubeconfig, stop, settings=DispatcherSettings(lease_ttl=lease_seconds, pin=not no_pin)
+    )
+
+
+@click.command()
+@redis_option
+@kubeconfig_option
+@metrics_port_option
+@log_level_option
+@click.option("--burst", is_flag=True, help="Stop when the queue is empty.")
+def worker(
+    redis_url: str, kubeconfig: Path | None, metrics_port: int | None, log_level: str, burst: bool
+) -> None:
+    """Create and purge member copies (an RQ worker on the propagation queue)."""
+    from fleet.dispatch.process import run_worker
+
+    setup_logging(log_level)
+    serve_metrics(metrics_port)
+    run_worker(redis_url, kubeconfig, burst=burst)
+
+
+@click.command()
+@redis_option
+@kubeconfig_option
+@metrics_port_option
+@log_level_option
+@click.option("--probe-interval", type=float, default=1.0, show_default=True, help="Seconds between probes.")
+@click.option(
+    "--failure-threshold", type=int, default=3, show_default=True, help="Failed probes to NotReady."
+)
+@click.option("--success-threshold", type=int, default=1, show_default=True, help="Good probes to Ready.")
+def syncer(
+    *,
+    redis_url: str,
+    kubeconfig: Path | None,
+    metrics_port: int | None,
+    log_level: str,
+    probe_interval: float,
+    failure_threshold: int,
+    success_threshold: int,
+) -> None:
+    """Mirror member status to the fleet, probe members, fail over, purge, finish deletions."""
+    from fleet.dispatch.process import run_syncer
+    from fleet.dispatch.syncer import SyncerSettings
+
+    setup_logging(log_level)
+    serve_metrics(metrics_port)
+    stop = threading.Event()
+    on_termination(stop)
+    settings = SyncerSettings(
+        probe_interval=probe_interval,
+        failure_threshold=failure_threshold,
+        success_threshold=success_threshold,
+    )
+    run_syncer(redis_url, kubeconfig, stop, settings=settings)

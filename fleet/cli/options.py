@@ -1,0 +1,87 @@
+"""Options and set-up shared by the commands that run Fleet's processes."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import click
+from prometheus_client import start_http_server
+
+from fleet.connections import DEFAULT_REDIS_URL
+
+__all__ = [
+    "LOG_FORMAT",
+    "kubeconfig_option",
+    "log_level_option",
+    "metrics_port_option",
+    "on_termination",
+    "redis_option",
+    "serve_metrics",
+    "setup_logging",
+]
+
+#: One structured line per event: ``key=value`` pairs after the time, level and logger.
+LOG_FORMAT: Final = "%(asctime)s level=%(levelname)s logger=%(name)s %(message)s"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), format=LOG_FORMAT, stream=sys.stderr, force=True)
+
+
+def redis_option(f: F) -> F:
+    return click.option(
+        "--redis",
+        "redis_url",
+        default=lambda: os.environ.get("FLEET_REDIS_URL", DEFAULT_REDIS_URL),
+        show_default="$FLEET_REDIS_URL or " + DEFAULT_REDIS_URL,
+        help="Redis URL of the fleet's state.",
+    )(f)
+
+
+def kubeconfig_option(f: F) -> F:
+    return click.option(
+        "--kubeconfig",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=lambda: os.environ.get("FLEET_KUBECONFIG"),
+        help="Kubeconfig with one context per member cluster (a context named fleet is skipped).",
+    )(f)
+
+
+def metrics_port_option(f: F) -> F:
+    return click.option(
+        "--metrics-port", type=int, default=None, help="Serve Prometheus metrics on 127.0.0.1:PORT."
+    )(f)
+
+
+def log_level_option(f: F) -> F:
+    return click.option(
+        "--log-level",
+        type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+        default="info",
+        show_default=True,
+    )(f)
+
+
+def serve_metrics(port: int | None, host: str = "127.0.0.1") -> None:
+    if port is not None:
+        start_http_server(port, addr=host)
+
+
+def on_termination(stop: threading.Event) -> None:
+    """Set ``stop`` on SIGTERM or SIGINT (the process then winds down cleanly)."""
+
+    def handler(signum: int, _frame: object) -> None:
+        logging.getLogger("fleet").info("event=stopping signal=%s", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)

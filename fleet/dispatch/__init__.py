@@ -1,0 +1,41 @@
+"""Dispatch: the running system that joins quota, placement and the members.
+
+Three roles, each its own process (``fleet dispatcher``, ``fleet worker``, ``fleet syncer``),
+sharing nothing but Redis and the members' APIs:
+
+Dispatcher (:mod:`~fleet.dispatch.dispatcher`), one leader at a time
+    Holds the lease (:mod:`~fleet.dispatch.lease`) and passes its fencing token to every write.
+    Each round it takes a few heads of every leaf queue that has pending jobs (cost per decision
+    independent of how many jobs wait), skips those whose last miss still stands (backoff, no fit
+    since capacity last changed), checks the gang fit, admits the fitting ones in one batch
+    through the quota ledger, places and holds each admitted one on its member
+    (:class:`fleet.placement.Placer`, reservations in Redis), records ``Admitted`` with the
+    member and the new attempt on the fleet object, marks it in flight, and enqueues its
+    propagation on RQ. A job that does not fit or is refused by quota stays queued, its
+    ``Queued`` condition carrying the exact reason. The capacity it decides on comes from its own
+    node and pod watches of every member (:class:`fleet.placement.feeder.CapacityFeeder`).
+
+Workers (:mod:`~fleet.dispatch.tasks`, run by RQ)
+    ``propagate``: create the member copy of the current attempt, named and labelled after the
+    fleet job (:mod:`fleet.workloads.labels`), optionally pinned to the planned nodes. Creation
+    is idempotent: an existing copy of the same uid and attempt is adopted, an older attempt's
+    copy is deleted first, another job's copy is a conflict. A permanent refusal (422, 403, a
+    conflict) or a member that stays unreachable gives the job back: its hold and quota are
+    released and it is queued again with that member excluded for a while, the reason kept.
+    ``purge``: delete a member copy of a given uid and attempt (never its successor).
+
+Syncer (:mod:`~fleet.dispatch.syncer`)
+    Per member: watches the propagated jobs (resuming from their resourceVersion after any
+    disconnect) and mirrors their conditions and replicaStatuses onto the fleet object; probes
+    health with failure and success thresholds. On the fleet side: finishes jobs (quota released
+    once: release is idempotent), applies failover (cluster failover after the toleration,
+    application failover for retriable failures and for PodGroupPending past the toleration,
+    bounded by the policy's backoffLimit with exponential backoff), purges stale copies by the
+    policy's purgeMode, and completes deletions (member copy gone, quota released, finalizer off).
+
+Crash safety: every step is recorded in Redis before the next is taken, and each role can repeat
+its step (admission, placement hold, creation, release and purge are idempotent). When a
+dispatcher takes the lease it reconciles: a stored job absent from the ledger is queued, an
+admitted job still marked ``Queued`` is requeued, an ``Admitted`` job is re-enqueued. A job in
+flight past its deadline (a worker killed mid-task) is enqueued again.
+"""

@@ -1,0 +1,98 @@
+"""What every dispatch role works with: Redis, the fleet objects, the ledger, the members.
+
+One :class:`Context` per process (RQ task functions reach it through :func:`current`, set by
+``fleet worker`` before the worker starts). Members are built lazily from the kubeconfig, one
+:class:`fleet.members.Member` each, and reused.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+from rq import Queue
+
+from fleet.api.kinds import PROPAGATION_POLICY
+from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS, PROPAGATE_QUEUE, DispatchKeys
+from fleet.members import Member, MemberSettings, load_members
+from fleet.placement import RedisReservations
+from fleet.policy import DEFAULT_POLICY, PropagationPolicy, select_policy
+from fleet.state import Objects
+from queues import Ledger
+
+__all__ = ["Context", "current", "install"]
+
+
+@dataclass
+class Context:
+    client: redis.Redis
+    kubeconfig: Path | None = None
+    keys: DispatchKeys = DEFAULT_DISPATCH_KEYS
+    settings: MemberSettings = field(default_factory=MemberSettings)
+    objects: Objects = field(init=False)
+    ledger: Ledger = field(init=False)
+    reservations: RedisReservations = field(init=False)
+    queue: Queue = field(init=False)
+    _members: dict[str, Member] | None = field(init=False, default=None)
+    _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.objects = Objects(self.client)
+        self.ledger = Ledger(self.client)
+        self.reservations = RedisReservations(self.client)
+        self.queue = Queue(PROPAGATE_QUEUE, connection=self.client)
+
+    @property
+    def members(self) -> Mapping[str, Member]:
+        with self._lock:
+            if self._members is None:
+                if self.kubeconfig is None:
+                    self._members = {}
+                else:
+                    self._members = load_members(self.kubeconfig, settings=self.settings)
+            return self._members
+
+    def member(self, name: str) -> Member:
+        try:
+            return self.members[name]
+        except KeyError:
+            raise LookupError(f"member {name!r} is not in the kubeconfig") from None
+
+    def policies(self) -> list[PropagationPolicy]:
+        items, _ = self.objects.list(PROPAGATION_POLICY)
+        out = []
+        for item in items:
+            try:
+                out.append(PropagationPolicy.model_validate(item))
+            except ValueError:
+                continue  # refused at the API; an old invalid one is ignored rather than fatal
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            for member in (self._members or {}).values():
+                member.close()
+            self._members = None
+
+
+def policy_for(job: Mapping[str, Any], policies: list[PropagationPolicy]) -> PropagationPolicy:
+    return select_policy(job, policies) or DEFAULT_POLICY
+
+
+_installed: dict[str, Context] = {}
+
+
+def install(context: Context) -> None:
+    """Make ``context`` the one RQ task functions in this process use."""
+    _installed["current"] = context
+
+
+def current() -> Context:
+    try:
+        return _installed["current"]
+    except KeyError:
+        raise RuntimeError("no dispatch context installed in this process (fleet worker sets one)") from None

@@ -1,0 +1,520 @@
+"""The dispatcher: the one leader that turns queued jobs into placed ones.
+
+See the package docstring for the round. What keeps it cheap per decision:
+
+* It reads only the first ``heads_per_leaf`` jobs of each leaf queue that has pending jobs, so a
+  million waiting jobs cost the same as a hundred.
+* A job that missed remembers why, in memory: a job that fit nowhere is not fitted again until
+  some member's capacity (or the holds on it) changed, a job refused by quota is retried after a
+  short pause, a job in backoff or excluded everywhere waits for its time. Only a changed reason
+  is written to the fleet object.
+* Admissions go to the ledger in one batch per round; the fit itself costs the number of node
+  classes per member and is cached per demand and capacity version.
+
+Every write it makes carries the lease's fencing token: the ledger's scripts and the fleet
+object store refuse a stale one, so a leader that lost its lease without noticing writes
+nothing. After taking the lease it reconciles (see :meth:`Dispatcher.reconcile`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from fleet.api.kinds import FLEET_ASCENDJOB
+from fleet.dispatch.context import Context, policy_for
+from fleet.dispatch.handback import COMPONENT
+from fleet.dispatch.lease import Lease
+from fleet.jobs.phases import FINISHED, FleetReason, Phase
+from fleet.jobs.status import attempt_of, current_state, last_condition, set_state
+from fleet.jobs.submit import enqueue, job_key, split_key
+from fleet.placement import Demand, Placer, job_pod_key
+from fleet.policy import PropagationPolicy
+from fleet.state import Fence, Fenced, record_event
+from fleet.workloads import InvalidWorkload, UnknownKind, adapter_for
+from queues import JobState, LedgerError
+from queues.records import Fenced as LedgerFenced
+
+__all__ = ["Dispatcher", "DispatcherSettings"]
+
+log = logging.getLogger("fleet.dispatch.dispatcher")
+
+DECISIONS = Counter("fleet_dispatch_decisions_total", "Dispatch decisions by outcome.", ["outcome"])
+ROUND_SECONDS = Histogram(
+    "fleet_dispatch_round_seconds",
+    "Duration of one dispatch round.",
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+)
+LEADER = Gauge("fleet_dispatcher_leader", "1 while this dispatcher holds the lease.")
+ADMISSION_WAIT = Histogram(
+    "fleet_admission_wait_seconds",
+    "Time from submission to admission.",
+    buckets=(0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600),
+)
+
+_QUOTA_RETRY: Final = 0.25  # s before a quota refusal is tried again
+_MEMORY: Final = 100_000  # jobs whose last miss is remembered
+
+
+@dataclass(frozen=True)
+class DispatcherSettings:
+    heads_per_leaf: int = 16
+    max_batch: int = 512
+    idle_wait: float = 0.02
+    lease_ttl: float = 10.0
+    #: Seconds a propagation may take before the job is enqueued again (a worker died).
+    inflight_timeout: float = 30.0
+    #: Pin member copies to the planned nodes (no false dispatch from a scheduler race).
+    pin: bool = True
+    policy_refresh: float = 2.0
+    reconcile_every: float = 60.0
+
+
+@dataclass
+class _Miss:
+    reason: str
+    epoch: int  # capacity epoch when it missed (no fit); -1: quota or time based
+    until: float  # do not try again before this time
+
+
+@dataclass
+class _Candidate:
+    key: str
+    obj: dict[str, Any]
+    demand: Demand
+    policy: PropagationPolicy
+    avoid: frozenset[str]
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        ctx: Context,
+        placer: Placer,
+        *,
+        holder: str,
+        lock: threading.RLock | None = None,
+        settings: DispatcherSettings | None = None,
+        member_labels: Callable[[], Mapping[str, Mapping[str, str]]] | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.placer = placer
+        self.settings = settings or DispatcherSettings()
+        self.lock = lock or threading.RLock()
+        self.lease = Lease(ctx.client, ctx.keys.lease, holder, ttl=self.settings.lease_ttl)
+        self._member_labels = member_labels or (lambda: {})
+        self._misses: OrderedDict[str, _Miss] = OrderedDict()
+        self._demands: OrderedDict[tuple[str, str], Demand] = OrderedDict()
+        self._policies: list[PropagationPolicy] = []
+        self._policies_at = 0.0
+        self._reconciled_at = 0.0
+        self._leaves: tuple[int, list[str]] | None = None
+
+    # ---- the loop ---------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Lead when possible and dispatch until ``stop`` is set; then give the lease up."""
+        try:
+            while not stop.is_set():
+                if not self.lease.held and not self._lead():
+                    stop.wait(min(1.0, self.settings.lease_ttl / 4))
+                    continue
+                try:
+                    made = self.step()
+                except (Fenced, LedgerFenced):
+                    log.warning("event=fenced holder=%s: another dispatcher leads", self.lease.holder)
+                    self.lease.token = None
+                    LEADER.set(0)
+                    continue
+                except Exception:
+                    log.exception("event=round_failed")
+                    stop.wait(0.5)
+                    continue
+                if made == 0:
+                    stop.wait(self.settings.idle_wait)
+        finally:
+            self.lease.release()
+            LEADER.set(0)
+
+    def _lead(self) -> bool:
+        if not self.lease.acquire():
+            LEADER.set(0)
+            return False
+        LEADER.set(1)
+        self._misses.clear()
+        self.reconcile()
+        return True
+
+    @property
+    def _fence(self) -> Fence:
+        if self.lease.token is None:
+            raise Fenced("not leading")
+        return Fence(self.lease.key, self.lease.token)
+
+    @property
+    def _ledger_fence(self) -> tuple[str, str]:
+        fence = self._fence
+        return (fence.key, fence.token)
+
+    def step(self) -> int:
+        """One round; returns how many jobs were admitted and placed."""
+        started = time.perf_counter()
+        now = time.time()
+        if not self.lease.renew():
+            return 0
+        if now - self._reconciled_at > self.settings.reconcile_every:
+            self.reconcile()
+        self._retry_inflight(now)
+        with self.lock:
+            self.placer.sync()
+            epoch = max((c.version for c in self.placer.members()), default=0)
+        candidates = self._candidates(now, epoch)
+        placed = self._decide(candidates, now, epoch) if candidates else 0
+        ROUND_SECONDS.observe(time.perf_counter() - started)
+        return placed
+
+    # ---- choosing what to look at ------------------------------------------------------------
+
+    def _leaf_names(self) -> list[str]:
+        version = self.ctx.ledger.version()
+        if self._leaves is None or self._leaves[0] != version:
+            tree = self.ctx.ledger.tree()
+            names = ["root"] if tree is None else [n.name for _, _, n in tree.walk() if n.is_leaf]
+            self._leaves = (version, names)
+        return self._leaves[1]
+
+    def _skip(self, key: str, now: float, epoch: int) -> bool:
+        miss = self._misses.get(key)
+        if miss is None:
+            return False
+        if now < miss.until:
+            return True
+        return miss.epoch >= 0 and miss.epoch == epoch
+
+    def _candidates(self, now: float, epoch: int) -> list[str]:
+        leaves = self._leaf_names()
+        counts = self.ctx.ledger.pending_counts()
+        chosen: list[str] = []
+        want = self.settings.heads_per_leaf
+        for leaf in leaves:
+            if not counts.get(leaf):
+                continue
+            look = want
+            while True:
+                ids = self.ctx.ledger.pending.peek(leaf, look)
+                fresh = [i for i in ids if not self._skip(i, now, epoch)]
+                if len(fresh) >= want or len(ids) < look or look >= want * 16:
+                    chosen.extend(fresh[:want])
+                    break
+                look *= 4
+            if len(chosen) >= self.settings.max_batch:
+                break
+        return chosen[: self.settings.max_batch]
+
+    def _remember(self, key: str, miss: _Miss) -> None:
+        self._misses[key] = miss
+        self._misses.move_to_end(key)
+        while len(self._misses) > _MEMORY:
+            self._misses.popitem(last=False)
+
+    def _policy_list(self, now: float) -> list[PropagationPolicy]:
+        if now - self._policies_at > self.settings.policy_refresh:
+            self._policies = self.ctx.policies()
+            self._policies_at = now
+        return self._policies
+
+    def _demand(self, obj: dict[str, Any]) -> Demand:
+        uid = str(obj["metadata"].get("uid"))
+        key = (uid, str(obj["metadata"].get("generation", 1)))
+        demand = self._demands.get(key)
+        if demand is None:
+            demand = adapter_for(obj).demand(obj)
+            self._demands[key] = demand
+            while len(self._demands) > _MEMORY:
+                self._demands.popitem(last=False)
+        return demand
+
+    # ---- deciding -----------------------------------------------------------------------------
+
+    def _decide(self, keys: list[str], now: float, epoch: int) -> int:
+        policies = self._policy_list(now)
+        fitting: list[_Candidate] = []
+        for key in keys:
+            namespace, name = split_key(key)
+            obj = self.ctx.objects.try_get(FLEET_ASCENDJOB, namespace, name)
+            if obj is None or obj["metadata"].get("deletionTimestamp"):
+                # Deleted: the syncer releases it; until then it is not ours to place.
+                self._remember(key, _Miss("deleted", -1, now + 1.0))
+                continue
+            if current_state(obj) != Phase.QUEUED:
+                # Pending in the ledger but not Queued on the object: a hand-back half done.
+                self._remember(key, _Miss("not queued", -1, now + 1.0))
+                continue
+            status = obj.get("status") or {}
+            not_before = float(status.get("notBefore") or 0)
+            if not_before > now:
+                self._remember(key, _Miss("backoff", -1, not_before))
+                continue
+            try:
+                demand = self._demand(obj)
+            except (InvalidWorkload, UnknownKind) as error:
+                self._fail_invalid(key, obj, str(error))
+                continue
+            policy = policy_for(obj, policies)
+            excluded = status.get("excluded") or {}
+            avoid = frozenset(m for m, until in excluded.items() if float(until) > now)
+            affinity = policy.spec.placement.cluster_affinity
+            with self.lock:
+                fits = self.placer.candidates(demand, affinity=affinity, avoid=avoid)
+            if not fits:
+                self._no_fit(key, obj, demand, policy=policy, avoid=avoid, epoch=epoch, now=now)
+                continue
+            fitting.append(_Candidate(key, obj, demand, policy, avoid))
+        if not fitting:
+            return 0
+        decisions = self.ctx.ledger.admit_pending_many([c.key for c in fitting], fence=self._ledger_fence)
+        placed = 0
+        for candidate, decision in zip(fitting, decisions, strict=True):
+            if decision.admitted:
+                placed += self._place(candidate, now, epoch)
+            elif decision.refusal is not None:
+                DECISIONS.labels("quota").inc()
+                self._queued(candidate.key, candidate.obj, FleetReason.QUOTA_EXCEEDED, str(decision.refusal))
+                self._remember(candidate.key, _Miss("quota", -1, now + _QUOTA_RETRY))
+        return placed
+
+    def _place(self, c: _Candidate, now: float, epoch: int) -> int:
+        uid = str(c.obj["metadata"]["uid"])
+        attempt = attempt_of(c.obj) + 1
+        rid = job_pod_key(uid, attempt)
+        with self.lock:
+            decision = self.placer.place(
+                c.demand,
+                reservation_id=rid,
+                job=c.key,
+                strategy=c.policy.spec.placement.strategy,
+                affinity=c.policy.spec.placement.cluster_affinity,
+                avoid=c.avoid,
+            )
+        if decision is None:
+            self.ctx.ledger.requeue(c.key, fence=self._ledger_fence)
+            self._no_fit(c.key, c.obj, c.demand, policy=c.policy, avoid=c.avoid, epoch=epoch, now=now)
+            return 0
+        member = decision.member
+        placement = decision.placement
+        queue = (c.obj.get("status") or {}).get("queue") or ""
+        message = (
+            f"admitted in queue {queue}; placed on {member} ({c.policy.spec.placement.strategy}): "
+            f"{placement.pods} pods on {len(placement.takes)} nodes"
+        )
+
+        def change(obj: dict[str, Any]) -> dict[str, Any] | None:
+            if obj["metadata"].get("uid") != uid or attempt_of(obj) != attempt - 1:
+                return None
+            if obj["metadata"].get("deletionTimestamp") or current_state(obj) != Phase.QUEUED:
+                return None
+            status = obj.setdefault("status", {})
+            status["attempt"] = attempt
+            status["cluster"] = member
+            status["reservation"] = rid
+            status.pop("notBefore", None)
+            set_state(status, Phase.ADMITTED, FleetReason.ADMITTED, message)
+            return obj
+
+        fence = self._fence
+        stored = self.ctx.objects.mutate(FLEET_ASCENDJOB, *split_key(c.key), change, fence=fence)
+        if stored is None or attempt_of(stored) != attempt or current_state(stored) != Phase.ADMITTED:
+            # Deleted or changed while we decided: undo, the job is someone else's business now.
+            self.ctx.reservations.release(member, rid)
+            if stored is not None and current_state(stored) == Phase.QUEUED:
+                self.ctx.ledger.requeue(c.key, fence=self._ledger_fence)
+            else:
+                self.ctx.ledger.release(c.key, fence=self._ledger_fence)
+            return 0
+        self._misses.pop(c.key, None)
+        pin = placement.nodes_by_replica_type() if self.settings.pin else None
+        self._send(c.key, uid, attempt, member, pin=pin, now=now)
+        DECISIONS.labels("placed").inc()
+        created = _created_at(stored)
+        if created is not None:
+            ADMISSION_WAIT.observe(max(0.0, now - created))
+        record_event(
+            self.ctx.objects, stored, reason=FleetReason.ADMITTED, message=message, component=COMPONENT
+        )
+        return 1
+
+    def _send(
+        self, key: str, uid: str, attempt: int, member: str, *, pin: Mapping[str, Any] | None, now: float
+    ) -> None:
+        """Mark the attempt in flight and enqueue its propagation (both repeatable)."""
+        self.ctx.client.zadd(
+            self.ctx.keys.inflight, {f"{key}|{uid}|{attempt}": now + self.settings.inflight_timeout}
+        )
+        from fleet.dispatch.tasks import propagate
+
+        self.ctx.queue.enqueue_call(
+            propagate,
+            args=(key, uid, attempt, member, dict(pin) if pin else None),
+            job_id=f"propagate-{uid}-{attempt}-{int(now * 1000)}",
+            result_ttl=60,
+            failure_ttl=3600,
+            description=f"propagate {key} attempt {attempt} to {member}",
+        )
+
+    # ---- misses -------------------------------------------------------------------------------
+
+    def _queued(self, key: str, obj: dict[str, Any], reason: str, message: str) -> None:
+        """Make the ``Queued`` condition say ``message`` (one write, only when it changed)."""
+        last = last_condition(obj)
+        if last is not None and last.get("type") == Phase.QUEUED and last.get("message") == message:
+            return
+        uid = obj["metadata"].get("uid")
+
+        def change(current: dict[str, Any]) -> dict[str, Any] | None:
+            if current["metadata"].get("uid") != uid or current_state(current) != Phase.QUEUED:
+                return None
+            status = current.setdefault("status", {})
+            return current if set_state(status, Phase.QUEUED, reason, message) else None
+
+        stored = self.ctx.objects.mutate(FLEET_ASCENDJOB, *split_key(key), change, fence=self._fence)
+        if stored is not None and current_state(stored) == Phase.QUEUED:
+            record_event(self.ctx.objects, stored, reason=reason, message=message, component=COMPONENT)
+
+    def _no_fit(
+        self,
+        key: str,
+        obj: dict[str, Any],
+        demand: Demand,
+        *,
+        policy: PropagationPolicy,
+        avoid: frozenset[str],
+        epoch: int,
+        now: float,
+    ) -> None:
+        DECISIONS.labels("nofit").inc()
+        previous = self._misses.get(key)
+        if previous is None or previous.reason != "nofit" or previous.epoch != epoch:
+            with self.lock:
+                lines = self.placer.explain(
+                    demand,
+                    affinity=policy.spec.placement.cluster_affinity,
+                    avoid=avoid,
+                    member_labels=self._member_labels(),
+                )
+            message = (
+                "no member cluster fits the whole job now: " + "; ".join(lines)
+                if lines
+                else ("no member cluster is known yet")
+            )
+            self._queued(key, obj, FleetReason.NO_FIT, message)
+        self._remember(key, _Miss("nofit", epoch, now + 0.05))
+
+    def _fail_invalid(self, key: str, obj: dict[str, Any], message: str) -> None:
+        def change(current: dict[str, Any]) -> dict[str, Any] | None:
+            status = current.setdefault("status", {})
+            return current if set_state(status, Phase.FAILED, FleetReason.INVALID, message) else None
+
+        self.ctx.objects.mutate(FLEET_ASCENDJOB, *split_key(key), change, fence=self._fence)
+        self.ctx.ledger.release(key, fence=self._ledger_fence)
+        record_event(
+            self.ctx.objects,
+            obj,
+            type="Warning",
+            reason=FleetReason.INVALID,
+            message=message,
+            component=COMPONENT,
+        )
+
+    # ---- repair -------------------------------------------------------------------------------
+
+    def _retry_inflight(self, now: float) -> None:
+        """Enqueue again the propagations whose copy did not appear in time (a worker died)."""
+        due = self.ctx.client.zrangebyscore(self.ctx.keys.inflight, "-inf", now, start=0, num=100)
+        for raw in due:
+            entry = raw.decode() if isinstance(raw, bytes) else str(raw)
+            key, uid, attempt_text = entry.rsplit("|", 2)
+            attempt = int(attempt_text)
+            obj = self.ctx.objects.try_get(FLEET_ASCENDJOB, *split_key(key))
+            if (
+                obj is None
+                or obj["metadata"].get("uid") != uid
+                or attempt_of(obj) != attempt
+                or current_state(obj) != Phase.ADMITTED
+            ):
+                self.ctx.client.zrem(self.ctx.keys.inflight, entry)
+                continue
+            member = str((obj.get("status") or {}).get("cluster"))
+            log.warning("event=propagation_retried job=%s attempt=%d member=%s", key, attempt, member)
+            self._send(key, uid, attempt, member, pin=None, now=now)
+
+    def reconcile(self) -> None:
+        """Make the ledger and the fleet objects agree, after a takeover or a crash.
+
+        A stored job the ledger does not know is queued (the API died between storing and
+        queueing); an admitted job whose object says ``Queued`` is requeued (a dispatcher died
+        between admitting and recording); an ``Admitted`` job gets its propagation again (a
+        dispatcher died before enqueueing it); a ledger entry whose job is gone is released.
+        """
+        started = time.monotonic()
+        ledger = self.ctx.ledger
+        items, _ = self.ctx.objects.list(FLEET_ASCENDJOB)
+        known: set[str] = set()
+        fixed = 0
+        now = time.time()
+        for obj in items:
+            key = job_key(obj)
+            known.add(key)
+            if obj["metadata"].get("deletionTimestamp"):
+                continue
+            state = current_state(obj)
+            if state in FINISHED:
+                continue
+            ledger_state = ledger.state(key)
+            if state == Phase.QUEUED and ledger_state is JobState.ABSENT:
+                try:
+                    enqueue(ledger, obj)
+                    fixed += 1
+                except (InvalidWorkload, UnknownKind, LookupError, LedgerError) as error:
+                    self._fail_invalid(key, obj, f"cannot be queued: {error}")
+            elif state == Phase.QUEUED and ledger_state is JobState.ADMITTED:
+                ledger.requeue(key, fence=self._ledger_fence)
+                fixed += 1
+            elif state == Phase.ADMITTED:
+                status = obj.get("status") or {}
+                uid = str(obj["metadata"]["uid"])
+                self._send(key, uid, attempt_of(obj), str(status.get("cluster")), pin=None, now=now)
+                fixed += 1
+        for key in ledger.records():
+            if key not in known:
+                ledger.release(key, fence=self._ledger_fence)
+                fixed += 1
+        for key in ledger.pending.records():
+            if key not in known:
+                ledger.release(key, fence=self._ledger_fence)
+                fixed += 1
+        self._reconciled_at = time.time()
+        log.info(
+            "event=reconciled jobs=%d fixed=%d seconds=%.3f",
+            len(items),
+            fixed,
+            time.monotonic() - started,
+        )
+
+
+def _created_at(obj: Mapping[str, Any]) -> float | None:
+    from datetime import datetime
+
+    stamp = (obj.get("metadata") or {}).get("creationTimestamp")
+    if not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None

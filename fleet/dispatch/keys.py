@@ -1,0 +1,45 @@
+"""Redis key names of the dispatch roles, and the RQ queue names.
+
+They share the quota ledger's hash tag, so that the fenced writes of the dispatcher (ledger, fleet
+objects, in-flight set) all live in one Redis Cluster slot with the lease they check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from queues import DEFAULT_KEYS
+
+__all__ = ["DEFAULT_DISPATCH_KEYS", "PROPAGATE_QUEUE", "DispatchKeys"]
+
+#: The RQ queue the dispatcher enqueues propagations (and the syncer purges) on.
+PROPAGATE_QUEUE: Final = "fleet-propagate"
+
+
+@dataclass(frozen=True)
+class DispatchKeys:
+    prefix: str = DEFAULT_KEYS.prefix
+    tag: str = DEFAULT_KEYS.tag
+
+    @property
+    def base(self) -> str:
+        return f"{self.prefix}:{{{self.tag}}}:dispatch:"
+
+    @property
+    def lease(self) -> str:
+        """String: the dispatcher leader's fencing token (TTL = lease time)."""
+        return self.base + "lease"
+
+    @property
+    def inflight(self) -> str:
+        """Sorted set: ``job key|uid|attempt`` -> deadline (epoch s) for its member copy to exist."""
+        return self.base + "inflight"
+
+    @property
+    def health(self) -> str:
+        """Hash: member -> JSON of its health as the syncer last probed it."""
+        return self.base + "health"
+
+
+DEFAULT_DISPATCH_KEYS: Final = DispatchKeys()

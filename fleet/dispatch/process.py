@@ -1,0 +1,78 @@
+"""How each dispatch role is assembled and run as a process (``fleet dispatcher``, ``worker``, ``syncer``).
+
+``fleet up`` runs the same functions, so what a newcomer runs locally is what production runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from pathlib import Path
+
+from rq import SimpleWorker
+
+from fleet.connections import redis_from_url
+from fleet.dispatch.context import Context, install
+from fleet.dispatch.dispatcher import Dispatcher, DispatcherSettings
+from fleet.dispatch.syncer import Syncer, SyncerSettings
+from fleet.placement import Placer
+from fleet.placement.feeder import CapacityFeeder
+
+__all__ = ["run_dispatcher", "run_syncer", "run_worker"]
+
+log = logging.getLogger("fleet.dispatch")
+
+
+def _holder() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def run_dispatcher(
+    redis_url: str,
+    kubeconfig: Path | None,
+    stop: threading.Event,
+    *,
+    settings: DispatcherSettings | None = None,
+    sync_timeout: float = 30.0,
+) -> None:
+    """Watch every member's capacity and dispatch while leading, until ``stop`` is set."""
+    ctx = Context(redis_from_url(redis_url), kubeconfig)
+    placer = Placer(ctx.reservations)
+    feeder = CapacityFeeder(placer, ctx.members)
+    feeder.start()
+    try:
+        if not feeder.wait_synced(sync_timeout):
+            log.warning("event=capacity_not_synced seconds=%s: dispatching on what is known", sync_timeout)
+        dispatcher = Dispatcher(ctx, placer, holder=_holder(), lock=feeder.lock, settings=settings)
+        log.info("event=dispatcher_started members=%d", len(ctx.members))
+        dispatcher.run(stop)
+    finally:
+        feeder.stop()
+        ctx.close()
+        log.info("event=dispatcher_stopped")
+
+
+def run_worker(
+    redis_url: str, kubeconfig: Path | None, *, burst: bool = False, name: str | None = None
+) -> None:
+    """Run an RQ worker on the propagation queue (it stops on SIGTERM after its current task)."""
+    ctx = Context(redis_from_url(redis_url), kubeconfig)
+    install(ctx)
+    worker = SimpleWorker([ctx.queue], connection=ctx.client, name=name or f"fleet-worker-{_holder()}")
+    try:
+        worker.work(burst=burst, with_scheduler=True, logging_level="WARNING")
+    finally:
+        ctx.close()
+
+
+def run_syncer(
+    redis_url: str, kubeconfig: Path | None, stop: threading.Event, *, settings: SyncerSettings | None = None
+) -> None:
+    """Watch and probe every member and act on what they say, until ``stop`` is set."""
+    ctx = Context(redis_from_url(redis_url), kubeconfig)
+    try:
+        Syncer(ctx, settings).run(stop)
+    finally:
+        ctx.close()

@@ -1,0 +1,597 @@
+"""The syncer: what the members say, brought back to the fleet, and what Fleet does about it.
+
+One process watches every member (a :class:`fleet.members.Watcher` on the jobs Fleet
+propagated, selected by their ``fleet.io/job-uid`` label, resuming from its resourceVersion after
+any disconnect) and probes each one's health. Per observed member copy it decides by the copy's
+labels (fleet job, uid, attempt) against the fleet object:
+
+* **The current attempt, on its member**: its conditions and replicaStatuses are mirrored onto
+  the fleet object (:func:`fleet.jobs.status.mirror`). ``Succeeded`` finishes the job (quota and
+  hold released, exactly once: the ledger's release is idempotent). ``Failed`` with a user error
+  (``JobValidFailed``) finishes it as failed; any other failure is an *application failover*:
+  the copy is purged by the policy's ``purgeMode`` and the job handed back
+  (:func:`fleet.dispatch.handback.give_back`, counted against its backoffLimit, the member
+  avoided for a while). A copy that sits in ``PodGroupPending`` longer than the policy's
+  toleration is failed over the same way: the member could not really run it.
+* **A stale copy** (an older attempt, another member than the fleet's, a fleet job that is gone
+  or being deleted): purged by the RQ worker (``purge``, which never touches a successor). For a
+  failover the policy's ``purgeMode`` decides when: ``Immediately`` at once (or as soon as the
+  member answers again), ``Gracefully`` once the new attempt runs or the grace period passed,
+  ``Never`` not at all (an event says so). Orphans (no fleet job) always go.
+* **The current attempt vanished** (deleted in the member by someone else): handed back.
+
+Health: each member is probed every ``probe_interval``; it turns NotReady after
+``failure_threshold`` failures in a row and Ready after ``success_threshold`` successes, and the
+result is kept in the health hash that the fleet API shows. A member NotReady longer than a job's
+``tolerationSeconds`` loses that job: *cluster failover*, handed back without counting as a
+failure, and its copy purged when the member returns.
+
+Deletions: the syncer follows the fleet jobs' change stream; a job marked for deletion has its
+member copy purged, its quota and hold released, and then its finalizer removed.
+
+Everything here may run twice (after a restart, or two syncers at once): every write to the fleet
+object is a compare-and-set on the uid and attempt, and the ledger and purges are idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from prometheus_client import Counter, Gauge, Histogram
+from rq import Retry
+
+from fleet.api.kinds import FLEET_ASCENDJOB
+from fleet.apiserver.errors import Gone
+from fleet.ascend import Condition, Reason
+from fleet.dispatch.context import Context, policy_for
+from fleet.dispatch.handback import COMPONENT, finish, give_back
+from fleet.jobs.phases import FINISHED, FleetReason, Phase
+from fleet.jobs.status import attempt_of, cluster_of, current_state, mirror, now_rfc3339
+from fleet.jobs.submit import FINALIZER, job_key
+from fleet.members import DELETED, SYNC, Member, Watcher, WatchEvent
+from fleet.policy import ApplicationFailover, PropagationPolicy, PurgeMode
+from fleet.state import record_event
+from fleet.workloads import WorkloadStatus, adapter_for
+from fleet.workloads.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
+
+__all__ = ["Syncer", "SyncerSettings"]
+
+log = logging.getLogger("fleet.dispatch.syncer")
+
+SYNC_SECONDS = Histogram(
+    "fleet_sync_seconds",
+    "Time to bring one member copy's change to the fleet object.",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
+)
+FINISHED_JOBS = Counter(
+    "fleet_jobs_finished_total", "Jobs that finished, by state and reason.", ["state", "reason"]
+)
+FAILOVERS = Counter(
+    "fleet_failovers_total", "Attempts ended by failover, by kind and member.", ["kind", "member"]
+)
+PURGES = Counter("fleet_purges_enqueued_total", "Member copies sent to be purged, by why.", ["why"])
+MEMBER_READY = Gauge("fleet_member_ready", "1 while the member answers its health probes.", ["member"])
+
+#: How long a member a job failed on is avoided by that job.
+EXCLUDE_FAILED_SECONDS: Final = 300.0
+#: How long a member that was NotReady past the toleration is avoided by the jobs it lost.
+EXCLUDE_DOWN_SECONDS: Final = 120.0
+#: Failures that are the user's, not the member's: never retried elsewhere.
+USER_ERRORS: Final = frozenset({Reason.JOB_VALID_FAILED})
+
+
+@dataclass(frozen=True)
+class SyncerSettings:
+    probe_interval: float = 1.0
+    failure_threshold: int = 3
+    success_threshold: int = 1
+    #: How often the time-based rules (tolerations, grace periods) are checked.
+    tick: float = 0.5
+    #: A purge sent for a copy that is still there after this long is sent again.
+    purge_again_after: float = 30.0
+    #: How often every fleet job is read again (a safety net under the change stream).
+    resync_every: float = 60.0
+    policy_refresh: float = 2.0
+
+
+@dataclass
+class _Health:
+    ready: bool | None = None
+    since: float = field(default_factory=time.time)
+    failures: int = 0
+    successes: int = 0
+    error: str | None = None
+    probed: float = 0.0
+    latency: float = 0.0
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "ready": self.ready,
+                "since": _rfc3339(self.since),
+                "sinceEpoch": round(self.since, 3),
+                "probed": _rfc3339(self.probed) if self.probed else None,
+                "error": self.error,
+                "failures": self.failures,
+                "latencySeconds": round(self.latency, 4),
+            }
+        )
+
+
+def _rfc3339(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+@dataclass(frozen=True)
+class _Copy:
+    """The fleet identity a member copy carries in its labels."""
+
+    member: str
+    namespace: str
+    name: str
+    uid: str
+    attempt: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @classmethod
+    def of(cls, member: str, obj: Mapping[str, Any]) -> _Copy | None:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        try:
+            return cls(
+                member,
+                str(labels[JOB_NAMESPACE_LABEL]),
+                str(labels[JOB_NAME_LABEL]),
+                str(labels[JOB_UID_LABEL]),
+                int(labels[ATTEMPT_LABEL]),
+            )
+        except (KeyError, ValueError):
+            return None
+
+
+class Syncer:
+    """Watches, probes and acts for every member of ``ctx``; :meth:`run` until ``stop`` is set."""
+
+    def __init__(self, ctx: Context, settings: SyncerSettings | None = None) -> None:
+        self.ctx = ctx
+        self.settings = settings or SyncerSettings()
+        self._lock = threading.Lock()
+        self._health: dict[str, _Health] = {name: _Health() for name in ctx.members}
+        self._watchers: dict[str, Watcher] = {}
+        #: (member, uid, attempt) -> when the copy was first seen waiting for its gang (monotonic).
+        self._pending_since: dict[_Copy, float] = {}
+        #: Stale copies waiting for their purge time (Gracefully) -> first seen stale (monotonic).
+        self._stale: dict[_Copy, float] = {}
+        #: Purges sent -> when (monotonic), so a copy seen again is not purged twice at once.
+        self._purged: dict[_Copy, float] = {}
+        self._kept: set[_Copy] = set()
+        self._policies: tuple[float, list[PropagationPolicy]] = (0.0, [])
+        self._threads: list[threading.Thread] = []
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        members = self.ctx.members
+        for name, member in members.items():
+            self._watchers[name] = member.watch_jobs(self._on_event, label_selector=JOB_UID_LABEL)
+            self._spawn(f"probe-{name}", self._probe_loop, name, member, stop)
+        self._spawn("deletions", self._follow_deletions, stop)
+        log.info("event=syncer_started members=%d", len(members))
+        last_resync = time.monotonic()
+        try:
+            while not stop.wait(self.settings.tick):
+                try:
+                    self._tick()
+                    if time.monotonic() - last_resync > self.settings.resync_every:
+                        self._resync()
+                        last_resync = time.monotonic()
+                except Exception:  # Redis away: log, keep going, the next tick tries again
+                    log.exception("event=tick_failed")
+        finally:
+            for watcher in self._watchers.values():
+                watcher.stop()
+            for thread in self._threads:
+                thread.join(5)
+            log.info("event=syncer_stopped")
+
+    def _spawn(self, name: str, target: Any, *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def wait_synced(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        return all(w.wait_synced(max(0.0, deadline - time.monotonic())) for w in self._watchers.values())
+
+    def _policy_list(self) -> list[PropagationPolicy]:
+        at, policies = self._policies
+        if time.monotonic() - at > self.settings.policy_refresh:
+            policies = self.ctx.policies()
+            self._policies = (time.monotonic(), policies)
+        return policies
+
+    def _failover_policy(self, obj: Mapping[str, Any]) -> ApplicationFailover:
+        return policy_for(obj, self._policy_list()).spec.failover.application
+
+    # -- member copies --------------------------------------------------------------------------
+
+    def _on_event(self, event: WatchEvent) -> None:
+        if event.type == SYNC:
+            for obj in event.objects:
+                self._observe(event.member, obj)
+            for obj in event.vanished:
+                self._vanished(event.member, obj)
+        elif event.object is not None:
+            if event.type == DELETED:
+                self._vanished(event.member, event.object)
+            else:
+                self._observe(event.member, event.object)
+
+    def _observe(self, member: str, copy: Mapping[str, Any]) -> None:
+        ident = _Copy.of(member, copy)
+        if ident is None:
+            return
+        started = time.perf_counter()
+        obj = self.ctx.objects.try_get(FLEET_ASCENDJOB, ident.namespace, ident.name)
+        if obj is None or obj["metadata"].get("uid") != ident.uid or obj["metadata"].get("deletionTimestamp"):
+            self._purge(ident, "orphan")
+            return
+        if attempt_of(obj) != ident.attempt or cluster_of(obj) != member:
+            self._stale_copy(ident, obj)
+            return
+        seen = adapter_for(obj).map_status(copy)
+        if seen.state == Condition.FAILED and seen.reason not in USER_ERRORS:
+            self._application_failover(ident, obj, seen, f"failed in {member}: {seen.reason}: {seen.message}")
+            return
+        self._mirror(ident, seen)
+        self._track_pending(ident, seen)
+        SYNC_SECONDS.observe(time.perf_counter() - started)
+
+    def _mirror(self, ident: _Copy, seen: WorkloadStatus) -> None:
+        before: dict[str, str | None] = {}
+
+        def change(obj: dict[str, Any]) -> dict[str, Any] | None:
+            if obj["metadata"].get("uid") != ident.uid or attempt_of(obj) != ident.attempt:
+                return None
+            if cluster_of(obj) != ident.member or current_state(obj) in (Phase.QUEUED, *FINISHED):
+                return None
+            before["state"] = current_state(obj)
+            status = obj.setdefault("status", {})
+            message = f"created in {ident.member} (attempt {ident.attempt})"
+            return obj if mirror(status, seen, dispatched_message=message) else None
+
+        stored = self.ctx.objects.mutate(FLEET_ASCENDJOB, ident.namespace, ident.name, change)
+        if (
+            stored is None
+            or stored["metadata"].get("uid") != ident.uid
+            or attempt_of(stored) != ident.attempt
+        ):
+            return
+        state = current_state(stored)
+        if (
+            "state" in before
+            and state != before["state"]
+            and state in (Condition.RUNNING, Condition.RESTARTING, *FINISHED)
+        ):
+            record_event(
+                self.ctx.objects,
+                stored,
+                type="Warning" if state in (Condition.FAILED, Condition.RESTARTING) else "Normal",
+                reason=str(seen.reason or state),
+                message=f"{state} in {ident.member}: {seen.message or ''}".rstrip(": "),
+                component=COMPONENT,
+            )
+            if state in FINISHED:
+                FINISHED_JOBS.labels(str(state), str(seen.reason or "")).inc()
+                log.info(
+                    "event=finished job=%s state=%s member=%s attempt=%d",
+                    ident.key,
+                    state,
+                    ident.member,
+                    ident.attempt,
+                )
+        if state in FINISHED and seen.finished and cluster_of(stored) == ident.member:
+            # Every time the finished copy is seen (idempotent): a syncer that died between the
+            # status write and the release still releases once it sees the copy again.
+            finish(self.ctx, ident.key, ident.uid, ident.attempt, member=ident.member)
+
+    def _track_pending(self, ident: _Copy, seen: WorkloadStatus) -> None:
+        with self._lock:
+            if seen.state == Condition.CREATED and seen.reason == Reason.POD_GROUP_PENDING:
+                self._pending_since.setdefault(ident, time.monotonic())
+            else:
+                self._pending_since.pop(ident, None)
+
+    def _vanished(self, member: str, copy: Mapping[str, Any]) -> None:
+        ident = _Copy.of(member, copy)
+        if ident is None:
+            return
+        with self._lock:
+            self._pending_since.pop(ident, None)
+            self._stale.pop(ident, None)
+            self._purged.pop(ident, None)
+            self._kept.discard(ident)
+        obj = self.ctx.objects.try_get(FLEET_ASCENDJOB, ident.namespace, ident.name)
+        if obj is None or obj["metadata"].get("uid") != ident.uid or obj["metadata"].get("deletionTimestamp"):
+            return
+        if attempt_of(obj) != ident.attempt or cluster_of(obj) != member or current_state(obj) in FINISHED:
+            return
+        if current_state(obj) == Phase.ADMITTED:
+            return  # an older copy of this attempt's name went; the worker is creating ours
+        give_back(
+            self.ctx,
+            ident.key,
+            ident.uid,
+            ident.attempt,
+            member=member,
+            reason=FleetReason.APPLICATION_FAILOVER,
+            message=f"the copy in {member} was deleted there",
+            exclude_for=0.0,
+            count_failure=True,
+        )
+        FAILOVERS.labels("vanished", member).inc()
+
+    def _application_failover(
+        self, ident: _Copy, obj: dict[str, Any], seen: WorkloadStatus | None, message: str
+    ) -> None:
+        policy = self._failover_policy(obj)
+        outcome = give_back(
+            self.ctx,
+            ident.key,
+            ident.uid,
+            ident.attempt,
+            member=ident.member,
+            reason=FleetReason.APPLICATION_FAILOVER,
+            message=message,
+            exclude_for=EXCLUDE_FAILED_SECONDS,
+            count_failure=True,
+            last_seen=seen,
+        )
+        with self._lock:
+            self._pending_since.pop(ident, None)
+        if outcome.changed:
+            FAILOVERS.labels("application", ident.member).inc()
+            log.info(
+                "event=application_failover job=%s member=%s attempt=%d failed=%s",
+                ident.key,
+                ident.member,
+                ident.attempt,
+                outcome.failed,
+            )
+        if policy.purge_mode == PurgeMode.IMMEDIATELY or outcome.failed:
+            self._purge(ident, "failover")
+        else:
+            self._stale_copy(ident, obj)
+
+    # -- stale copies ---------------------------------------------------------------------------
+
+    def _stale_copy(self, ident: _Copy, obj: dict[str, Any]) -> None:
+        """A copy of an attempt the fleet job has left behind: purge it when its policy says."""
+        policy = self._failover_policy(obj)
+        if policy.purge_mode == PurgeMode.IMMEDIATELY or attempt_of(obj) < ident.attempt:
+            self._purge(ident, "stale")  # newer than the fleet knows: Redis lost it, never keep
+            return
+        if policy.purge_mode == PurgeMode.NEVER:
+            self._keep(ident, obj)
+            return
+        with self._lock:
+            first = self._stale.setdefault(ident, time.monotonic())
+        successor_runs = current_state(obj) in (Condition.RUNNING, *FINISHED)
+        if successor_runs or time.monotonic() - first > policy.grace_period_seconds:
+            with self._lock:
+                self._stale.pop(ident, None)
+            self._purge(ident, "graceful")
+
+    def _keep(self, ident: _Copy, obj: dict[str, Any]) -> None:
+        with self._lock:
+            if ident in self._kept:
+                return
+            self._kept.add(ident)
+        record_event(
+            self.ctx.objects,
+            obj,
+            type="Warning",
+            reason=FleetReason.STALE_COPY_KEPT,
+            message=f"the copy of attempt {ident.attempt} is still in {ident.member}; purgeMode Never "
+            "leaves it to you",
+            component=COMPONENT,
+        )
+
+    def _purge(self, ident: _Copy, why: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            sent = self._purged.get(ident)
+            if sent is not None and now - sent < self.settings.purge_again_after:
+                return
+            self._purged[ident] = now
+        self.ctx.queue.enqueue(
+            "fleet.dispatch.tasks.purge",
+            ident.member,
+            ident.namespace,
+            ident.name,
+            ident.uid,
+            ident.attempt,
+            retry=Retry(max=8, interval=[1, 2, 4, 8, 15, 30, 60, 60]),
+            job_timeout=60,
+            failure_ttl=3600,
+        )
+        PURGES.labels(why).inc()
+        log.info(
+            "event=purge_sent why=%s job=%s member=%s attempt=%d", why, ident.key, ident.member, ident.attempt
+        )
+
+    # -- time-based rules -----------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            pending = list(self._pending_since.items())
+            stale = list(self._stale)
+        for ident, since in pending:
+            obj = self.ctx.objects.try_get(FLEET_ASCENDJOB, ident.namespace, ident.name)
+            if obj is None:
+                with self._lock:
+                    self._pending_since.pop(ident, None)
+                continue
+            toleration = self._failover_policy(obj).decision_conditions.toleration_seconds
+            if now - since > toleration:
+                self._application_failover(
+                    ident,
+                    obj,
+                    None,
+                    f"its pods waited in {ident.member} for {toleration}s without all fitting "
+                    "(PodGroupPending)",
+                )
+        for ident in stale:
+            obj = self.ctx.objects.try_get(FLEET_ASCENDJOB, ident.namespace, ident.name)
+            if obj is None or obj["metadata"].get("uid") != ident.uid:
+                self._purge(ident, "orphan")
+            else:
+                self._stale_copy(ident, obj)
+        self._cluster_failover()
+
+    def _cluster_failover(self) -> None:
+        wall = time.time()
+        with self._lock:
+            down = {name: wall - h.since for name, h in self._health.items() if h.ready is False}
+        if not down:
+            return
+        items, _ = self.ctx.objects.list(FLEET_ASCENDJOB)
+        for obj in items:
+            member = cluster_of(obj)
+            if (
+                member not in down
+                or obj["metadata"].get("deletionTimestamp")
+                or current_state(obj) in FINISHED
+            ):
+                continue
+            if current_state(obj) == Phase.QUEUED:
+                continue
+            toleration = self._failover_policy(obj).decision_conditions.toleration_seconds
+            if down[member] <= toleration:
+                continue
+            attempt = attempt_of(obj)
+            outcome = give_back(
+                self.ctx,
+                job_key(obj),
+                str(obj["metadata"]["uid"]),
+                attempt,
+                member=member,
+                reason=FleetReason.CLUSTER_FAILOVER,
+                message=f"{member} has been NotReady for {down[member]:.0f}s (toleration {toleration}s)",
+                exclude_for=EXCLUDE_DOWN_SECONDS,
+                count_failure=False,
+            )
+            if outcome.changed:
+                FAILOVERS.labels("cluster", member).inc()
+                log.warning(
+                    "event=cluster_failover job=%s member=%s attempt=%d", job_key(obj), member, attempt
+                )
+                if self._failover_policy(obj).purge_mode == PurgeMode.IMMEDIATELY:
+                    meta = obj["metadata"]
+                    self._purge(
+                        _Copy(member, meta["namespace"], meta["name"], meta["uid"], attempt), "failover"
+                    )
+
+    # -- health ---------------------------------------------------------------------------------
+
+    def _probe_loop(self, name: str, member: Member, stop: threading.Event) -> None:
+        while not stop.is_set():
+            probe = member.probe()
+            self._record_probe(name, healthy=probe.healthy, error=probe.error, latency=probe.seconds)
+            stop.wait(self.settings.probe_interval)
+
+    def _record_probe(self, name: str, *, healthy: bool, error: str | None, latency: float) -> None:
+        settings = self.settings
+        with self._lock:
+            health = self._health.setdefault(name, _Health())
+            health.probed, health.latency = time.time(), latency
+            if healthy:
+                health.successes, health.failures = health.successes + 1, 0
+                health.error = None
+                turned = health.ready is not True and (
+                    health.ready is None or health.successes >= settings.success_threshold
+                )
+                if turned:
+                    health.ready, health.since = True, time.time()
+            else:
+                health.failures, health.successes = health.failures + 1, 0
+                health.error = error
+                turned = health.ready is not False and (
+                    health.ready is None or health.failures >= settings.failure_threshold
+                )
+                if turned:
+                    health.ready, health.since = False, time.time()
+            raw = health.to_json()
+            ready = health.ready
+        MEMBER_READY.labels(name).set(1 if ready else 0)
+        if turned:
+            log.warning("event=member_%s member=%s error=%s", "ready" if ready else "not_ready", name, error)
+        if turned and ready and name in self._watchers:
+            # Back from an outage: a resumed watch reports only changes, so look again at every
+            # copy it knows; those its jobs left meanwhile are stale now and get purged.
+            for copy in self._watchers[name].snapshot():
+                self._observe(name, copy)
+        try:
+            self.ctx.client.hset(self.ctx.keys.health, name, raw)
+        except Exception as exc:  # Redis away: the next probe writes again
+            log.warning("event=health_not_written member=%s error=%s", name, exc)
+
+    # -- deletions ------------------------------------------------------------------------------
+
+    def _follow_deletions(self, stop: threading.Event) -> None:
+        since: str | None = None
+        while not stop.is_set():
+            try:
+                if since is None:
+                    since = self._resync()
+                events, since = self.ctx.objects.changes(FLEET_ASCENDJOB, since, block_ms=1000)
+                for event in events:
+                    if event.type != DELETED and event.object is not None:
+                        self._maybe_delete(event.object)
+            except Gone:
+                since = None
+            except Exception:  # Redis away or restarted: list again once it answers
+                log.exception("event=deletions_follow_failed")
+                since = None
+                stop.wait(1.0)
+
+    def _resync(self) -> str:
+        items, version = self.ctx.objects.list(FLEET_ASCENDJOB)
+        for obj in items:
+            self._maybe_delete(obj)
+        return version
+
+    def _maybe_delete(self, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        if not meta.get("deletionTimestamp") or FINALIZER not in (meta.get("finalizers") or []):
+            return
+        key, uid = job_key(obj), str(meta.get("uid"))
+        member, attempt = cluster_of(obj), attempt_of(obj)
+        if member is not None:
+            self._purge(
+                _Copy(member, str(meta.get("namespace")), str(meta.get("name")), uid, attempt), "deleted"
+            )
+            finish(self.ctx, key, uid, attempt, member=member)
+        else:
+            self.ctx.ledger.release(key)
+
+        def change(current: dict[str, Any]) -> dict[str, Any] | None:
+            cmeta = current["metadata"]
+            if cmeta.get("uid") != uid or FINALIZER not in (cmeta.get("finalizers") or []):
+                return None
+            cmeta["finalizers"] = [f for f in cmeta["finalizers"] if f != FINALIZER]
+            return current
+
+        self.ctx.objects.mutate(
+            FLEET_ASCENDJOB, str(meta.get("namespace")), str(meta.get("name")), change, subresource=None
+        )
+        log.info("event=deleted job=%s member=%s attempt=%d at=%s", key, member, attempt, now_rfc3339())

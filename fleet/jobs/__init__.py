@@ -1,0 +1,31 @@
+"""The fleet job: its states and reasons, how its status is written, how it is accepted.
+
+:mod:`~fleet.jobs.phases` names the states (one home), :mod:`~fleet.jobs.status` writes them
+(the AscendJob convention: the last condition is the current state, with the member's conditions
+mirrored after Fleet's own), :mod:`~fleet.jobs.submit` accepts a job (validate, store, queue).
+"""
+
+from fleet.jobs.phases import FINISHED, MEMBER_STATES, FleetReason, Phase
+from fleet.jobs.status import attempt_of, cluster_of, current_state, is_finished, mirror, set_state
+from fleet.jobs.submit import FINALIZER, Prepared, enqueue, job_key, prepare, quota_request, split_key, submit
+
+__all__ = [
+    "FINALIZER",
+    "FINISHED",
+    "MEMBER_STATES",
+    "FleetReason",
+    "Phase",
+    "Prepared",
+    "attempt_of",
+    "cluster_of",
+    "current_state",
+    "enqueue",
+    "is_finished",
+    "job_key",
+    "mirror",
+    "prepare",
+    "quota_request",
+    "set_state",
+    "split_key",
+    "submit",
+]

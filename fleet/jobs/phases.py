@@ -1,0 +1,55 @@
+"""The fleet-side states of a job and the reasons Fleet gives: one home for their names.
+
+A fleet job's ``status.conditions`` follows the AscendJob convention: the last entry is always
+the current state. Fleet writes its own states while the job is on the fleet side (``Queued``,
+``Admitted``, ``Dispatched``, ``Rescheduling``, and a terminal ``Failed`` when retries run out)
+and then mirrors the member's conditions (``Created``, ``Running``, ``Restarting``,
+``Succeeded``, ``Failed``, see :class:`fleet.ascend.Condition`) after them.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from fleet.ascend import Condition
+
+__all__ = ["FINISHED", "MEMBER_STATES", "FleetReason", "Phase"]
+
+
+class Phase:
+    """Condition types Fleet itself writes on the fleet object."""
+
+    QUEUED: Final = "Queued"
+    ADMITTED: Final = "Admitted"
+    DISPATCHED: Final = "Dispatched"
+    RESCHEDULING: Final = "Rescheduling"
+    FAILED: Final = Condition.FAILED
+
+
+#: Condition types that come from the member copy.
+MEMBER_STATES: Final = frozenset(
+    {Condition.CREATED, Condition.RUNNING, Condition.RESTARTING, Condition.SUCCEEDED, Condition.FAILED}
+)
+
+#: States after which nothing more happens to a job.
+FINISHED: Final = frozenset({Condition.SUCCEEDED, Condition.FAILED})
+
+
+class FleetReason:
+    """Reasons on Fleet's own conditions and events (CamelCase, as Kubernetes reasons are)."""
+
+    SUBMITTED: Final = "Submitted"
+    QUOTA_EXCEEDED: Final = "QuotaExceeded"
+    NO_FIT: Final = "NoFittingCluster"
+    ADMITTED: Final = "Admitted"
+    DISPATCHED: Final = "Dispatched"
+    ADOPTED: Final = "Adopted"
+    MEMBER_REFUSED: Final = "MemberRefused"
+    MEMBER_UNAVAILABLE: Final = "MemberUnavailable"
+    CLUSTER_FAILOVER: Final = "ClusterFailover"
+    APPLICATION_FAILOVER: Final = "ApplicationFailover"
+    BACKOFF_LIMIT_EXCEEDED: Final = "BackoffLimitExceeded"
+    INVALID: Final = "InvalidJob"
+    PURGED: Final = "Purged"
+    STALE_COPY_KEPT: Final = "StaleCopyKept"
+    MIRRORED: Final = "MemberStatus"

@@ -1,0 +1,138 @@
+"""How Fleet writes a fleet job's ``status``: its own states, and the member's mirrored after them.
+
+The shape, on the fleet object::
+
+    status:
+      conditions: [...]        # last entry = current state (AscendJob convention)
+      queue: root-child-2      # the quota queue it waits or runs in
+      cluster: member-2        # the member of the current attempt (absent while never placed)
+      attempt: 2               # placements so far; labels the member copy
+      failures: 1              # attempts that ended in failover
+      excluded: {member-1: 1763900000.0}   # members avoided until that time (epoch seconds)
+      notBefore: 1763900010.0  # backoff: not placed again before then
+      replicaStatuses, startTime, completionTime   # mirrored from the member copy
+
+Fleet's conditions (``Queued``, ``Admitted``, ``Dispatched``, ``Rescheduling``, terminal
+``Failed``) and the member's (``Created``, ``Running``, ...) share one list: mirroring replaces
+whatever follows the last ``Dispatched`` entry with the member's conditions, so the list reads as
+the job's history and its last entry is the truth, at the fleet as on the member. A state that
+repeats with the same reason and message is not appended again (writes stay idempotent), and the
+list is capped so that a job that fails over many times keeps a bounded status.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, MutableMapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from fleet.jobs.phases import FINISHED, Phase
+from fleet.workloads import WorkloadStatus
+
+__all__ = [
+    "MAX_CONDITIONS",
+    "attempt_of",
+    "cluster_of",
+    "current_state",
+    "is_finished",
+    "last_condition",
+    "mirror",
+    "now_rfc3339",
+    "set_state",
+]
+
+#: Conditions kept on one fleet job; older entries are dropped first.
+MAX_CONDITIONS: Final = 32
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    status = obj.get("status")
+    return status if isinstance(status, Mapping) else {}
+
+
+def last_condition(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    conditions = _status(obj).get("conditions") or []
+    return conditions[-1] if conditions else None
+
+
+def current_state(obj: Mapping[str, Any]) -> str | None:
+    """The type of the last condition: the job's state as any tool reads it."""
+    last = last_condition(obj)
+    return None if last is None else str(last.get("type"))
+
+
+def is_finished(obj: Mapping[str, Any]) -> bool:
+    return current_state(obj) in FINISHED
+
+
+def attempt_of(obj: Mapping[str, Any]) -> int:
+    return int(_status(obj).get("attempt") or 0)
+
+
+def cluster_of(obj: Mapping[str, Any]) -> str | None:
+    cluster = _status(obj).get("cluster")
+    return str(cluster) if cluster else None
+
+
+def _condition(kind: str, reason: str, message: str, now: str) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "status": "True",
+        "reason": reason,
+        "message": message,
+        "lastUpdateTime": now,
+        "lastTransitionTime": now,
+    }
+
+
+def _cap(conditions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return conditions[-MAX_CONDITIONS:]
+
+
+def set_state(status: MutableMapping[str, Any], kind: str, reason: str, message: str) -> bool:
+    """Make ``kind`` the current state; False when it already was, with this reason and message.
+
+    The same state with another message (a pending reason that changed) updates the last entry
+    in place rather than growing the list.
+    """
+    conditions: list[dict[str, Any]] = list(status.get("conditions") or [])
+    now = now_rfc3339()
+    if conditions and conditions[-1].get("type") == kind:
+        last = dict(conditions[-1])
+        if last.get("reason") == reason and last.get("message") == message:
+            return False
+        last.update(reason=reason, message=message, lastUpdateTime=now)
+        conditions[-1] = last
+    else:
+        conditions.append(_condition(kind, reason, message, now))
+    status["conditions"] = _cap(conditions)
+    return True
+
+
+def mirror(status: MutableMapping[str, Any], member: WorkloadStatus, *, dispatched_message: str) -> bool:
+    """Lay the member copy's status over the fleet status; False when nothing changed.
+
+    Everything after this attempt's ``Dispatched`` entry (the last one, when it follows the last
+    ``Admitted``) is replaced by the member's conditions; it is added first when the copy was
+    seen before the worker wrote it.
+    """
+    conditions: list[dict[str, Any]] = list(status.get("conditions") or [])
+    admitted = max((i for i, c in enumerate(conditions) if c.get("type") == Phase.ADMITTED), default=-1)
+    cut = max((i for i, c in enumerate(conditions) if c.get("type") == Phase.DISPATCHED), default=-1)
+    if cut < admitted:  # this attempt's Dispatched is not written yet: an older one's must stay
+        conditions.append(_condition(Phase.DISPATCHED, "Dispatched", dispatched_message, now_rfc3339()))
+        cut = len(conditions) - 1
+    new = _cap([*conditions[: cut + 1], *member.conditions])
+    before = dict(status)
+    status["conditions"] = new
+    status["replicaStatuses"] = member.replica_statuses
+    for key, value in (("startTime", member.start_time), ("completionTime", member.completion_time)):
+        if value:
+            status[key] = value
+        else:
+            status.pop(key, None)
+    return dict(status) != before

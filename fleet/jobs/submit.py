@@ -1,0 +1,139 @@
+"""Submission: what turns an accepted job into a queued one, and the names that tie the two.
+
+A job is accepted in two steps: the fleet object is stored (status ``Queued``, a finalizer so
+that deleting it waits for Fleet to release its quota and purge its member copy), then queued on
+its quota leaf in the ledger. If a process dies between the two, the dispatcher's reconcile finds
+the stored job missing from the ledger and queues it then, so an accepted job is never lost
+(:meth:`fleet.dispatch.dispatcher.Dispatcher.reconcile`). Everything the ledger needs (leaf,
+request, priority) is derived from the stored object, so queueing is repeatable and idempotent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from fleet.api.kinds import FLEET_ASCENDJOB
+from fleet.jobs.phases import FleetReason, Phase
+from fleet.jobs.status import set_state
+from fleet.placement import Demand
+from fleet.state import Objects, record_event
+from fleet.workloads import FieldError, InvalidWorkload, adapter_for
+from queues import Ledger, queue_name
+
+__all__ = [
+    "FINALIZER",
+    "PRIORITY_ANNOTATION",
+    "Prepared",
+    "enqueue",
+    "job_key",
+    "prepare",
+    "queue_of",
+    "quota_request",
+    "split_key",
+    "submit",
+]
+
+#: Held on every fleet job until Fleet has released its quota and purged its member copy.
+FINALIZER: Final = "fleet.io/dispatch"
+#: Queue priority of a job (an integer; higher first). Jobs without it have priority 0.
+PRIORITY_ANNOTATION: Final = "fleet.io/priority"
+
+
+def job_key(obj: Mapping[str, Any]) -> str:
+    """The job's id in the quota ledger and in RQ payloads: ``namespace/name``."""
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+
+
+def split_key(key: str) -> tuple[str, str]:
+    namespace, _, name = key.partition("/")
+    return namespace, name
+
+
+def quota_request(demand: Demand) -> dict[str, int]:
+    """What the whole job charges its quota nodes: every pod's requests summed, per resource."""
+    resources = {r for shape in demand.shapes for r, _ in shape.requests}
+    return {r: demand.total(r) for r in sorted(resources) if demand.total(r) > 0}
+
+
+def _priority(obj: Mapping[str, Any]) -> int:
+    raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(PRIORITY_ANNOTATION)
+    if raw is None:
+        return 0
+    try:
+        return int(str(raw))
+    except ValueError:
+        raise InvalidWorkload(
+            [FieldError(f"metadata.annotations[{PRIORITY_ANNOTATION}]", f"{raw!r} is not an integer")]
+        ) from None
+
+
+def queue_of(ledger: Ledger, leaf: str) -> str:
+    """The derived queue a leaf's jobs wait in (``root-child-2``)."""
+    tree = ledger.tree()
+    return queue_name(tree.paths().get(leaf, leaf) if tree is not None else leaf)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A validated job ready to store and queue."""
+
+    obj: dict[str, Any]
+    key: str
+    leaf: str
+    request: dict[str, int]
+    priority: int
+    demand: Demand
+
+
+def prepare(obj: Mapping[str, Any], ledger: Ledger) -> Prepared:
+    """Validate ``obj`` and derive its queueing; raises ``InvalidWorkload``, ``UnknownKind`` or
+    ``queues.UnboundJob`` (no quota node binds its namespace) and changes nothing."""
+    adapter = adapter_for(obj)
+    demand = adapter.demand(obj)
+    priority = _priority(obj)
+    meta = obj.get("metadata") or {}
+    leaf = ledger.resolve_leaf(str(meta.get("namespace") or "default"), meta.get("labels") or {})
+    body = dict(obj)
+    metadata = dict(meta)
+    finalizers = list(metadata.get("finalizers") or [])
+    if FINALIZER not in finalizers:
+        finalizers.append(FINALIZER)
+    metadata["finalizers"] = finalizers
+    body["metadata"] = metadata
+    queue = queue_of(ledger, leaf)
+    status: dict[str, Any] = {"queue": queue, "attempt": 0}
+    set_state(status, Phase.QUEUED, FleetReason.SUBMITTED, f"waiting in queue {queue}")
+    body["status"] = status
+    return Prepared(body, job_key(body), leaf, quota_request(demand), priority, demand)
+
+
+def submit(
+    objects: Objects, ledger: Ledger, obj: Mapping[str, Any], *, dry_run: bool = False
+) -> dict[str, Any]:
+    """Accept a job: validate it, store it ``Queued``, queue it on its leaf; returns the stored job.
+
+    Raises what :func:`prepare` raises, or the store's ``AlreadyExists``; nothing is written then.
+    """
+    prepared = prepare(obj, ledger)
+    if dry_run:
+        return prepared.obj
+    stored = objects.create(FLEET_ASCENDJOB, prepared.obj)
+    ledger.enqueue(prepared.key, prepared.leaf, prepared.request, prepared.priority)
+    record_event(
+        objects,
+        stored,
+        reason=FleetReason.SUBMITTED,
+        message=f"queued in {stored['status']['queue']}",
+        component="fleet",
+    )
+    return stored
+
+
+def enqueue(ledger: Ledger, obj: Mapping[str, Any]) -> Prepared:
+    """Queue a stored job on its leaf (idempotent: a job already pending or admitted stays)."""
+    prepared = prepare(obj, ledger)
+    ledger.enqueue(prepared.key, prepared.leaf, prepared.request, prepared.priority)
+    return prepared

@@ -1,0 +1,148 @@
+"""The dispatcher as a process: where jobs land, why they wait, and one leader at a time.
+
+These run the dispatcher and workers without a syncer (the tests of the syncer cover mirroring),
+so what they see on the fleet object is the dispatcher's and the workers' own doing.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleet.api.kinds import FLEET_ASCENDJOB
+from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS
+from fleet.jobs import cluster_of, current_state
+from fleet.members import load_members
+from fleet.state import events_for
+from queues import load
+from tests.fleet.dispatch.conftest import RunningFleet
+from tests.fleet.placement.factory import sample_job
+
+pytestmark = pytest.mark.integration
+
+SAMPLE_TREE = Path(__file__).resolve().parents[3] / "config" / "samples" / "elasticquotatree.yaml"
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _job(fleet: RunningFleet, name: str) -> dict[str, Any]:
+    return fleet.objects.get(FLEET_ASCENDJOB, "default", name)
+
+
+def _sample(name: str = "default-test-pytorch") -> dict[str, Any]:
+    obj = sample_job()
+    obj["metadata"]["name"] = name
+    obj["metadata"]["namespace"] = "default"
+    obj["metadata"]["annotations"] = {"sim.fleet.io/duration-seconds": "600"}
+    return obj
+
+
+def test_the_sample_job_lands_on_the_card_member_and_the_second_waits_for_max_jobs(
+    fleet_factory: Callable[..., RunningFleet],
+) -> None:
+    fleet = fleet_factory(members=None, syncer=False, tree=None, workers=1)
+    fleet.ledger.apply(load(SAMPLE_TREE.read_text())[0])
+    first = fleet.submit(_sample())
+    fleet.submit(_sample("second"))
+    fleet.wait_for(
+        "the sample job to be dispatched",
+        lambda: current_state(_job(fleet, first["metadata"]["name"])) == "Dispatched",
+        30,
+    )
+    landed = _job(fleet, "default-test-pytorch")
+    assert cluster_of(landed) == "member-2"
+    assert landed["status"]["attempt"] == 1
+    assert [c["type"] for c in landed["status"]["conditions"]] == ["Queued", "Admitted", "Dispatched"]
+    reasons = [e["reason"] for e in events_for(fleet.objects, landed)]
+    assert {"Submitted", "Admitted", "Dispatched"} <= set(reasons)
+    # The copy exists in member-2, labelled after the fleet job.
+    members = load_members(fleet.sim.kubeconfig)
+    try:
+        copy_ = members["member-2"].get_job("default", "default-test-pytorch")
+    finally:
+        for m in members.values():
+            m.close()
+    assert copy_["metadata"]["labels"]["fleet.io/job-uid"] == landed["metadata"]["uid"]
+    assert copy_["metadata"]["labels"]["fleet.io/attempt"] == "1"
+    # The second one waits, saying exactly why.
+    fleet.wait_for(
+        "the second job's pending reason",
+        lambda: "max-jobs" in _job(fleet, "second")["status"]["conditions"][-1]["message"],
+        15,
+    )
+    waiting = _job(fleet, "second")
+    assert current_state(waiting) == "Queued"
+    assert (
+        waiting["status"]["conditions"][-1]["message"] == "quota root/child-2: kube-queue/max-jobs 1/1 in use"
+    )
+    assert waiting["status"]["conditions"][-1]["reason"] == "QuotaExceeded"
+
+
+def test_a_job_that_fits_nowhere_says_which_selector_no_node_matches(
+    fleet_factory: Callable[..., RunningFleet],
+) -> None:
+    fleet = fleet_factory(members=None, syncer=False, tree=None, workers=1)
+    obj = _sample("placeholder")
+    for spec in obj["spec"]["replicaSpecs"].values():
+        spec["template"]["spec"]["nodeSelector"] = {"example-key": "example-value"}
+    fleet.submit(obj)
+    fleet.wait_for(
+        "a no-fit reason",
+        lambda: _job(fleet, "placeholder")["status"]["conditions"][-1]["reason"] == "NoFittingCluster",
+        20,
+    )
+    message = _job(fleet, "placeholder")["status"]["conditions"][-1]["message"]
+    assert "example-key=example-value" in message
+    for member in ("member-1", "member-2", "member-3"):
+        assert member in message
+    assert current_state(_job(fleet, "placeholder")) == "Queued"
+
+
+def test_two_dispatchers_only_one_decides_and_the_other_takes_over(
+    fleet_factory: Callable[..., RunningFleet],
+) -> None:
+    fleet = fleet_factory(members=None, syncer=False, tree=None, workers=1, dispatchers=2)
+    lease = DEFAULT_DISPATCH_KEYS.lease
+    fleet.wait_for("a leader", lambda: fleet.client.get(lease + ":holder") is not None, 30)
+    holder = fleet.client.get(lease + ":holder")
+    assert holder is not None
+    pids = {name: role.process.pid for name, role in fleet.procs.roles.items() if role.process is not None}
+    leader = next(name for name, pid in pids.items() if _text(holder).endswith(f"-{pid}"))
+    follower = "dispatcher-2" if leader == "dispatcher" else "dispatcher"
+    fleet.submit(_sample("before"))
+    fleet.wait_for("the first job placed", lambda: current_state(_job(fleet, "before")) == "Dispatched", 30)
+    fleet.procs.kill9(leader)
+    killed_at = time.monotonic()
+    fleet.wait_for(
+        "the follower to lead",
+        lambda: (
+            (h := fleet.client.get(lease + ":holder")) is not None
+            and _text(h).endswith(f"-{pids[follower]}")
+        ),
+        15,
+    )
+    # Within the lease time (3 s) plus one acquisition attempt.
+    assert time.monotonic() - killed_at < 3 + 2
+    second = copy.deepcopy(_sample("after"))
+    for spec in second["spec"]["replicaSpecs"].values():
+        spec["template"]["spec"]["nodeSelector"] = {"accelerator-type": "module-910b-8"}
+        spec["template"]["spec"]["containers"][0]["resources"] = {
+            "requests": {"huawei.com/Ascend910": "8"},
+            "limits": {"huawei.com/Ascend910": "8"},
+        }
+    fleet.submit(second)
+    fleet.wait_for(
+        "the follower to place a job", lambda: current_state(_job(fleet, "after")) == "Dispatched", 30
+    )
+    assert cluster_of(_job(fleet, "after")) == "member-1"
+    # Each job was admitted exactly once: one Admitted event each, whoever led.
+    for name in ("before", "after"):
+        reasons = [e["reason"] for e in events_for(fleet.objects, _job(fleet, name))]
+        assert reasons.count("Admitted") == 1, reasons

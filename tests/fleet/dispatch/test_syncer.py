@@ -1,0 +1,178 @@
+"""The syncer as a process: status mirrored back, jobs finished and deleted, and failover.
+
+Each test runs the three roles against simulated members over HTTP and acts as a user or an
+operator would: submit, delete, break a member, make a job fail, and reads what the fleet object,
+its events, the members and the quota ledger say.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from fleet.api.kinds import FLEET_ASCENDJOB, PROPAGATION_POLICY
+from fleet.jobs import cluster_of, current_state
+from fleet.state import events_for
+from tests.fleet.dispatch.conftest import A800_POOL, MODULE_POOL, RunningFleet
+from tests.fleet.placement.factory import job
+
+pytestmark = pytest.mark.integration
+
+TWO_MEMBERS = {"member-1": MODULE_POOL, "member-3": A800_POOL}
+THREE_MEMBERS = {"member-1": MODULE_POOL, "member-2": MODULE_POOL, "member-3": A800_POOL}
+NS = "team-a"
+FAST_PROBES = ("--probe-interval", "0.3", "--failure-threshold", "2")
+
+
+def _policy(
+    *, toleration: int = 30, purge: str = "Immediately", backoff_limit: int = 3, backoff_seconds: float = 10.0
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "policy.one.alibabacloud.com/v1alpha1",
+        "kind": "PropagationPolicy",
+        "metadata": {"name": "test-policy", "namespace": NS},
+        "spec": {
+            "failover": {
+                "application": {"decisionConditions": {"tolerationSeconds": toleration}, "purgeMode": purge},
+                "backoffLimit": backoff_limit,
+                "backoffSeconds": backoff_seconds,
+            },
+            "resourceSelectors": [{"apiVersion": "mindxdl.gitee.com/v1", "kind": "AscendJob"}],
+        },
+    }
+
+
+def _single(name: str, *, seconds: float, npus: int = 1) -> dict[str, Any]:
+    obj = job(name, workers=0, npus=npus, exclusive=False)
+    obj["metadata"]["namespace"] = NS
+    obj["metadata"]["annotations"] = {"sim.fleet.io/duration-seconds": str(seconds)}
+    obj["spec"].setdefault("runPolicy", {})["backoffLimit"] = 0  # the member does not restart it itself
+    return obj
+
+
+def _get(fleet: RunningFleet, name: str) -> dict[str, Any] | None:
+    return fleet.objects.try_get(FLEET_ASCENDJOB, NS, name)
+
+
+def _state(fleet: RunningFleet, name: str) -> str | None:
+    obj = _get(fleet, name)
+    return None if obj is None else current_state(obj)
+
+
+def _copies(fleet: RunningFleet, obj: dict[str, Any]) -> list[str]:
+    return fleet.member_copies().get(obj["metadata"]["uid"], [])
+
+
+def _drained(fleet: RunningFleet) -> bool:
+    return fleet.ledger.records() == {} and all(
+        v == 0 for used in fleet.ledger.usages(["root", "team-a", "team-b"]).values() for v in used.values()
+    )
+
+
+def test_a_job_runs_to_success_with_the_members_status_mirrored_and_its_quota_returned(
+    fleet_factory: Callable[..., RunningFleet],
+) -> None:
+    fleet = fleet_factory(members=TWO_MEMBERS, workers=1)
+    fleet.submit(_single("ok", seconds=1.0))
+    fleet.wait_for("the job to succeed", lambda: _state(fleet, "ok") == "Succeeded", 30)
+    obj = _get(fleet, "ok")
+    assert obj is not None
+    status = obj["status"]
+    assert [c["type"] for c in status["conditions"]] == [
+        "Queued",
+        "Admitted",
+        "Dispatched",
+        "Created",
+        "Running",
+        "Succeeded",
+    ]
+    assert status["conditions"][-1]["reason"] == "JobSucceeded"
+    assert status["replicaStatuses"]["Master"]["succeeded"] == 1
+    assert status["startTime"] and status["completionTime"]
+    assert status["cluster"] in TWO_MEMBERS
+    fleet.wait_for("the quota to be returned", lambda: _drained(fleet), 10)
+    reasons = [e["reason"] for e in events_for(fleet.objects, obj)]
+    assert {"Submitted", "Admitted", "Dispatched", "JobRunning", "JobSucceeded"} <= set(reasons)
+
+
+def test_deleting_a_fleet_job_deletes_its_member_copy_and_returns_its_quota(
+    fleet_factory: Callable[..., RunningFleet],
+) -> None:
+    fleet = fleet_factory(members=TWO_MEMBERS, workers=1)
+    submitted = fleet.submit(_single("long", seconds=600))
+    fleet.wait_for("the job to run", lambda: _state(fleet, "long") == "Running", 30)
+    assert len(_copies(fleet, submitted)) == 1
+    fleet.objects.delete(FLEET_ASCENDJOB, NS, "long")
+    fleet.wait_for("the fleet job to be gone", lambda: _get(fleet, "long") is None, 15)
+    fleet.wait_for("the member copy to be gone", lambda: _copies(fleet, submitted) == [], 15)
+    assert _drained(fleet)
+
+
+def test_a_job_that_always_fails_is_retried_with_growing_delays_then_failed(
+    fleet_factory: Callable[..., RunningFleet],
+) -> None:
+    fleet = fleet_factory(members=THREE_MEMBERS, workers=1)
+    fleet.objects.create(PROPAGATION_POLICY, _policy(backoff_limit=2, backoff_seconds=0.5))
+    for member in THREE_MEMBERS:
+        fleet.sim.fault(member, "fail-job", job=f"{NS}/doomed", always=True)
+    submitted = fleet.submit(_single("doomed", seconds=600))
+    fleet.wait_for("the job to fail for good", lambda: _state(fleet, "doomed") == "Failed", 60)
+    obj = _get(fleet, "doomed")
+    assert obj is not None
+    last = obj["status"]["conditions"][-1]
+    assert last["reason"] == "BackoffLimitExceeded"
+    assert last["message"].startswith("retries ran out: failed 3 times, backoffLimit is 2")
+    assert obj["status"]["failures"] == 3
+    delays = [
+        float(m.group(1))
+        for c in obj["status"]["conditions"]
+        if c["type"] == "Queued" and (m := re.search(r"next attempt in ([0-9.]+)s", c["message"]))
+    ]
+    assert delays == [0.5, 1.0]
+    # Each attempt failed in the member first (its JobFailed kept in the history), on three members.
+    assert [c["reason"] for c in obj["status"]["conditions"] if c["type"] == "Failed"] == [
+        "JobFailed",
+        "JobFailed",
+        "JobFailed",
+        "BackoffLimitExceeded",
+    ]
+    failovers = [e for e in events_for(fleet.objects, obj) if e["reason"] == "ApplicationFailover"]
+    failed_in = {m.group(1) for e in failovers if (m := re.search(r"failed in (member-\d)", e["message"]))}
+    assert failed_in == set(THREE_MEMBERS)
+    fleet.wait_for("the quota to be returned", lambda: _drained(fleet), 10)
+    fleet.wait_for("the failed copies to be purged", lambda: _copies(fleet, submitted) == [], 15)
+
+
+@pytest.mark.parametrize("purge", ["Immediately", "Gracefully"])
+def test_a_member_that_goes_down_loses_its_jobs_after_the_toleration_and_its_stale_copy_is_purged(
+    fleet_factory: Callable[..., RunningFleet], purge: str
+) -> None:
+    fleet = fleet_factory(members=TWO_MEMBERS, workers=2, syncer_args=FAST_PROBES)
+    fleet.objects.create(PROPAGATION_POLICY, _policy(toleration=2, purge=purge))
+    submitted = fleet.submit(_single("mover", seconds=600, npus=8))
+    fleet.wait_for("the job to run", lambda: _state(fleet, "mover") == "Running", 30)
+    first = cluster_of(_get(fleet, "mover") or {})
+    assert first is not None
+    down_at = time.monotonic()
+    fleet.sim.fault(first, "down")
+
+    def moved() -> bool:
+        obj = _get(fleet, "mover") or {}
+        return cluster_of(obj) not in (None, first) and current_state(obj) == "Running"
+
+    fleet.wait_for("the job to run on the other member", moved, 40)
+    assert time.monotonic() - down_at > 2.0, "failed over before the toleration"
+    obj = _get(fleet, "mover")
+    assert obj is not None and obj["status"]["attempt"] == 2
+    assert any(c["reason"] == "ClusterFailover" for c in obj["status"]["conditions"])
+    fleet.sim.fault(first, "up")
+    second = cluster_of(obj)
+    fleet.wait_for("the stale copy to be purged", lambda: _copies(fleet, submitted) == [second], 30)
+    purged = [e for e in events_for(fleet.objects, obj) if e["reason"] == "Purged"]
+    assert purged and first in purged[-1]["message"]
+    assert _state(fleet, "mover") == "Running"
+    assert fleet.ledger.usages(["root"])["root"]["huawei.com/Ascend910"] == 8, "quota charged once"
