@@ -48,12 +48,41 @@ from fleet.apiserver.store import BOOKMARK, ERROR, Store, WatchEvent
 from fleet.apiserver.tables import build_table, wants_table
 from fleet.apiserver.validation import validate_metadata
 
-__all__ = ["Authenticator", "StreamHub", "TokenAuthenticator", "build_app", "default_version_info"]
+__all__ = [
+    "Access",
+    "Authenticator",
+    "Authorizer",
+    "StreamHub",
+    "TokenAuthenticator",
+    "build_app",
+    "default_version_info",
+]
 
 log = logging.getLogger("fleet.apiserver")
 
 #: Decides who a request is from (a user name) or ``None`` to answer 401; sees headers only.
 Authenticator = Callable[[Mapping[str, str]], str | None]
+
+
+@dataclass(frozen=True)
+class Access:
+    """What a resource request asks to do, as an authorizer sees it (after authentication).
+
+    ``verb`` is the Kubernetes verb (get, list, watch, create, update, patch, delete,
+    deletecollection); ``namespace`` is ``None`` for a cluster-scoped kind or a request across
+    all namespaces; ``subresource`` is ``"status"`` or ``None``.
+    """
+
+    user: str
+    verb: str
+    resource: ResourceType
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+
+
+#: Decides whether a request may go on: returns, or raises ``Forbidden`` (403).
+Authorizer = Callable[[Access], None]
 
 _JSON: Final = "application/json"
 _MERGE_PATCH: Final = "application/merge-patch+json"
@@ -68,6 +97,8 @@ _DEFAULT_BOOKMARK_INTERVAL: Final = 30.0
 _MAX_WATCH_SECONDS: Final = 3600.0
 # Not worth a warning: the normal outcome of a GET before create, of a race, of a stale watch.
 _QUIET_CODES: Final = frozenset({404, 409, 410})
+#: The verb of each method on a named object.
+_ITEM_VERBS: Final = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
 class TokenAuthenticator:
@@ -161,6 +192,7 @@ class _Api:
         registry: Registry,
         store: Store,
         authenticator: Authenticator | None,
+        authorizer: Authorizer | None,
         version_info: Obj,
         bookmark_interval: float,
         title: str,
@@ -168,6 +200,7 @@ class _Api:
         self.registry = registry
         self.store = store
         self.authenticator = authenticator
+        self.authorizer = authorizer
         self.version_info = version_info
         self.bookmark_interval = bookmark_interval
         self.title = title
@@ -190,6 +223,7 @@ class _Api:
                     if who is None:
                         raise Unauthorized("Unauthorized")
                     user = who
+                    request.scope["fleet.user"] = who
                 response = await handler(request)
             except ApiError as error:
                 response = _error_response(error)
@@ -382,30 +416,37 @@ class _Api:
     async def resource(self, request: Request) -> Response:
         target = self._target(request)
         method = request.method
+        verb: str | None = None
         if target.name is None:
             if method == "GET":
-                if self._flag(request, "watch"):
-                    request.scope["fleet.verb"] = "watch"
-                    return await self.watch(request, target)
-                request.scope["fleet.verb"] = "list"
-                return await self.list(request, target)
-            if method == "POST":
-                request.scope["fleet.verb"] = "create"
-                return await self.create(request, target)
-            if method == "DELETE" and "deletecollection" in target.rt.verbs:
-                request.scope["fleet.verb"] = "deletecollection"
-                return await self.delete_collection(request, target)
-        else:
-            handlers = {"GET": self.get, "PUT": self.update, "PATCH": self.patch, "DELETE": self.delete}
-            if method in handlers and not (target.subresource and method == "DELETE"):
-                request.scope["fleet.verb"] = {
-                    "GET": "get",
-                    "PUT": "update",
-                    "PATCH": "patch",
-                    "DELETE": "delete",
-                }[method]
-                return await handlers[method](request, target)
-        raise MethodNotAllowed(f"the server does not allow this method on the requested resource ({method})")
+                verb = "watch" if self._flag(request, "watch") else "list"
+            elif method == "POST":
+                verb = "create"
+            elif method == "DELETE" and "deletecollection" in target.rt.verbs:
+                verb = "deletecollection"
+        elif method in _ITEM_VERBS and not (target.subresource and method == "DELETE"):
+            verb = _ITEM_VERBS[method]
+        if verb is None:
+            raise MethodNotAllowed(
+                f"the server does not allow this method on the requested resource ({method})"
+            )
+        request.scope["fleet.verb"] = verb
+        if self.authorizer is not None:
+            user = str(request.scope.get("fleet.user") or "system:anonymous")
+            self.authorizer(
+                Access(user, verb, target.rt, target.namespace, target.name, target.subresource)
+            )
+        handlers: dict[str, Callable[[Request, _Target], Awaitable[Response]]] = {
+            "watch": self.watch,
+            "list": self.list,
+            "create": self.create,
+            "deletecollection": self.delete_collection,
+            "get": self.get,
+            "update": self.update,
+            "patch": self.patch,
+            "delete": self.delete,
+        }
+        return await handlers[verb](request, target)
 
     def _render(self, request: Request, rt: ResourceType, obj: Obj, status: int = 200) -> Response:
         if wants_table(request.headers.get("accept", "")):
@@ -720,12 +761,16 @@ def build_app(
     store: Store,
     *,
     authenticator: Authenticator | None = None,
+    authorizer: Authorizer | None = None,
     version_info: Obj | None = None,
     bookmark_interval: float = _DEFAULT_BOOKMARK_INTERVAL,
     title: str = "fleet",
 ) -> Starlette:
     """A Kubernetes-compatible API for ``registry``'s kinds over ``store``.
 
+    ``authenticator`` names the user of each request (``None`` answers 401); ``authorizer``
+    then sees every resource request as an :class:`Access` and may refuse it with ``Forbidden``
+    (discovery, OpenAPI and ``/metrics`` need authentication only; the health probes neither).
     ``app.state.api_hub`` is the :class:`StreamHub` of its watch streams (``serve.Server`` ends
     them when it stops); ``app.state.metrics_registry`` its Prometheus registry, also at ``/metrics``.
     """
@@ -733,6 +778,7 @@ def build_app(
         registry=registry,
         store=store,
         authenticator=authenticator,
+        authorizer=authorizer,
         version_info=version_info or default_version_info(),
         bookmark_interval=bookmark_interval,
         title=title,

@@ -1,0 +1,112 @@
+"""One fleet API replica: the serving core over the fleet's kinds and backends, with auth.
+
+:func:`build_fleet_api` assembles ``build_app(fleet_registry(), FleetStore(...), ...)``:
+
+* AscendJob -> :class:`~fleet.api.jobs.JobBackend` (submission through the ledger);
+* ElasticQuotaTree -> :class:`~fleet.api.quota_tree.TreeBackend` (checked, applied to the ledger);
+* Queue and MemberCluster -> computed views (:mod:`~fleet.api.quota_queues`, :mod:`~fleet.api.members`);
+* Event and PropagationPolicy -> the plain object store (:class:`fleet.state.RedisStore`).
+
+With ``tokens`` the replica authenticates bearer tokens and authorizes with the two roles of
+:mod:`fleet.api.auth`; without, every request is served (local use). The app's Prometheus
+registry (``/metrics``) gets the queue and quota gauges of :mod:`fleet.api.metrics`, and
+:class:`~fleet.api.warning_headers.WarningHeaders` turns backend warnings into ``Warning`` headers.
+
+A replica keeps no state of its own beyond caches, so any number of them may serve one Redis:
+the object store's writes are atomic scripts with optimistic concurrency, its watches read the
+kinds' change streams, the ledger's changes are scripts too, and tree applies take a lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import redis
+import redis.asyncio
+from starlette.applications import Starlette
+
+from fleet.api.auth import FleetAuthorizer, Identity, TokenAuthenticator
+from fleet.api.jobs import JobBackend
+from fleet.api.keys import DEFAULT_API_KEYS, ApiKeys
+from fleet.api.kinds import ELASTIC_QUOTA_TREE, FLEET_ASCENDJOB, MEMBER_CLUSTER, QUEUE
+from fleet.api.members import MemberNames, member_kind
+from fleet.api.metrics import QuotaCollector
+from fleet.api.quota_queues import queue_kind
+from fleet.api.quota_tree import TreeBackend
+from fleet.api.registry import fleet_registry
+from fleet.api.store import FleetStore
+from fleet.api.warning_headers import WarningHeaders
+from fleet.apiserver.app import build_app
+from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS, DispatchKeys
+from fleet.state import DEFAULT_STATE_KEYS, Objects, RedisStore, StateKeys
+from queues import DEFAULT_KEYS, Keys, Ledger
+
+__all__ = ["FleetApi", "build_fleet_api"]
+
+
+@dataclass
+class FleetApi:
+    """An assembled replica: serve ``app``; ``close()`` when done (it does not close the clients)."""
+
+    app: Starlette
+    store: FleetStore
+    objects: RedisStore
+    ledger: Ledger
+
+    async def close(self) -> None:
+        """Stop the object store's stream readers."""
+        await self.objects.close()
+
+
+def build_fleet_api(
+    client: redis.Redis,
+    aclient: redis.asyncio.Redis,
+    *,
+    members: MemberNames = list,
+    tokens: Mapping[str, Identity] | None = None,
+    poll_interval: float = 1.0,
+    bookmark_interval: float = 30.0,
+    history: int = 10_000,
+    block_ms: int = 1000,
+    quota_keys: Keys = DEFAULT_KEYS,
+    state_keys: StateKeys = DEFAULT_STATE_KEYS,
+    dispatch_keys: DispatchKeys = DEFAULT_DISPATCH_KEYS,
+    api_keys: ApiKeys = DEFAULT_API_KEYS,
+) -> FleetApi:
+    """A replica over one Redis, reached by ``client`` (sync: the ledger, in worker threads) and
+    ``aclient`` (asyncio: the object store, on the loop). Call it on the loop that serves.
+
+    ``members`` lists the member names (see :func:`fleet.api.members.members_from`);
+    ``poll_interval`` paces watches of the computed kinds.
+    """
+    objects_store = RedisStore(aclient, state_keys, history=history, block_ms=block_ms)
+    ledger = Ledger(client, quota_keys)
+    objects = Objects(client, state_keys, history=history)
+    version = objects_store.resource_version
+    store = FleetStore(
+        objects_store,
+        {
+            FLEET_ASCENDJOB.key: JobBackend(objects_store, ledger, objects),
+            ELASTIC_QUOTA_TREE.key: TreeBackend(objects_store, ledger, aclient, keys=api_keys),
+            QUEUE.key: queue_kind(ledger, version, interval=poll_interval),
+            MEMBER_CLUSTER.key: member_kind(
+                members, aclient, version, keys=dispatch_keys, interval=poll_interval
+            ),
+        },
+    )
+    authenticator = authorizer = None
+    if tokens is not None:
+        authenticator = TokenAuthenticator(tokens)
+        authorizer = FleetAuthorizer(tokens.values())
+    app = build_app(
+        fleet_registry(),
+        store,
+        authenticator=authenticator,
+        authorizer=authorizer,
+        bookmark_interval=bookmark_interval,
+        title="fleet",
+    )
+    app.add_middleware(WarningHeaders)
+    app.state.metrics_registry.register(QuotaCollector(ledger))
+    return FleetApi(app, store, objects_store, ledger)

@@ -1,0 +1,201 @@
+"""Who may do what at the fleet endpoint: bearer tokens from a static token file, and two roles.
+
+Authentication reads a Kubernetes static token file (the ``--token-auth-file`` format of
+kube-apiserver): one CSV line per token, ``token,user,uid,"group1,group2"`` (groups optional).
+A request carries ``Authorization: Bearer <token>``; an unknown or missing token is 401.
+
+Authorization knows two kinds of group, so that a token file is the whole policy:
+
+``fleet:admins``
+    May do everything: apply the quota tree and policies, write job status, delete anything.
+``namespace:<ns>``
+    May create, read (get, list, watch) and delete AscendJobs in ``<ns>``, and read its Events
+    (what ``kubectl describe`` lists). Any authenticated user may read the fleet's shared
+    picture: Queues, MemberClusters, the ElasticQuotaTree and PropagationPolicies.
+
+Everything else is 403, worded as kube-apiserver words it (``User "alice" cannot create resource
+"ascendjobs" in API group "mindxdl.gitee.com" in the namespace "b"``) so kubectl prints the
+familiar line. A user may not update or patch a job (its spec is what was queued) nor write its
+``status`` (that is Fleet's). Users are identified by name: one user name's tokens must all carry
+the same groups, which the loader checks, so a user's rights never depend on which token was used.
+Tokens are secrets: no ``repr``, error or log line here contains one.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from fleet.api.kinds import (
+    ELASTIC_QUOTA_TREE,
+    FLEET_ASCENDJOB,
+    FLEET_EVENT,
+    MEMBER_CLUSTER,
+    PROPAGATION_POLICY,
+    QUEUE,
+)
+from fleet.apiserver.app import Access
+from fleet.apiserver.errors import Forbidden
+
+__all__ = [
+    "ADMIN_GROUP",
+    "NAMESPACE_GROUP_PREFIX",
+    "FleetAuthorizer",
+    "Identity",
+    "TokenAuthenticator",
+    "TokenFileError",
+    "forbidden",
+    "load_token_file",
+    "parse_token_file",
+]
+
+#: Members of this group may do everything.
+ADMIN_GROUP: Final = "fleet:admins"
+#: ``namespace:<ns>`` grants the AscendJobs (and Events) of ``<ns>``.
+NAMESPACE_GROUP_PREFIX: Final = "namespace:"
+
+_READ: Final = frozenset({"get", "list", "watch"})
+_JOB_VERBS: Final = frozenset({"create", "get", "list", "watch", "delete", "deletecollection"})
+#: Kinds every authenticated user may read, in any namespace.
+_SHARED: Final = frozenset(rt.key for rt in (QUEUE, MEMBER_CLUSTER, ELASTIC_QUOTA_TREE, PROPAGATION_POLICY))
+
+
+class TokenFileError(ValueError):
+    """A token file that cannot be used; the message names the line, never the token."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    user: str
+    uid: str
+    groups: frozenset[str]
+
+    @property
+    def admin(self) -> bool:
+        return ADMIN_GROUP in self.groups
+
+    @property
+    def namespaces(self) -> frozenset[str]:
+        """The namespaces whose jobs this identity may submit, read and delete."""
+        prefix = len(NAMESPACE_GROUP_PREFIX)
+        return frozenset(
+            g[prefix:] for g in self.groups if g.startswith(NAMESPACE_GROUP_PREFIX) and g[prefix:]
+        )
+
+
+def parse_token_file(text: str, *, source: str = "token file") -> dict[str, Identity]:
+    """Token -> identity from the CSV text of a static token file.
+
+    Blank lines and lines starting with ``#`` are skipped. Raises :class:`TokenFileError` for a
+    line without token, user and uid, a token listed twice, or one user with different groups.
+    """
+    tokens: dict[str, Identity] = {}
+    by_user: dict[str, Identity] = {}
+    for number, row in enumerate(csv.reader(io.StringIO(text)), start=1):
+        if not row or not "".join(row).strip() or row[0].lstrip().startswith("#"):
+            continue
+        cells = [cell.strip() for cell in row]
+        if len(cells) < 3 or not all(cells[:3]):
+            raise TokenFileError(f"{source}: line {number}: expected token,user,uid[,\"group1,group2\"]")
+        if len(cells) > 4:
+            raise TokenFileError(f"{source}: line {number}: quote the groups: token,user,uid,\"g1,g2\"")
+        token, user, uid = cells[:3]
+        groups = frozenset(g.strip() for g in (cells[3] if len(cells) > 3 else "").split(",") if g.strip())
+        identity = Identity(user, uid, groups)
+        if token in tokens:
+            raise TokenFileError(f"{source}: line {number}: this token is already listed for another line")
+        known = by_user.setdefault(user, identity)
+        if known != identity:
+            raise TokenFileError(
+                f"{source}: line {number}: user {user!r} is listed before with another uid or groups"
+            )
+        tokens[token] = identity
+    return tokens
+
+
+def load_token_file(path: str | Path) -> dict[str, Identity]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise TokenFileError(f"token file {path}: {error.strerror or error}") from None
+    return parse_token_file(text, source=f"token file {path}")
+
+
+class TokenAuthenticator:
+    """The serving core's ``Authenticator``: ``Authorization: Bearer <token>`` -> user name."""
+
+    def __init__(self, tokens: Mapping[str, Identity]) -> None:
+        self._tokens = dict(tokens)
+
+    def __call__(self, headers: Mapping[str, str]) -> str | None:
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
+            return None
+        found = self._tokens.get(token.strip())
+        return None if found is None else found.user
+
+    def identities(self) -> Iterable[Identity]:
+        return self._tokens.values()
+
+    def __repr__(self) -> str:  # never show tokens
+        return f"TokenAuthenticator({len(self._tokens)} tokens)"
+
+
+class FleetAuthorizer:
+    """The serving core's ``Authorizer``: the two roles of the module docstring."""
+
+    def __init__(self, identities: Iterable[Identity]) -> None:
+        self._users = {identity.user: identity for identity in identities}
+
+    def allows(self, access: Access) -> bool:
+        identity = self._users.get(access.user)
+        if identity is None:
+            return False
+        if identity.admin:
+            return True
+        key = access.resource.key
+        if key in _SHARED:
+            return access.verb in _READ
+        if access.namespace is None or access.namespace not in identity.namespaces:
+            return False
+        if key == FLEET_ASCENDJOB.key:
+            writes_status = access.subresource is not None and access.verb not in _READ
+            return access.verb in _JOB_VERBS and not writes_status
+        if key == FLEET_EVENT.key:
+            return access.verb in _READ
+        return False
+
+    def __call__(self, access: Access) -> None:
+        if not self.allows(access):
+            raise forbidden(access, self._hint(access))
+
+    def _hint(self, access: Access) -> str:
+        identity = self._users.get(access.user)
+        if identity is None:
+            return "the user has no identity in the token file"
+        namespaces = ", ".join(sorted(identity.namespaces)) or "none"
+        if access.resource.key == FLEET_ASCENDJOB.key and access.namespace in identity.namespaces:
+            if access.subresource is not None:
+                return "a job's status is written by Fleet"
+            return "a submitted job cannot be changed; delete it and submit it again"
+        return f"only {ADMIN_GROUP} may do this; the token grants jobs in namespaces: {namespaces}"
+
+
+def forbidden(access: Access, hint: str = "") -> Forbidden:
+    """The 403 of ``access``, worded as kube-apiserver words it (kubectl prints it as is)."""
+    rt = access.resource
+    resource = f"{rt.plural}/{access.subresource}" if access.subresource else rt.plural
+    subject = f'{rt.qualified} "{access.name}"' if access.name else rt.qualified
+    where = f'in the namespace "{access.namespace}"' if access.namespace else "at the cluster scope"
+    message = (
+        f'{subject} is forbidden: User "{access.user}" cannot {access.verb} resource "{resource}" '
+        f'in API group "{rt.group}" {where}'
+    )
+    details: dict[str, str] = {"group": rt.group, "kind": rt.plural}
+    if access.name:
+        details["name"] = access.name
+    return Forbidden(f"{message}: {hint}" if hint else message, details=details)

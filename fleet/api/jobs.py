@@ -1,0 +1,171 @@
+"""The AscendJob backend: submission goes through :mod:`fleet.jobs`; everything else is storage.
+
+``create`` is how a job is accepted (see :mod:`fleet.jobs.submit`): :func:`~fleet.jobs.submit.prepare`
+validates it with its workload adapter (each ``FieldError`` one 422 cause), resolves its quota
+leaf (a namespace no tree node binds is a 422 naming it) and sets its first status (``Queued``)
+and the finalizer; the ledger's own argument checks (priority range, request) run too, so that
+nothing that the ledger would refuse is ever stored. Then the object is stored (``RedisStore``;
+``AlreadyExists`` is a 409) and queued on its leaf, and a ``Submitted`` Event is recorded. A
+process that dies between storing and queueing loses nothing: the dispatcher's reconcile queues
+a stored job that the ledger lacks. A dry run stops after the store's own dry run.
+
+The ledger is synchronous (``redis.Redis``); its calls run in worker threads, off the event loop.
+
+Status is Fleet's: the dispatcher and syncers write it through :class:`fleet.state.Objects`;
+through the API only an admin may (the authorizer refuses the subresource to users). The spec
+is what was queued and charged, so an update may change metadata but not the spec (delete and
+submit again). ``delete`` marks the job (its finalizer holds it until the syncer has released its
+quota and purged its member copy, then the object goes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import logging
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import redis
+
+from fleet.api.errors import invalid
+from fleet.apiserver.errors import Cause
+from fleet.apiserver.resources import Obj, ResourceType
+from fleet.apiserver.store import WatchEvent, update_target
+from fleet.jobs.phases import FleetReason
+from fleet.jobs.submit import PRIORITY_ANNOTATION, Prepared, prepare
+from fleet.state import Objects, RedisStore, record_event
+from fleet.workloads import InvalidWorkload, UnknownKind
+from queues import InvalidRequest, Ledger, UnboundJob
+from queues.records import request_args, score_of
+
+__all__ = ["JobBackend"]
+
+log = logging.getLogger("fleet.api.jobs")
+
+#: The component named on the Events the API records.
+COMPONENT = "fleet"
+
+
+class JobBackend:
+    """The ``Store`` of the fleet's AscendJobs."""
+
+    def __init__(self, store: RedisStore, ledger: Ledger, objects: Objects) -> None:
+        self.store = store
+        self.ledger = ledger
+        self.objects = objects
+
+    # --- submission ----------------------------------------------------------------------------
+
+    def _prepare(self, rt: ResourceType, obj: Mapping[str, Any]) -> Prepared:
+        try:
+            prepared = prepare(obj, self.ledger)
+        except InvalidWorkload as error:
+            raise invalid(rt, dict(obj), [Cause(e.path, e.message) for e in error.errors]) from None
+        except UnknownKind as error:
+            raise invalid(rt, dict(obj), [Cause("kind", str(error), "FieldValueNotSupported")]) from None
+        except UnboundJob as error:
+            raise invalid(rt, dict(obj), [Cause("metadata.namespace", str(error))]) from None
+        try:
+            score_of(prepared.priority)
+        except InvalidRequest as error:
+            field = f"metadata.annotations[{PRIORITY_ANNOTATION}]"
+            raise invalid(rt, dict(obj), [Cause(field, str(error))]) from None
+        try:
+            request_args(prepared.request)
+        except InvalidRequest as error:
+            raise invalid(rt, dict(obj), [Cause("spec.replicaSpecs", str(error))]) from None
+        return prepared
+
+    def _queue(self, prepared: Prepared, stored: Obj) -> None:
+        try:
+            self.ledger.enqueue(prepared.key, prepared.leaf, prepared.request, prepared.priority)
+        except (redis.ConnectionError, redis.TimeoutError) as error:
+            # Stored, hence accepted: the dispatcher's reconcile queues it.
+            log.warning("event=enqueue_deferred job=%s error=%r", prepared.key, error)
+            return
+        record_event(
+            self.objects,
+            stored,
+            reason=FleetReason.SUBMITTED,
+            message=f"queued in {stored['status']['queue']}",
+            component=COMPONENT,
+        )
+
+    async def create(self, rt: ResourceType, obj: Obj, *, dry_run: bool = False) -> Obj:
+        prepared = await asyncio.to_thread(self._prepare, rt, obj)
+        if dry_run:
+            return await self.store.create(rt, prepared.obj, dry_run=True)
+        stored = await self.store.create(rt, prepared.obj)
+        await asyncio.to_thread(self._queue, prepared, stored)
+        log.info("event=submitted job=%s leaf=%s priority=%d", prepared.key, prepared.leaf, prepared.priority)
+        return stored
+
+    # --- the rest: storage ----------------------------------------------------------------------
+
+    async def get(self, rt: ResourceType, namespace: str | None, name: str) -> Obj:
+        return await self.store.get(rt, namespace, name)
+
+    async def list(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+    ) -> tuple[builtins.list[Obj], str, str | None]:
+        return await self.store.list(
+            rt,
+            namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            limit=limit,
+            continue_token=continue_token,
+        )
+
+    async def update(
+        self, rt: ResourceType, obj: Obj, *, subresource: str | None = None, dry_run: bool = False
+    ) -> Obj:
+        if subresource is None:
+            namespace, name = update_target(rt, obj)
+            current = await self.store.get(rt, namespace, name)
+            if obj.get("spec") != current.get("spec"):
+                raise invalid(
+                    rt,
+                    obj,
+                    [
+                        Cause(
+                            "spec",
+                            "field is immutable: the job was queued and charged with this spec; "
+                            "delete it and submit it again",
+                            "FieldValueForbidden",
+                        )
+                    ],
+                )
+        return await self.store.update(rt, obj, subresource=subresource, dry_run=dry_run)
+
+    async def delete(
+        self, rt: ResourceType, namespace: str | None, name: str, *, dry_run: bool = False
+    ) -> Obj:
+        return await self.store.delete(rt, namespace, name, dry_run=dry_run)
+
+    def watch(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        *,
+        resource_version: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        bookmark_interval: float | None = None,
+    ) -> AsyncIterator[WatchEvent]:
+        return self.store.watch(
+            rt,
+            namespace,
+            resource_version=resource_version,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            bookmark_interval=bookmark_interval,
+        )

@@ -1,0 +1,110 @@
+"""``fleet api`` as a process: build the replica, serve it until SIGTERM or SIGINT, exit cleanly.
+
+What the process logs at start says how it is exposed: the address, whether authentication is on
+(without a token file every request is served, which is for local use only), how many members
+the kubeconfig names. Each request is one structured line (``event=request ... code= user=``),
+written by the serving core at debug level, which this process turns on for that logger.
+Prometheus metrics are on the API port at ``/metrics`` (authenticated like any request) and,
+with ``metrics_port``, on a separate plain listener for a scraper without a token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import redis
+import redis.asyncio
+from prometheus_client import start_http_server
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import ExponentialBackoff
+
+from fleet.api.app import build_fleet_api
+from fleet.api.auth import ADMIN_GROUP, load_token_file
+from fleet.api.members import members_from
+from fleet.apiserver.serve import Server
+from fleet.connections import redis_from_url
+
+__all__ = ["async_redis_from_url", "run_api"]
+
+log = logging.getLogger("fleet.api")
+
+#: A request retries a lost Redis connection briefly, then answers 503 (clients retry).
+_RETRIES = 3
+
+
+def async_redis_from_url(url: str, *, retries: int = _RETRIES) -> redis.asyncio.Redis:
+    """The asyncio twin of :func:`fleet.connections.redis_from_url`."""
+    return redis.asyncio.Redis.from_url(
+        url,
+        retry=AsyncRetry(ExponentialBackoff(cap=1.0, base=0.05), retries),
+        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+        health_check_interval=10,
+        socket_connect_timeout=2.0,
+        socket_keepalive=True,
+    )
+
+
+async def run_api(
+    redis_url: str,
+    *,
+    kubeconfig: Path | None = None,
+    token_file: Path | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    metrics_port: int | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Serve the fleet endpoint until ``stop`` is set (by default: SIGTERM or SIGINT)."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, _stopper(stop, signum))
+    logging.getLogger("fleet.apiserver").setLevel(logging.DEBUG)  # the per-request lines
+    logging.getLogger("fleet.apiserver.serve").setLevel(logging.INFO)
+    tokens = load_token_file(token_file) if token_file is not None else None
+    members = members_from(kubeconfig)
+    client = redis_from_url(redis_url, retries=_RETRIES)
+    aclient = async_redis_from_url(redis_url)
+    replica = build_fleet_api(client, aclient, members=members, tokens=tokens)
+    server = Server(replica.app, host, port, grace=2)
+    try:
+        await server.start()
+        if tokens is None:
+            log.warning(
+                "event=auth_disabled message=no --token-file: every request is served without "
+                "authentication; use this for local work only"
+            )
+        else:
+            admins = sum(1 for i in {t.user: t for t in tokens.values()}.values() if i.admin)
+            log.info(
+                "event=auth_enabled tokens=%d admins=%d admin_group=%s", len(tokens), admins, ADMIN_GROUP
+            )
+        if metrics_port is not None:
+            start_http_server(metrics_port, addr="127.0.0.1", registry=replica.app.state.metrics_registry)
+            log.info("event=metrics_listening host=127.0.0.1 port=%d", metrics_port)
+        log.info(
+            "event=api_started host=%s port=%d members=%d kubeconfig=%s",
+            host,
+            server.port,
+            len(members()),
+            kubeconfig or "-",
+        )
+        await stop.wait()
+    finally:
+        await server.stop()
+        await replica.close()
+        await aclient.aclose()
+        client.close()
+        log.info("event=api_stopped")
+
+
+def _stopper(stop: asyncio.Event, signum: int) -> Callable[[], None]:
+    def handler() -> None:
+        log.info("event=stopping signal=%s", signal.Signals(signum).name)
+        stop.set()
+
+    return handler

@@ -1,0 +1,61 @@
+"""The Queue kind: one read-only object per quota tree node, computed from the ledger.
+
+``kubectl get queue`` prints NAME MIN MAX USED ADMITTED PENDING, the numbers of
+:func:`queues.queue_views` (limits from the applied tree, usage and pending counts from the
+ledger's per-node counters: two round trips, whatever the number of jobs). While no tree is
+applied there is one queue, the implicit ``root``.
+
+The object::
+
+    apiVersion: fleet.io/v1alpha1
+    kind: Queue
+    metadata: {name: root-child-2, labels: {fleet.io/quota-node: child-2}}
+    spec: {path: root/child-2, node: child-2, min: {...}, max: {...}}
+    status: {used: {cpu: "4", huawei.com/Ascend910: "4"}, admitted: 1, pending: 2}
+
+Quantities are Kubernetes strings; ``used`` leaves out the job count, which is ``admitted``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+from fleet.api.computed import ComputedKind
+from fleet.api.kinds import QUEUE, format_amounts
+from fleet.apiserver.resources import Obj
+from queues import Ledger, QueueView, queue_views
+
+__all__ = ["NODE_LABEL", "queue_kind", "queue_object"]
+
+#: The quota node a Queue is derived from, as a label (``kubectl get queue -l fleet.io/quota-node=x``).
+NODE_LABEL: Final = "fleet.io/quota-node"
+
+
+def queue_object(view: QueueView) -> Obj:
+    node = view.path.rsplit("/", 1)[-1]
+    return {
+        "apiVersion": QUEUE.api_version,
+        "kind": QUEUE.kind,
+        "metadata": {"name": view.name, "labels": {NODE_LABEL: node}},
+        "spec": {
+            "path": view.path,
+            "node": node,
+            "min": format_amounts(view.min),
+            "max": format_amounts(view.max),
+        },
+        "status": {"used": format_amounts(view.used), "admitted": view.admitted, "pending": view.pending},
+    }
+
+
+def queue_kind(
+    ledger: Ledger, version: Callable[[], Awaitable[str]], *, interval: float = 1.0
+) -> ComputedKind:
+    """The Queue kind over ``ledger`` (its sync client is used from a worker thread)."""
+
+    async def compute() -> list[Obj]:
+        views = await asyncio.to_thread(queue_views, ledger)
+        return [queue_object(view) for view in views]
+
+    return ComputedKind(QUEUE, compute, version, interval=interval)

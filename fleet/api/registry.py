@@ -1,0 +1,33 @@
+"""The kinds of the fleet endpoint, with their validation plugged in: :func:`fleet_registry`."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from fleet.api.kinds import (
+    ELASTIC_QUOTA_TREE,
+    FLEET_ASCENDJOB,
+    FLEET_EVENT,
+    MEMBER_CLUSTER,
+    PROPAGATION_POLICY,
+    QUEUE,
+)
+from fleet.api.validation import validate_job, validate_policy
+from fleet.apiserver.resources import Registry
+
+__all__ = ["fleet_registry"]
+
+
+def fleet_registry() -> Registry:
+    """AscendJob (adapter validation), Event, PropagationPolicy (model validation), the
+    ElasticQuotaTree, and the computed MemberCluster and Queue kinds."""
+    return Registry(
+        [
+            replace(FLEET_ASCENDJOB, validate=validate_job),
+            FLEET_EVENT,
+            replace(PROPAGATION_POLICY, validate=validate_policy),
+            ELASTIC_QUOTA_TREE,
+            MEMBER_CLUSTER,
+            QUEUE,
+        ]
+    )

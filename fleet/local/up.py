@@ -1,0 +1,369 @@
+"""``fleet up``: the whole fleet on one machine, in the foreground, until Ctrl-C or SIGTERM.
+
+What runs, in start order (see :mod:`fleet.local` for why each is a process of its own):
+
+1. Redis: the one given with ``--redis``, or an embedded one (:mod:`~fleet.local.embedded`).
+2. The simulated members (``fleet sim``, the topology's members in one process); they write the
+   members' kubeconfig once every port listens.
+3. The roles, with that kubeconfig: ``fleet syncer``, ``fleet worker``, ``fleet dispatcher``, and
+   ``fleet api`` on ``--port`` (a free port when 0) with a token file holding one admin token.
+4. When every check of :mod:`~fleet.local.readiness` passes: the kubeconfig (``fleet`` current,
+   the members copied, see :mod:`~fleet.local.kubeconfig`), ``prometheus.yml`` with this run's
+   scrape targets, and what to try next, printed.
+
+Then it supervises: a role that exits is restarted (a few times a minute at most: each role's
+state is in Redis or the members, so a restart loses nothing); Redis or the members exiting ends
+the run, since their state would be gone. Stopping goes in the reverse order: the API and the
+roles together, then the members, then Redis, each SIGTERM and then SIGKILL after a timeout, so
+nothing is left running and no port stays bound. The kubeconfig is removed again: it would point
+at ports nobody serves.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import redis
+import yaml
+
+from fleet.local.children import Child, fleet_command, free_port, stop_all
+from fleet.local.embedded import EmbeddedRedis, start_embedded_redis, wait_for_redis
+from fleet.local.kubeconfig import fleet_kubeconfig, remove_stale
+from fleet.local.layout import Layout
+from fleet.local.readiness import (
+    Check,
+    api_ready,
+    dispatcher_leads,
+    members_probed,
+    pending,
+    redis_answers,
+    worker_listens,
+)
+from fleet.sim.kubeconfig import CONTROL_EXTENSION, write_atomically
+from fleet.sim.topology import DEFAULT_TOPOLOGY, load_topology
+
+__all__ = ["LocalFleet", "UpError", "UpSettings", "next_steps"]
+
+#: The roles, in start order; stopped together.
+ROLES: Final = ("syncer", "worker", "dispatcher", "api")
+_ADMIN_GROUP: Final = "fleet:admins"
+_POLL: Final = 0.2
+
+
+class UpError(RuntimeError):
+    """``fleet up`` cannot start or keep running; the message says why (and shows the log lines)."""
+
+
+@dataclass(frozen=True)
+class UpSettings:
+    kubeconfig: Path = Path("fleet.kubeconfig")
+    redis_url: str | None = None
+    topology: Path | None = None
+    port: int = 0
+    state_dir: Path = Path(".fleet")
+    fresh: bool = False
+    ready_timeout: float = 120.0
+    host: str = "127.0.0.1"
+    log_level: str = "info"
+
+
+@dataclass
+class Endpoints:
+    """Where this run's processes listen (for the summary and ``prometheus.yml``)."""
+
+    redis_url: str = ""
+    redis_description: str = ""
+    api_url: str = ""
+    control_url: str = ""
+    members: list[str] = field(default_factory=list)
+    metrics: dict[str, str] = field(default_factory=dict)
+
+
+def next_steps(kubeconfig: Path) -> str:
+    """What to try first: the README walkthrough's opening commands."""
+    return "\n".join(
+        [
+            "Try next (README.md, Walkthrough), from the repository root in another terminal:",
+            f"  export KUBECONFIG={kubeconfig.resolve()}",
+            "  kubectl get --raw /readyz",
+            "  kubectl apply -f config/samples/elasticquotatree.yaml",
+            "  kubectl apply -f config/samples/propagationpolicy-gang-queue.yaml",
+            "  kubectl apply -f config/samples/pytorch_multinodes_acjob_910b.yaml",
+            "  kubectl get acjob -w                    # Queued, Admitted, Dispatched, Running on member-2",
+            "  fleet get acjob -M                      # the member copy",
+            "  fleet queues; fleet clusters",
+            f"  fleet sim fault --kubeconfig {kubeconfig} member-2 down   # and watch the failover",
+            "Ctrl-C stops everything.",
+        ]
+    )
+
+
+class LocalFleet:
+    """One run of ``fleet up``: :meth:`run` starts, announces, supervises and stops everything."""
+
+    def __init__(self, settings: UpSettings, echo: Callable[[str], None] = print) -> None:
+        self.settings = settings
+        self.echo = echo
+        self.layout = Layout(settings.state_dir)
+        self.endpoints = Endpoints()
+        self.redis: EmbeddedRedis | None = None
+        self.sim: Child | None = None
+        self.roles: dict[str, Child] = {}
+        self.token = secrets.token_urlsafe(24)
+        self.ready = threading.Event()
+
+    # ---- the run ---------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Start, wait until ready, supervise until ``stop`` is set; always stop what it started.
+
+        Raises :class:`UpError` when something cannot start or dies for good.
+        """
+        topology = load_topology(self.settings.topology)  # a bad file fails before anything runs
+        self.endpoints.members = [m.name for m in topology.members]
+        with ExitStack() as stack:
+            stack.enter_context(self.layout.lock())
+            remove_stale(self.settings.kubeconfig)
+            self.layout.prepare(fresh=self.settings.fresh)
+            stack.callback(self._stop)
+            self._start_redis()
+            if stop.is_set():
+                return
+            self._start_sim(stop)
+            if stop.is_set():
+                return
+            self._start_roles()
+            if not self._wait_ready(stop):
+                return
+            self._announce()
+            self._supervise(stop)
+
+    def _start_redis(self) -> None:
+        if self.settings.redis_url:
+            url = self.settings.redis_url
+            try:
+                wait_for_redis(url, 10.0)
+            except RuntimeError as error:
+                raise UpError(str(error)) from None
+            self.endpoints.redis_url = url
+            self.endpoints.redis_description = f"Redis at {url} (given with --redis)"
+            return
+        try:
+            self.redis = start_embedded_redis(self.layout.redis, self.layout.log("redis"), self.settings.host)
+        except RuntimeError as error:
+            raise UpError(str(error)) from None
+        self.endpoints.redis_url = self.redis.url
+        self.endpoints.redis_description = self.redis.description
+        self.echo(f"redis      {self.redis.description}")
+
+    def _start_sim(self, stop: threading.Event) -> None:
+        topology = self.settings.topology or DEFAULT_TOPOLOGY
+        self.sim = Child(
+            "sim",
+            fleet_command(
+                "sim",
+                "--topology", str(topology),
+                "--kubeconfig", str(self.layout.members_kubeconfig),
+                "--host", self.settings.host,
+                "--log-level", self.settings.log_level,
+            ),
+            self.layout.log("sim"),
+            critical=True,
+        )  # fmt: skip
+        self.sim.start()
+        deadline = time.monotonic() + 60.0
+        while not self.layout.members_kubeconfig.exists():
+            if not self.sim.alive:
+                raise UpError(
+                    f"the simulated members exited with code {self.sim.returncode}:\n{self.sim.tail()}"
+                )
+            if time.monotonic() > deadline:
+                raise UpError(f"the simulated members did not start in 60s:\n{self.sim.tail()}")
+            if stop.wait(0.05):
+                return
+        members = self._members_config()
+        self.endpoints.control_url = _control_url(members)
+        self.echo(
+            f"members    {', '.join(self.endpoints.members)} (fleet sim, "
+            f"{topology}; control {self.endpoints.control_url})"
+        )
+
+    def _members_config(self) -> dict[str, Any]:
+        config = yaml.safe_load(self.layout.members_kubeconfig.read_text())
+        return config if isinstance(config, dict) else {}
+
+    def _role_argv(self, role: str) -> list[str]:
+        common = [
+            "--redis", self.endpoints.redis_url,
+            "--kubeconfig", str(self.layout.members_kubeconfig),
+            "--log-level", self.settings.log_level,
+        ]  # fmt: skip
+        if role == "api":
+            port = self.settings.port or free_port(self.settings.host)
+            self.endpoints.api_url = f"http://{self.settings.host}:{port}"
+            self.endpoints.metrics["api"] = f"{self.settings.host}:{port}"
+            return fleet_command(
+                "api", *common,
+                "--host", self.settings.host,
+                "--port", str(port),
+                "--token-file", str(self.layout.tokens),
+            )  # fmt: skip
+        metrics = free_port(self.settings.host)
+        self.endpoints.metrics[role] = f"{self.settings.host}:{metrics}"
+        return fleet_command(role, *common, "--metrics-port", str(metrics))
+
+    def _start_roles(self) -> None:
+        self._write_tokens()
+        if self.settings.port:
+            _check_port_free(self.settings.host, self.settings.port)
+        for role in ROLES:
+            child = Child(role, self._role_argv(role), self.layout.log(role))
+            self.roles[role] = child
+            child.start()
+        self.echo(f"roles      {', '.join(ROLES)} (logs in {self.layout.logs}/)")
+
+    def _write_tokens(self) -> None:
+        self.layout.tokens.touch(mode=0o600)
+        self.layout.tokens.chmod(0o600)
+        self.layout.tokens.write_text(f'{self.token},fleet-admin,fleet-admin,"{_ADMIN_GROUP}"\n')
+
+    def _checks(self, client: redis.Redis) -> Sequence[Check]:
+        return (
+            redis_answers(client),
+            dispatcher_leads(client),
+            worker_listens(client),
+            members_probed(client, self.endpoints.members),
+            api_ready(self.endpoints.api_url, self.token),
+        )
+
+    def _wait_ready(self, stop: threading.Event) -> bool:
+        """Supervise while waiting for every check; False when stopped first."""
+        client = redis.Redis.from_url(
+            self.endpoints.redis_url, socket_connect_timeout=1.0, socket_timeout=2.0
+        )
+        try:
+            checks = self._checks(client)
+            deadline = time.monotonic() + self.settings.ready_timeout
+            while not stop.is_set():
+                self._tend()
+                waiting = pending(checks)
+                if not waiting:
+                    return True
+                if time.monotonic() > deadline:
+                    raise UpError(
+                        f"not ready after {self.settings.ready_timeout:g}s: still waiting for "
+                        + "; ".join(waiting)
+                        + "\n"
+                        + self._tails()
+                    )
+                stop.wait(_POLL)
+            return False
+        finally:
+            client.close()
+
+    def _announce(self) -> None:
+        members = self._members_config()
+        write_atomically(self.layout.prometheus, self._prometheus_config())
+        write_atomically(
+            self.settings.kubeconfig,
+            fleet_kubeconfig(self.endpoints.api_url, self.token, members, state_dir=self.layout.root),
+        )
+        self.ready.set()
+        contexts = ", ".join(["fleet (current)", *self.endpoints.members])
+        self.echo(f"fleet API  {self.endpoints.api_url}")
+        self.echo(f"kubeconfig {self.settings.kubeconfig} (contexts {contexts})")
+        self.echo(f"metrics    scrape targets in {self.layout.prometheus}")
+        self.echo("")
+        self.echo("Fleet is up.")
+        self.echo(next_steps(self.settings.kubeconfig))
+
+    def _prometheus_config(self) -> dict[str, Any]:
+        jobs: list[dict[str, Any]] = []
+        for role, target in self.endpoints.metrics.items():
+            job: dict[str, Any] = {
+                "job_name": f"fleet-{role}",
+                "static_configs": [{"targets": [target], "labels": {"role": role}}],
+            }
+            if role == "api":
+                job["authorization"] = {
+                    "type": "Bearer",
+                    "credentials_file": str(self.layout.tokens.resolve()),
+                }
+            jobs.append(job)
+        if self.endpoints.control_url:
+            target = self.endpoints.control_url.split("://", 1)[-1]
+            jobs.append(
+                {
+                    "job_name": "fleet-sim",
+                    "static_configs": [{"targets": [target], "labels": {"role": "sim"}}],
+                }
+            )
+        return {"global": {"scrape_interval": "5s"}, "scrape_configs": jobs}
+
+    # ---- supervision -------------------------------------------------------------------------
+
+    def _tend(self) -> None:
+        """Restart roles that exited; raise :class:`UpError` when a critical child died."""
+        critical = [c for c in (self.sim, getattr(self.redis, "child", None)) if isinstance(c, Child)]
+        for child in critical:
+            if not child.alive:
+                raise UpError(f"{child.name} exited with code {child.returncode}:\n{child.tail()}")
+        for child in self.roles.values():
+            if child.alive:
+                continue
+            if not child.may_restart():
+                raise UpError(
+                    f"{child.name} keeps exiting (code {child.returncode}), not restarting it again:\n"
+                    + child.tail()
+                )
+            self.echo(f"{child.name} exited with code {child.returncode}; restarting it")
+            child.start()
+
+    def _supervise(self, stop: threading.Event) -> None:
+        while not stop.wait(_POLL):
+            self._tend()
+
+    def _tails(self) -> str:
+        parts = []
+        for child in [*self.roles.values(), self.sim]:
+            if child is not None:
+                tail = child.tail(8)
+                if tail:
+                    parts.append(f"--- {child.log_path} ---\n{tail}")
+        return "\n".join(parts)
+
+    # ---- stopping ----------------------------------------------------------------------------
+
+    def _stop(self) -> None:
+        if self.ready.is_set():
+            self.settings.kubeconfig.unlink(missing_ok=True)
+        stop_all(self.roles.values())
+        if self.sim is not None:
+            stop_all([self.sim])
+        if self.redis is not None:
+            self.redis.stop()
+
+
+def _control_url(members: dict[str, Any]) -> str:
+    for cluster in members.get("clusters") or []:
+        for extension in (cluster.get("cluster") or {}).get("extensions") or []:
+            if extension.get("name") == CONTROL_EXTENSION:
+                return str((extension.get("extension") or {}).get("control") or "")
+    return ""
+
+
+def _check_port_free(host: str, port: int) -> None:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError as error:
+            raise UpError(f"--port {port}: cannot listen on {host}:{port}: {error.strerror}") from None

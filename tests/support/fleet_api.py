@@ -1,0 +1,126 @@
+"""A fleet API replica on a loopback port, in a thread of the test process.
+
+:class:`FleetApiThread` serves :func:`fleet.api.app.build_fleet_api` over the Redis a sync
+client points at (fakeredis or a real redis-server): the sync client is the replica's, and an
+asyncio client to the same Redis is made on the server's own loop. Several threads over one
+Redis are several replicas. ``kubeconfig()`` writes a kubeconfig for kubectl, with a bearer
+token when given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine, Mapping
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, TypeVar
+
+import fakeredis
+import redis
+import redis.asyncio
+
+from fleet.api.app import FleetApi, build_fleet_api
+from fleet.api.auth import Identity
+from fleet.api.members import MemberNames
+from fleet.apiserver import Server
+from tests.support.net import free_port
+
+T = TypeVar("T")
+
+
+def async_twin(client: redis.Redis) -> redis.asyncio.Redis:
+    """An asyncio client of the Redis ``client`` talks to (call it on the loop that uses it)."""
+    kwargs = client.connection_pool.connection_kwargs
+    if isinstance(client, fakeredis.FakeRedis):
+        return fakeredis.aioredis.FakeRedis(server=kwargs["server"])
+    return redis.asyncio.Redis(host=kwargs["host"], port=kwargs["port"], db=kwargs.get("db", 0))
+
+
+class FleetApiThread:
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        tokens: Mapping[str, Identity] | None = None,
+        members: MemberNames = list,
+        poll_interval: float = 0.2,
+        bookmark_interval: float = 0.5,
+    ) -> None:
+        self.client = client
+        self.port = free_port()
+        self._tokens = tokens
+        self._members = members
+        self._poll_interval = poll_interval
+        self._bookmark_interval = bookmark_interval
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name=f"fleet-api-{self.port}", daemon=True
+        )
+        self.replica: FleetApi
+        self.server: Server
+        self._aclient: redis.asyncio.Redis
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float = 10.0) -> T:
+        future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        return future.result(timeout)
+
+    async def _setup(self) -> None:
+        self._aclient = async_twin(self.client)
+        self.replica = build_fleet_api(
+            self.client,
+            self._aclient,
+            members=self._members,
+            tokens=self._tokens,
+            poll_interval=self._poll_interval,
+            bookmark_interval=self._bookmark_interval,
+            block_ms=100,
+        )
+        self.server = Server(self.replica.app, "127.0.0.1", self.port, grace=1)
+        await self.server.start()
+
+    async def _teardown(self) -> None:
+        await self.server.stop()
+        await self.replica.close()
+        await self._aclient.aclose()
+
+    def start(self) -> FleetApiThread:
+        self._thread.start()
+        self.call(self._setup())
+        return self
+
+    def close(self) -> None:
+        try:
+            self.call(self._teardown())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+            self._loop.close()
+
+    def __enter__(self) -> FleetApiThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def kubeconfig(self, path: Path, *, token: str | None = None, context: str = "fleet") -> Path:
+        user = f"  user:\n    token: {token}\n" if token else "  user: {}\n"
+        path.write_text(
+            "apiVersion: v1\n"
+            "kind: Config\n"
+            f"current-context: {context}\n"
+            "clusters:\n"
+            f"- name: {context}\n"
+            f"  cluster:\n    server: {self.url}\n"
+            "users:\n"
+            f"- name: {context}\n"
+            f"{user}"
+            "contexts:\n"
+            f"- name: {context}\n"
+            f"  context:\n    cluster: {context}\n    user: {context}\n    namespace: default\n"
+        )
+        return path
