@@ -147,7 +147,13 @@ def _wait(what: str, done: Any, timeout: float) -> None:
         time.sleep(0.1)
 
 
-def _memory(server: RedisServer, count: int) -> float:
+def _memory(server: RedisServer, count: int) -> dict[str, float]:
+    """Bytes per queued job, by what holds them (``MEMORY USAGE`` of every key, exact).
+
+    ``objects`` are the stored jobs (and their Events), ``ledger`` the quota ledger's queue
+    entries and records, ``streams`` the change streams: a ring of at most ``history`` entries
+    per kind, so their share per job falls as the queue grows past it.
+    """
     client = redis_from_url(server.url.rsplit("/", 1)[0] + "/1")
     objects, ledger = Objects(client), Ledger(client)
     sample = yaml.safe_load(SAMPLE.read_text())
@@ -157,8 +163,14 @@ def _memory(server: RedisServer, count: int) -> float:
         obj["metadata"] = {**sample["metadata"], "name": f"mem-{i:06d}", "namespace": "default"}
         submit(objects, ledger, obj)
     after = int(client.info("memory")["used_memory"])
+    parts = {"objects": 0, "streams": 0, "ledger": 0}
+    for key in client.scan_iter(count=1000):
+        name = key.decode()
+        usage = int(client.memory_usage(key, samples=0) or 0)
+        part = "streams" if client.type(key) == b"stream" else "objects" if ":state:" in name else "ledger"
+        parts[part] += usage
     client.flushdb()
-    return (after - before) / count
+    return {"total": (after - before) / count, **{k: v / count for k, v in parts.items()}}
 
 
 def main() -> None:
@@ -167,16 +179,21 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=20)
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--memory-jobs", type=int, default=5000)
+    parser.add_argument("--memory-only", action="store_true", help="Measure memory and stop.")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="dispatch-bench-"))
     server = RedisServer(tmp)
     server.start()
     try:
-        bytes_per_job = _memory(server, args.memory_jobs)
+        memory = _memory(server, args.memory_jobs)
         print(
-            f"memory: {bytes_per_job:.0f} bytes of Redis per queued sample-sized job "
-            f"({args.memory_jobs} jobs)"
+            f"memory per queued sample-sized job ({args.memory_jobs} jobs): {memory['total']:.0f} B of "
+            f"used_memory; objects {memory['objects']:.0f} B, quota ledger {memory['ledger']:.0f} B, "
+            f"change streams {memory['streams']:.0f} B (a ring of the last changes, bounded)"
         )
+        if args.memory_only:
+            print(json.dumps({"benchmark": "dispatch-memory", "jobs": args.memory_jobs, **memory}))
+            return
         with running_sim(_topology(args.members, args.nodes)) as sim:
             client = redis_from_url(server.url)
             objects = Objects(client)
@@ -246,7 +263,9 @@ def main() -> None:
         "failover_jobs": len(victims),
         "failover_total_s": round(failover, 2),
         "failover_beyond_toleration_s": round(failover - TOLERATION, 2),
-        "redis_bytes_per_queued_job": round(bytes_per_job),
+        "redis_bytes_per_queued_job": round(memory["total"]),
+        "redis_bytes_per_queued_job_objects_and_ledger": round(memory["objects"] + memory["ledger"]),
+        "redis_bytes_per_queued_job_streams": round(memory["streams"]),
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
     }

@@ -18,6 +18,7 @@ nothing. After taking the lease it reconciles (see :meth:`Dispatcher.reconcile`)
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -114,6 +115,7 @@ class Dispatcher:
         self._demands: OrderedDict[tuple[str, str], Demand] = OrderedDict()
         self._policies: list[PropagationPolicy] = []
         self._policies_at = 0.0
+        self._down: frozenset[str] = frozenset()
         self._reconciled_at = 0.0
         self._leaves: tuple[int, list[str]] | None = None
 
@@ -227,8 +229,20 @@ class Dispatcher:
     def _policy_list(self, now: float) -> list[PropagationPolicy]:
         if now - self._policies_at > self.settings.policy_refresh:
             self._policies = self.ctx.policies()
+            self._down = self._not_ready()
             self._policies_at = now
         return self._policies
+
+    def _not_ready(self) -> frozenset[str]:
+        """Members the syncer's probes call NotReady: nothing new is sent there meanwhile."""
+        down = set()
+        for member, raw in self.ctx.client.hgetall(self.ctx.keys.health).items():
+            try:
+                if json.loads(raw).get("ready") is False:
+                    down.add(member.decode() if isinstance(member, bytes) else str(member))
+            except (ValueError, AttributeError):
+                continue
+        return frozenset(down)
 
     def _demand(self, obj: dict[str, Any]) -> Demand:
         uid = str(obj["metadata"].get("uid"))
@@ -269,7 +283,7 @@ class Dispatcher:
                 continue
             policy = policy_for(obj, policies)
             excluded = status.get("excluded") or {}
-            avoid = frozenset(m for m, until in excluded.items() if float(until) > now)
+            avoid = self._down | {m for m, until in excluded.items() if float(until) > now}
             affinity = policy.spec.placement.cluster_affinity
             with self.lock:
                 fits = self.placer.candidates(demand, affinity=affinity, avoid=avoid)
@@ -408,6 +422,7 @@ class Dispatcher:
                     avoid=avoid,
                     member_labels=self._member_labels(),
                 )
+            lines = [_say_down(line, self._down) for line in lines]
             message = (
                 "no member cluster fits the whole job now: " + "; ".join(lines)
                 if lines
@@ -506,6 +521,12 @@ class Dispatcher:
             fixed,
             time.monotonic() - started,
         )
+
+
+def _say_down(line: str, down: frozenset[str]) -> str:
+    """A member avoided because it is NotReady says so, not that the job failed there."""
+    member = line.split(":", 1)[0]
+    return f"{member}: NotReady (failing its health probes)" if member in down else line
 
 
 def _created_at(obj: Mapping[str, Any]) -> float | None:

@@ -57,10 +57,13 @@ def run_dispatcher(
 def run_worker(
     redis_url: str, kubeconfig: Path | None, *, burst: bool = False, name: str | None = None
 ) -> None:
-    """Run an RQ worker on the propagation queue (it stops on SIGTERM after its current task)."""
+    """Run an RQ worker on the propagation and purge queues, propagations first (it stops on
+    SIGTERM after its current task)."""
     ctx = Context(redis_from_url(redis_url), kubeconfig)
     install(ctx)
-    worker = SimpleWorker([ctx.queue], connection=ctx.client, name=name or f"fleet-worker-{_holder()}")
+    worker = SimpleWorker(
+        [ctx.queue, ctx.purge_queue], connection=ctx.client, name=name or f"fleet-worker-{_holder()}"
+    )
     try:
         worker.work(burst=burst, with_scheduler=True, logging_level="WARNING")
     finally:

@@ -412,7 +412,7 @@ class Syncer:
             if sent is not None and now - sent < self.settings.purge_again_after:
                 return
             self._purged[ident] = now
-        self.ctx.queue.enqueue(
+        self.ctx.purge_queue.enqueue(
             "fleet.dispatch.tasks.purge",
             ident.member,
             ident.namespace,
@@ -495,11 +495,8 @@ class Syncer:
                 log.warning(
                     "event=cluster_failover job=%s member=%s attempt=%d", job_key(obj), member, attempt
                 )
-                if self._failover_policy(obj).purge_mode == PurgeMode.IMMEDIATELY:
-                    meta = obj["metadata"]
-                    self._purge(
-                        _Copy(member, meta["namespace"], meta["name"], meta["uid"], attempt), "failover"
-                    )
+                # Its copy is purged once the member answers again (``_record_probe``): a purge
+                # sent now would only hold a worker in retries against a member that is down.
 
     # -- health ---------------------------------------------------------------------------------
 

@@ -3,15 +3,18 @@
 Shared by the sync :class:`~fleet.state.objects.Objects` and the async
 :class:`~fleet.state.aio.RedisStore`, which differ only in how they wait for Redis.
 
-An object is stored as compact JSON. Its resourceVersion is only known inside the script (it
-is the counter's next value), so the JSON carries a placeholder there, unique per write, that
-the script replaces by plain text substitution; no JSON is parsed in Lua.
+An object is stored as ``<resourceVersion>:<zlib-compressed compact JSON>``, in the object hash
+and in the change stream alike. The resourceVersion is only known inside the script (it is the
+counter's next value), so the script puts it in front of the blob Python compressed, and the
+reader writes it back into ``metadata.resourceVersion``; no JSON is parsed in Lua. Compression
+cuts an AscendJob to about a quarter (4.5 KB of JSON to 1.1 KB for the sample): at a million
+queued jobs this is most of Redis' memory.
 """
 
 from __future__ import annotations
 
 import json
-import uuid
+import zlib
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -20,7 +23,7 @@ from fleet.apiserver.store import MODIFIED, already_exists, conflict, not_found,
 from fleet.state.errors import Fenced
 from fleet.state.keys import StateKeys, field_name, kind_name
 
-__all__ = ["DELETE", "PUT", "Change", "Write", "decode", "decode_entry", "read_entries", "text"]
+__all__ = ["DELETE", "PUT", "Change", "Write", "decode", "decode_entry", "encode", "read_entries", "text"]
 
 PUT: Final = "put"
 DELETE: Final = "delete"
@@ -30,8 +33,131 @@ def text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+#: Deflate's preset dictionary, version 1: the keys and values Fleet's objects share (AscendJob,
+#: Event, policies), so that even a small object compresses well. Stored blobs name the version
+#: they were written with (their first byte); never change a published dictionary, add one.
+_ZDICT_V1: Final = json.dumps(
+    {
+        "apiVersion": "mindxdl.gitee.com/v1",
+        "kind": "AscendJob",
+        "metadata": {
+            "name": "",
+            "namespace": "default",
+            "uid": "",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "generation": 1,
+            "labels": {
+                "framework": "pytorch",
+                "ring-controller.atlas": "ascend-910b",
+                "tor-affinity": "null",
+            },
+            "annotations": {"huawei.com/schedule_policy": ""},
+            "finalizers": ["fleet.io/dispatch"],
+        },
+        "spec": {
+            "schedulerName": "volcano",
+            "runPolicy": {"schedulingPolicy": {"minAvailable": 1, "queue": "default"}, "backoffLimit": 3},
+            "successPolicy": "AllWorkers",
+            "replicaSpecs": {
+                "Master": {
+                    "replicas": 1,
+                    "restartPolicy": "Never",
+                    "template": {
+                        "metadata": {"labels": {"ring-controller.atlas": "ascend-910b"}},
+                        "spec": {
+                            "nodeSelector": {"host-arch": "huawei-arm", "accelerator-type": "card-910b-2"},
+                            "affinity": {
+                                "podAntiAffinity": {
+                                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                                        {
+                                            "labelSelector": {
+                                                "matchExpressions": [
+                                                    {"key": "job-name", "operator": "In", "values": [""]}
+                                                ]
+                                            },
+                                            "topologyKey": "kubernetes.io/hostname",
+                                        }
+                                    ]
+                                }
+                            },
+                            "containers": [
+                                {
+                                    "name": "ascend",
+                                    "image": "",
+                                    "imagePullPolicy": "IfNotPresent",
+                                    "env": [
+                                        {
+                                            "name": "XDL_IP",
+                                            "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}},
+                                        }
+                                    ],
+                                    "command": ["/bin/bash", "-c"],
+                                    "args": [""],
+                                    "ports": [{"containerPort": 2222, "name": "ascendjob-port"}],
+                                    "resources": {
+                                        "limits": {"huawei.com/Ascend910": 8},
+                                        "requests": {"huawei.com/Ascend910": 8},
+                                    },
+                                    "volumeMounts": [
+                                        {"name": "ascend-driver", "mountPath": "/usr/local/Ascend/driver"}
+                                    ],
+                                }
+                            ],
+                            "volumes": [
+                                {"name": "ascend-driver", "hostPath": {"path": "/usr/local/Ascend/driver"}}
+                            ],
+                        },
+                    },
+                },
+                "Worker": {},
+            },
+        },
+        "status": {
+            "conditions": [
+                {
+                    "type": "Queued",
+                    "status": "True",
+                    "reason": "Submitted",
+                    "message": "",
+                    "lastUpdateTime": "",
+                    "lastTransitionTime": "",
+                }
+            ],
+            "queue": "root-",
+            "cluster": "member-",
+            "attempt": 1,
+            "replicaStatuses": {},
+        },
+        "involvedObject": {"apiVersion": "", "kind": "", "name": "", "uid": "", "namespace": ""},
+        "reason": "Submitted",
+        "message": "queued in ",
+        "type": "Normal",
+        "firstTimestamp": "",
+        "lastTimestamp": "",
+        "count": 1,
+        "source": {"component": "fleet"},
+        "reportingComponent": "fleet",
+    },
+    separators=(",", ":"),
+).encode()
+_V1: Final = b"1"
+
+
+def encode(obj: Obj) -> bytes:
+    """The blob the write script stores after the resourceVersion (which ``obj`` must not hold)."""
+    packer = zlib.compressobj(6, zdict=_ZDICT_V1)
+    return _V1 + packer.compress(json.dumps(obj, separators=(",", ":")).encode()) + packer.flush()
+
+
 def decode(raw: Any) -> Obj:
-    obj: Obj = json.loads(raw)
+    """An object as stored (``rv:blob``), with its resourceVersion put back."""
+    data = raw if isinstance(raw, bytes) else str(raw).encode("latin-1")
+    rv, _, blob = data.partition(b":")
+    if blob[:1] != _V1:
+        raise ValueError(f"stored object in an unknown encoding (version byte {blob[:1]!r})")
+    unpacker = zlib.decompressobj(zdict=_ZDICT_V1)
+    obj: Obj = json.loads(unpacker.decompress(blob[1:]) + unpacker.flush())
+    obj.setdefault("metadata", {})["resourceVersion"] = rv.decode()
     return obj
 
 
@@ -47,16 +173,15 @@ class Write:
     old: Obj | None = None  # the previous version, for a MODIFIED (its selector view is kept)
     fence: tuple[str, str] | None = None
 
-    def keys_and_args(self, keys: StateKeys, history: int) -> tuple[list[str], list[str | int]]:
+    def keys_and_args(self, keys: StateKeys, history: int) -> tuple[list[str], list[str | int | bytes]]:
         meta = self.obj["metadata"]
-        placeholder = f"@rv-{uuid.uuid4().hex}@"
-        meta["resourceVersion"] = placeholder
-        body = json.dumps(self.obj, separators=(",", ":"))
+        meta.pop("resourceVersion", None)
+        body = encode(self.obj)
         old = ""
         if self.event == MODIFIED and self.old is not None:
             old = json.dumps(selector_view(self.rt, self.old), separators=(",", ":"))
         fence_key, fence_token = self.fence or ("", "")
-        args: list[str | int] = [
+        args: list[str | int | bytes] = [
             self.op,
             kind_name(self.rt.key),
             field_name(meta.get("namespace") if self.rt.namespaced else None, meta["name"]),
@@ -66,7 +191,6 @@ class Write:
             history,
             fence_key,
             fence_token,
-            placeholder,
             old,
         ]
         return [keys.version], args
@@ -107,7 +231,7 @@ def decode_entry(entry_id: Any, fields: Any) -> Change:
         int(text(entry_id).split("-", 1)[0]),
         text(values["type"]),
         decode(values["object"]),
-        decode(old) if old else None,
+        json.loads(old) if old else None,
     )
 
 

@@ -7,18 +7,17 @@
 -- ARGV[3]  field ('namespace/name' or 'name')
 -- ARGV[4]  expected resourceVersion: '' = must not exist, '*' = must exist (any version),
 --          otherwise the exact version stored
--- ARGV[5]  the object's JSON; the placeholder ARGV[10] stands where the new version goes
+-- ARGV[5]  the object's compressed JSON, without its resourceVersion: stored as '<rv>:<blob>'
 -- ARGV[6]  the stream event type: ADDED, MODIFIED or DELETED
 -- ARGV[7]  history: about how many changes the kind's stream keeps
 -- ARGV[8]  fence key ('' = not fenced) and ARGV[9] the token it must hold
--- ARGV[10] the placeholder (unique per write, so plain text replacement is safe)
--- ARGV[11] the previous version's selector view for a MODIFIED ('' otherwise)
+-- ARGV[10] the previous version's selector view for a MODIFIED ('' otherwise)
 --
 -- Returns {'ok', rv} | {'fenced', ''} | {'exists', rv} | {'missing', ''} | {'conflict', rv}.
 
 local op, kind, field, expected = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local body, event, history = ARGV[5], ARGV[6], ARGV[7]
-local fence_key, fence_token, placeholder, old = ARGV[8], ARGV[9], ARGV[10], ARGV[11]
+local fence_key, fence_token, old = ARGV[8], ARGV[9], ARGV[10]
 
 if fence_key ~= '' and redis.call('GET', fence_key) ~= fence_token then
   return {'fenced', ''}
@@ -35,10 +34,7 @@ elseif expected ~= '*' and expected ~= current then
 end
 
 local rv = string.format('%d', redis.call('INCR', K_VERSION))
-local first, last = string.find(body, placeholder, 1, true)
-if first then
-  body = string.sub(body, 1, first - 1) .. rv .. string.sub(body, last + 1)
-end
+body = rv .. ':' .. body
 
 local objects, changes = k_objects(kind), k_changes(kind)
 if op == 'put' then
