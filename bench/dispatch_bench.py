@@ -173,6 +173,16 @@ def _memory(server: RedisServer, count: int) -> dict[str, float]:
     return {"total": (after - before) / count, **{k: v / count for k, v in parts.items()}}
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds a process has used so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_by_process(pids: dict[str, int]) -> dict[str, float]:
+    return {name: _cpu_seconds(pid) for name, pid in pids.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--members", type=int, default=10)
@@ -211,6 +221,14 @@ def main() -> None:
                 time.sleep(3)  # the roles list the members before the clock starts
                 ledger = Ledger(client)
                 jobs = [_one_npu_job(i) for i in range(args.jobs)]
+                assert server.proc is not None
+                pids = {
+                    "bench (submits, observes)": os.getpid(),
+                    "redis": server.proc.pid,
+                    "sim": sim.process.pid,
+                }
+                pids |= {name: role.process.pid for name, role in procs.roles.items() if role.process}
+                cpu_before = _cpu_by_process(pids)
                 started = time.monotonic()
                 for obj in jobs:
                     submit(objects, ledger, obj)
@@ -219,6 +237,8 @@ def main() -> None:
                 to_dispatched = max(observer.fleet_times("Dispatched")) - started
                 _wait("all Running", lambda: len(observer.fleet_times("Running")) >= args.jobs, 600)
                 to_running = max(observer.fleet_times("Running")) - started
+                cpu_after = _cpu_by_process(pids)
+                cpu = {name: round(cpu_after[name] - cpu_before[name], 1) for name in pids}
                 with observer.lock:
                     lat = sorted(
                         observer.fleet[n]["Running"] - observer.member[n]["Running"][0]
@@ -266,6 +286,7 @@ def main() -> None:
         "redis_bytes_per_queued_job": round(memory["total"]),
         "redis_bytes_per_queued_job_objects_and_ledger": round(memory["objects"] + memory["ledger"]),
         "redis_bytes_per_queued_job_streams": round(memory["streams"]),
+        "cpu_seconds_to_running": cpu,
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
     }
@@ -273,6 +294,10 @@ def main() -> None:
         f"throughput: {figures['to_dispatched_per_s']} jobs/s to Dispatched, "
         f"{figures['to_running_per_s']} to Running "
         f"({args.jobs} jobs, submitted at {figures['submit_per_s']}/s)"
+    )
+    print(
+        f"CPU seconds from the first submission to the last Running ({to_running:.1f} s of wall time): "
+        + ", ".join(f"{name} {seconds}" for name, seconds in cpu.items())
     )
     print(f"sync latency: p50 {figures['sync_latency_p50_ms']} ms, p99 {figures['sync_latency_p99_ms']} ms")
     print(f"failover: {len(victims)} jobs of {victim} running elsewhere {failover:.2f} s after it went down")

@@ -56,6 +56,7 @@ async def run_api(
     host: str = "127.0.0.1",
     port: int = 8080,
     metrics_port: int | None = None,
+    tls: tuple[Path, Path] | None = None,
     stop: asyncio.Event | None = None,
 ) -> None:
     """Serve the fleet endpoint until ``stop`` is set (by default: SIGTERM or SIGINT)."""
@@ -70,7 +71,7 @@ async def run_api(
     client = redis_from_url(redis_url, retries=_RETRIES)
     aclient = async_redis_from_url(redis_url)
     replica = build_fleet_api(client, aclient, members=members, tokens=tokens)
-    server = Server(replica.app, host, port, grace=2)
+    server = Server(replica.app, host, port, grace=2, tls=tls)
     try:
         await server.start()
         if tokens is None:
@@ -87,9 +88,8 @@ async def run_api(
             start_http_server(metrics_port, addr="127.0.0.1", registry=replica.app.state.metrics_registry)
             log.info("event=metrics_listening host=127.0.0.1 port=%d", metrics_port)
         log.info(
-            "event=api_started host=%s port=%d members=%d kubeconfig=%s",
-            host,
-            server.port,
+            "event=api_started url=%s members=%d kubeconfig=%s",
+            server.url,
             len(members()),
             kubeconfig or "-",
         )

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import socket
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -35,11 +36,21 @@ class _QuietServer(uvicorn.Server):
 class Server:
     """One listener for ``app`` on ``host:port``; restartable on the same port."""
 
-    def __init__(self, app: Starlette, host: str = "127.0.0.1", port: int = 0, *, grace: int = 2) -> None:
+    def __init__(
+        self,
+        app: Starlette,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        grace: int = 2,
+        tls: tuple[Path, Path] | None = None,
+    ) -> None:
         self.app = app
         self.host = host
         self.port = port
         self.grace = grace
+        #: (certificate chain, private key) PEM files: serve HTTPS (kubectl sends tokens only then).
+        self.tls = tls
         self._server: _QuietServer | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -49,7 +60,7 @@ class Server:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     async def start(self) -> None:
         """Bind and serve; returns when the listener accepts connections (raises if it cannot bind)."""
@@ -67,6 +78,8 @@ class Server:
             lifespan="off",
             timeout_graceful_shutdown=self.grace,
             timeout_keep_alive=30,
+            ssl_certfile=str(self.tls[0]) if self.tls else None,
+            ssl_keyfile=str(self.tls[1]) if self.tls else None,
         )
         # Bind here rather than in uvicorn, whose bind failure is a SystemExit that would take
         # the whole process (and every other member in it) down.
@@ -92,7 +105,7 @@ class Server:
                 sock.close()
                 raise OSError(f"cannot serve on {self.host}:{self.port}") from failure
             await asyncio.sleep(0.005)
-        log.info("event=listening host=%s port=%d", self.host, self.port)
+        log.info("event=listening url=%s", self.url)
 
     async def stop(self) -> None:
         """Close the listener and all connections (open watches end); returns when the port is free."""

@@ -37,6 +37,15 @@ def _register() -> None:
     from fleet.cli.api import api
 
     main.add_command(api)
+    from fleet.cli.user import clusters, describe, get, queues
+
+    main.add_command(get)
+    main.add_command(describe)
+    main.add_command(queues)
+    main.add_command(clusters)
+    from fleet.cli.up import up
+
+    main.add_command(up)
 
 
 _register()

@@ -29,6 +29,18 @@ __all__ = ["api"]
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=int, default=8080, show_default=True, help="Port to listen on (0: any free).")
+@click.option(
+    "--tls-cert-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="PEM certificate (chain) to serve HTTPS with; kubectl sends bearer tokens only over HTTPS.",
+)
+@click.option(
+    "--tls-private-key-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="PEM private key of --tls-cert-file.",
+)
 @metrics_port_option
 @log_level_option
 def api(
@@ -39,6 +51,8 @@ def api(
     host: str,
     port: int,
     metrics_port: int | None,
+    tls_cert_file: Path | None,
+    tls_private_key_file: Path | None,
     log_level: str,
 ) -> None:
     """Serve the fleet endpoint (kubectl works against it) until SIGTERM or Ctrl-C.
@@ -50,6 +64,9 @@ def api(
     from fleet.api.process import run_api
     from fleet.members import MemberConfigError
 
+    if (tls_cert_file is None) != (tls_private_key_file is None):
+        raise click.UsageError("--tls-cert-file and --tls-private-key-file go together")
+    tls = (tls_cert_file, tls_private_key_file) if tls_cert_file and tls_private_key_file else None
     setup_logging(log_level)
     try:
         asyncio.run(
@@ -60,6 +77,7 @@ def api(
                 host=host,
                 port=port,
                 metrics_port=metrics_port,
+                tls=tls,
             )
         )
     except (TokenFileError, MemberConfigError, OSError) as error:

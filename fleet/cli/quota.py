@@ -1,17 +1,34 @@
 """``fleet quota``: check, apply and look at the ElasticQuotaTree.
 
 ``validate`` needs nothing but the file, so an admin (or CI) can check a tree before it goes
-anywhere. ``apply`` and ``queues`` talk to the Redis that holds the quota ledger
-(``--redis`` or ``FLEET_REDIS_URL``).
+anywhere. ``apply`` goes through the fleet endpoint (the kubeconfig's ``fleet`` context), like
+``kubectl apply``: the endpoint checks the admin's token, stores the object and applies it to the
+ledger, so every replica and ``kubectl get elasticquotatree`` see it. With ``--redis`` it writes
+the ledger directly instead (bootstrapping, or repair while no endpoint runs); ``queues`` reads
+the ledger (``--redis`` or ``FLEET_REDIS_URL``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 import redis
+import yaml
+from kubernetes.client.exceptions import ApiException
 
+from fleet.api.kinds import ELASTIC_QUOTA_TREE
+from fleet.cli.endpoint import (
+    REQUEST_TIMEOUT,
+    EndpointError,
+    as_dict,
+    connect,
+    context_option,
+    endpoint_errors,
+    kubeconfig_path_option,
+    warnings_of,
+)
 from queues import (
     ApplyRefused,
     Ledger,
@@ -22,6 +39,7 @@ from queues import (
     load,
     queue_views,
 )
+from queues.tree import TREE_NAMESPACE
 
 __all__ = ["quota"]
 
@@ -67,10 +85,22 @@ def validate(path: Path) -> None:
 
 @quota.command()
 @_FILE
-@_REDIS
+@click.option(
+    "--redis",
+    "redis_url",
+    default=None,
+    help="Apply straight to the quota ledger in this Redis instead of through the fleet endpoint.",
+)
+@kubeconfig_path_option
+@context_option
 @click.option("--expected-version", type=int, default=None, help="Refuse unless this version is applied.")
-def apply(path: Path, redis_url: str, expected_version: int | None) -> None:
-    """Validate a tree and make it the quota tree, keeping the usage of running jobs."""
+def apply(
+    path: Path, redis_url: str | None, kubeconfig: Path, context: str, expected_version: int | None
+) -> None:
+    """Make a tree the quota tree, keeping the usage of running jobs (through the fleet endpoint)."""
+    if redis_url is None:
+        _apply_through_endpoint(path, kubeconfig, context, expected_version)
+        return
     if not _report(path):
         raise SystemExit(1)
     tree, _ = load(path.read_text(encoding="utf-8"))
@@ -87,6 +117,79 @@ def apply(path: Path, redis_url: str, expected_version: int | None) -> None:
         client.close()
     state = "applied" if applied.changed else "unchanged"
     click.echo(f"elasticquotatree {state}, version {applied.version}")
+
+
+def _tree_document(path: Path) -> dict[str, Any]:
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise EndpointError(f"{path}: not valid YAML: {error}") from None
+    if not isinstance(document, dict) or document.get("kind") != ELASTIC_QUOTA_TREE.kind:
+        raise EndpointError(f"{path}: not an {ELASTIC_QUOTA_TREE.kind}")
+    meta = document.setdefault("metadata", {})
+    if not isinstance(meta, dict) or not meta.get("name"):
+        raise EndpointError(f"{path}: metadata.name: Required value")
+    meta.setdefault("namespace", TREE_NAMESPACE)
+    return document
+
+
+def _apply_through_endpoint(path: Path, kubeconfig: Path, context: str, expected: int | None) -> None:
+    """Create the tree, or replace it at the version read (a concurrent change is a conflict)."""
+    document = _tree_document(path)
+    meta = document["metadata"]
+    rt = ELASTIC_QUOTA_TREE
+    endpoint = connect(kubeconfig, context)
+    try:
+        with endpoint_errors(endpoint.server):
+            custom = endpoint.custom
+            try:
+                current: dict[str, Any] | None = as_dict(
+                    custom.get_namespaced_custom_object(
+                        rt.group,
+                        rt.version,
+                        meta["namespace"],
+                        rt.plural,
+                        meta["name"],
+                        _request_timeout=REQUEST_TIMEOUT,
+                    )
+                )
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+                current = None
+            version = int(((current or {}).get("status") or {}).get("version") or 0)
+            if expected is not None and expected != version:
+                raise EndpointError(f"the applied tree is version {version}, not {expected}")
+            if current is not None and current.get("spec") == document.get("spec"):
+                click.echo(f"elasticquotatree unchanged, version {version}")
+                return
+            if current is None:
+                stored, _, headers = custom.create_namespaced_custom_object_with_http_info(
+                    rt.group,
+                    rt.version,
+                    meta["namespace"],
+                    rt.plural,
+                    document,
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
+            else:
+                meta["resourceVersion"] = current["metadata"]["resourceVersion"]
+                meta.setdefault("annotations", current["metadata"].get("annotations") or {})
+                stored, _, headers = custom.replace_namespaced_custom_object_with_http_info(
+                    rt.group,
+                    rt.version,
+                    meta["namespace"],
+                    rt.plural,
+                    meta["name"],
+                    document,
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
+    finally:
+        endpoint.close()
+    for text in warnings_of(headers):
+        click.echo(f"warning: {text}")
+    version = int((as_dict(stored).get("status") or {}).get("version") or 0)
+    click.echo(f"elasticquotatree applied, version {version}")
 
 
 @quota.command()

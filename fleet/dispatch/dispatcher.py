@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -83,6 +84,8 @@ class _Miss:
     reason: str
     epoch: int  # capacity epoch when it missed (no fit); -1: quota or time based
     until: float  # do not try again before this time
+    #: A no-fit is tried again at this time even if no capacity changed: an exclusion ends.
+    wake: float = math.inf
 
 
 @dataclass
@@ -198,7 +201,7 @@ class Dispatcher:
             return False
         if now < miss.until:
             return True
-        return miss.epoch >= 0 and miss.epoch == epoch
+        return miss.epoch >= 0 and miss.epoch == epoch and now < miss.wake
 
     def _candidates(self, now: float, epoch: int) -> list[str]:
         leaves = self._leaf_names()
@@ -229,7 +232,12 @@ class Dispatcher:
     def _policy_list(self, now: float) -> list[PropagationPolicy]:
         if now - self._policies_at > self.settings.policy_refresh:
             self._policies = self.ctx.policies()
-            self._down = self._not_ready()
+            down = self._not_ready()
+            if down != self._down:
+                # A member went down or came back: what fit nowhere may fit now (and the other
+                # way round), though no capacity changed.
+                self._misses = OrderedDict((k, m) for k, m in self._misses.items() if m.reason != "nofit")
+            self._down = down
             self._policies_at = now
         return self._policies
 
@@ -429,7 +437,9 @@ class Dispatcher:
                 else ("no member cluster is known yet")
             )
             self._queued(key, obj, FleetReason.NO_FIT, message)
-        self._remember(key, _Miss("nofit", epoch, now + 0.05))
+        excluded = (obj.get("status") or {}).get("excluded") or {}
+        ends = [float(until) for until in excluded.values() if float(until) > now]
+        self._remember(key, _Miss("nofit", epoch, now + 0.05, wake=min(ends, default=math.inf)))
 
     def _fail_invalid(self, key: str, obj: dict[str, Any], message: str) -> None:
         def change(current: dict[str, Any]) -> dict[str, Any] | None:

@@ -116,6 +116,11 @@ class FakeRedisThread:
             ) from exc
         self.host = host
         self.server = TcpFakeServer((host, 0), server_type="redis")
+        self.server.RequestHandlerClass = _handler_with_plain_addresses()
+        # A connection thread may sit in a blocking command (an RQ worker's BLPOP) long after its
+        # client is gone; the data dies with this process anyway, so do not wait for them.
+        self.server.daemon_threads = True
+        self.server.block_on_close = False
         self.port = int(self.server.server_address[1])
         self.thread = threading.Thread(
             target=self.server.serve_forever, kwargs={"poll_interval": 0.1}, name="fakeredis", daemon=True
@@ -137,6 +142,44 @@ class FakeRedisThread:
         self.server.shutdown()  # ends serve_forever and tells every connection to finish
         self.server.server_close()  # closes the listener and joins the connection threads
         self.thread.join(10.0)
+
+
+class _HostPort:
+    """A socket that names its ends ``host:port``, as Redis' CLIENT INFO does, during setup only."""
+
+    def __init__(self, sock: object) -> None:
+        self._sock = sock
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._sock, name)
+
+    def getsockname(self) -> str:
+        host, port = self._sock.getsockname()[:2]  # type: ignore[attr-defined]
+        return f"{host}:{port}"
+
+    def getpeername(self) -> str:
+        host, port = self._sock.getpeername()[:2]  # type: ignore[attr-defined]
+        return f"{host}:{port}"
+
+
+def _handler_with_plain_addresses() -> type:
+    """fakeredis' TCP handler, but with CLIENT INFO's ``addr`` and ``laddr`` as Redis writes them.
+
+    fakeredis puts the socket's address tuples there as Python reprs (``addr=('127.0.0.1', 5)``),
+    whose space breaks redis-py's CLIENT INFO parser, and RQ workers ask CLIENT INFO at start.
+    """
+    from fakeredis._clients._tcp_server import TCPFakeRequestHandler
+
+    class Handler(TCPFakeRequestHandler):
+        def setup(self) -> None:
+            real = self.request
+            self.request = _HostPort(real)  # becomes self.connection in StreamRequestHandler.setup
+            try:
+                super().setup()
+            finally:
+                self.request = self.connection = real
+
+    return Handler
 
 
 def start_embedded_redis(directory: Path, log_path: Path, host: str = "127.0.0.1") -> EmbeddedRedis:

@@ -21,7 +21,14 @@ import yaml
 
 from fleet.members.config import FLEET_CONTEXT
 
-__all__ = ["UP_EXTENSION", "KubeconfigInTheWay", "fleet_kubeconfig", "remove_stale", "written_by_up"]
+__all__ = [
+    "UP_EXTENSION",
+    "KubeconfigInTheWay",
+    "fleet_kubeconfig",
+    "remove_own",
+    "remove_stale",
+    "written_by_up",
+]
 
 #: The ``fleet`` cluster's extension naming the ``fleet up`` that wrote the file.
 UP_EXTENSION: Final = "up.fleet.io/local"
@@ -33,13 +40,18 @@ class KubeconfigInTheWay(RuntimeError):
 
 
 def fleet_kubeconfig(
-    api_url: str, token: str, members: Mapping[str, Any], *, state_dir: Path
+    api_url: str, token: str, members: Mapping[str, Any], *, state_dir: Path, ca_data: str | None = None
 ) -> dict[str, Any]:
-    """The merged kubeconfig: ``fleet`` first and current, then the members of ``members``."""
+    """The merged kubeconfig: ``fleet`` first and current, then the members of ``members``.
+
+    ``ca_data`` (base64 PEM) is the CA the fleet endpoint's HTTPS certificate is signed by.
+    """
+    trust = {"certificate-authority-data": ca_data} if ca_data else {}
     fleet_cluster = {
         "name": FLEET_CONTEXT,
         "cluster": {
             "server": api_url,
+            **trust,
             "extensions": [
                 {
                     "name": UP_EXTENSION,
@@ -65,21 +77,38 @@ def fleet_kubeconfig(
     }
 
 
-def written_by_up(path: Path) -> bool:
-    """Whether the kubeconfig at ``path`` is one ``fleet up`` wrote."""
+def _up_extension(path: Path) -> dict[str, Any] | None:
+    """The :data:`UP_EXTENSION` of the ``fleet`` cluster in ``path``, or None."""
     try:
         config = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError, UnicodeDecodeError):
-        return False
+        return None
     if not isinstance(config, dict):
-        return False
+        return None
     for cluster in config.get("clusters") or []:
         if not isinstance(cluster, dict) or cluster.get("name") != FLEET_CONTEXT:
             continue
         for extension in (cluster.get("cluster") or {}).get("extensions") or []:
             if isinstance(extension, dict) and extension.get("name") == UP_EXTENSION:
-                return True
-    return False
+                value = extension.get("extension")
+                return value if isinstance(value, dict) else {}
+    return None
+
+
+def written_by_up(path: Path) -> bool:
+    """Whether the kubeconfig at ``path`` is one ``fleet up`` wrote."""
+    return _up_extension(path) is not None
+
+
+def remove_own(path: Path) -> None:
+    """Remove the kubeconfig this process wrote, and only that one.
+
+    A later ``fleet up`` may have replaced it with its own (same path, another state directory);
+    removing that would leave the running fleet without its kubeconfig.
+    """
+    extension = _up_extension(path)
+    if extension is not None and extension.get("pid") == os.getpid():
+        path.unlink(missing_ok=True)
 
 
 def remove_stale(path: Path) -> None:

@@ -9,6 +9,8 @@
       members.kubeconfig   the simulator's kubeconfig: the members, as the roles see them
       tokens.csv           the fleet API's token file (one admin token, new on every run)
       prometheus.yml       scrape targets of this run's processes, for a local Prometheus
+      tls/                 the fleet API's certificate and key (a new CA on every run)
+      topology.yaml        the topology with --job-seconds applied (only when given)
 
 Only ``redis/`` outlives a run; ``--fresh`` removes it too.
 """
@@ -50,6 +52,14 @@ class Layout:
         return self.root / "tokens.csv"
 
     @property
+    def topology(self) -> Path:
+        return self.root / "topology.yaml"
+
+    @property
+    def tls(self) -> Path:
+        return self.root / "tls"
+
+    @property
     def prometheus(self) -> Path:
         return self.root / "prometheus.yml"
 
@@ -81,8 +91,9 @@ class Layout:
 
     def prepare(self, *, fresh: bool) -> None:
         """Clear what belongs to an earlier run (and, with ``fresh``, the Redis data too)."""
-        for path in (self.members_kubeconfig, self.tokens, self.prometheus):
+        for path in (self.members_kubeconfig, self.tokens, self.prometheus, self.topology):
             path.unlink(missing_ok=True)
+        shutil.rmtree(self.tls, ignore_errors=True)
         if fresh:
             shutil.rmtree(self.redis, ignore_errors=True)
         self.logs.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ a short phrase that ``fleet up`` prints if the wait runs out.
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
@@ -86,14 +87,14 @@ def members_probed(
     return check
 
 
-def api_ready(url: str, token: str | None) -> Check:
-    """The fleet API answers ``GET /readyz`` with 200."""
+def api_ready(url: str, token: str | None, *, context: ssl.SSLContext | None = None) -> Check:
+    """The fleet API answers ``GET /readyz`` with 200 (through HTTPS with ``context``, as kubectl asks)."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     def check() -> str | None:
         request = urllib.request.Request(f"{url}/readyz", headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=2.0) as response:
+            with urllib.request.urlopen(request, timeout=2.0, context=context) as response:
                 if response.status == 200:
                     return None
                 return f"the fleet API's /readyz answers {response.status}"

@@ -6,7 +6,8 @@ What runs, in start order (see :mod:`fleet.local` for why each is a process of i
 2. The simulated members (``fleet sim``, the topology's members in one process); they write the
    members' kubeconfig once every port listens.
 3. The roles, with that kubeconfig: ``fleet syncer``, ``fleet worker``, ``fleet dispatcher``, and
-   ``fleet api`` on ``--port`` (a free port when 0) with a token file holding one admin token.
+   ``fleet api`` over HTTPS on ``--port`` (a free port when 0) with a token file holding one admin
+   token and a certificate of this run's own CA (see :mod:`~fleet.local.tls` for why HTTPS).
 4. When every check of :mod:`~fleet.local.readiness` passes: the kubeconfig (``fleet`` current,
    the members copied, see :mod:`~fleet.local.kubeconfig`), ``prometheus.yml`` with this run's
    scrape targets, and what to try next, printed.
@@ -22,6 +23,7 @@ at ports nobody serves.
 from __future__ import annotations
 
 import secrets
+import ssl
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -35,7 +37,7 @@ import yaml
 
 from fleet.local.children import Child, fleet_command, free_port, stop_all
 from fleet.local.embedded import EmbeddedRedis, start_embedded_redis, wait_for_redis
-from fleet.local.kubeconfig import fleet_kubeconfig, remove_stale
+from fleet.local.kubeconfig import fleet_kubeconfig, remove_own, remove_stale
 from fleet.local.layout import Layout
 from fleet.local.readiness import (
     Check,
@@ -46,6 +48,7 @@ from fleet.local.readiness import (
     redis_answers,
     worker_listens,
 )
+from fleet.local.tls import make_certificates
 from fleet.sim.kubeconfig import CONTROL_EXTENSION, write_atomically
 from fleet.sim.topology import DEFAULT_TOPOLOGY, load_topology
 
@@ -72,6 +75,8 @@ class UpSettings:
     ready_timeout: float = 120.0
     host: str = "127.0.0.1"
     log_level: str = "info"
+    #: Overrides the topology's ``jobDurationSeconds`` (None: the topology's own value).
+    job_seconds: float | None = None
 
 
 @dataclass
@@ -94,11 +99,9 @@ def next_steps(kubeconfig: Path) -> str:
             f"  export KUBECONFIG={kubeconfig.resolve()}",
             "  kubectl get --raw /readyz",
             "  kubectl apply -f config/samples/elasticquotatree.yaml",
-            "  kubectl apply -f config/samples/propagationpolicy-gang-queue.yaml",
             "  kubectl apply -f config/samples/pytorch_multinodes_acjob_910b.yaml",
-            "  kubectl get acjob -w                    # Queued, Admitted, Dispatched, Running on member-2",
-            "  fleet get acjob -M                      # the member copy",
-            "  fleet queues; fleet clusters",
+            "  kubectl get acjob -w                    # Running on member-2, the one with card-910b-2 nodes",
+            "  kubectl --context member-2 get acjob    # the copy on the member",
             f"  fleet sim fault --kubeconfig {kubeconfig} member-2 down   # and watch the failover",
             "Ctrl-C stops everything.",
         ]
@@ -118,6 +121,7 @@ class LocalFleet:
         self.roles: dict[str, Child] = {}
         self.token = secrets.token_urlsafe(24)
         self.ready = threading.Event()
+        self.certificates = make_certificates(settings.host)
 
     # ---- the run ---------------------------------------------------------------------------
 
@@ -163,8 +167,20 @@ class LocalFleet:
         self.endpoints.redis_description = self.redis.description
         self.echo(f"redis      {self.redis.description}")
 
+    def _topology_file(self) -> Path:
+        """The topology ``fleet sim`` runs: the given one, or a copy with ``--job-seconds`` applied."""
+        source = self.settings.topology or DEFAULT_TOPOLOGY
+        if self.settings.job_seconds is None:
+            return source
+        topology = load_topology(source)
+        seconds = self.settings.job_seconds
+        simulation = topology.simulation.model_copy(update={"job_duration_seconds": seconds})
+        derived = topology.model_copy(update={"simulation": simulation})
+        write_atomically(self.layout.topology, derived.model_dump(mode="json", by_alias=True))
+        return self.layout.topology
+
     def _start_sim(self, stop: threading.Event) -> None:
-        topology = self.settings.topology or DEFAULT_TOPOLOGY
+        topology = self._topology_file()
         self.sim = Child(
             "sim",
             fleet_command(
@@ -205,19 +221,22 @@ class LocalFleet:
             "--kubeconfig", str(self.layout.members_kubeconfig),
             "--log-level", self.settings.log_level,
         ]  # fmt: skip
+        metrics = free_port(self.settings.host)
+        self.endpoints.metrics[role] = f"{self.settings.host}:{metrics}"
+        common += ["--metrics-port", str(metrics)]
         if role == "api":
             port = self.settings.port or free_port(self.settings.host)
-            self.endpoints.api_url = f"http://{self.settings.host}:{port}"
-            self.endpoints.metrics["api"] = f"{self.settings.host}:{port}"
+            self.endpoints.api_url = f"https://{self.settings.host}:{port}"
+            cert, key = self.certificates.write(self.layout.tls)
             return fleet_command(
                 "api", *common,
                 "--host", self.settings.host,
                 "--port", str(port),
                 "--token-file", str(self.layout.tokens),
+                "--tls-cert-file", str(cert),
+                "--tls-private-key-file", str(key),
             )  # fmt: skip
-        metrics = free_port(self.settings.host)
-        self.endpoints.metrics[role] = f"{self.settings.host}:{metrics}"
-        return fleet_command(role, *common, "--metrics-port", str(metrics))
+        return fleet_command(role, *common)
 
     def _start_roles(self) -> None:
         self._write_tokens()
@@ -228,6 +247,10 @@ class LocalFleet:
             self.roles[role] = child
             child.start()
         self.echo(f"roles      {', '.join(ROLES)} (logs in {self.layout.logs}/)")
+
+    def _client_context(self) -> ssl.SSLContext:
+        """What a client of this run trusts: the run's own CA only."""
+        return ssl.create_default_context(cadata=self.certificates.ca.decode())
 
     def _write_tokens(self) -> None:
         self.layout.tokens.touch(mode=0o600)
@@ -240,7 +263,7 @@ class LocalFleet:
             dispatcher_leads(client),
             worker_listens(client),
             members_probed(client, self.endpoints.members),
-            api_ready(self.endpoints.api_url, self.token),
+            api_ready(self.endpoints.api_url, self.token, context=self._client_context()),
         )
 
     def _wait_ready(self, stop: threading.Event) -> bool:
@@ -273,7 +296,13 @@ class LocalFleet:
         write_atomically(self.layout.prometheus, self._prometheus_config())
         write_atomically(
             self.settings.kubeconfig,
-            fleet_kubeconfig(self.endpoints.api_url, self.token, members, state_dir=self.layout.root),
+            fleet_kubeconfig(
+                self.endpoints.api_url,
+                self.token,
+                members,
+                state_dir=self.layout.root,
+                ca_data=self.certificates.ca_data,
+            ),
         )
         self.ready.set()
         contexts = ", ".join(["fleet (current)", *self.endpoints.members])
@@ -343,7 +372,7 @@ class LocalFleet:
 
     def _stop(self) -> None:
         if self.ready.is_set():
-            self.settings.kubeconfig.unlink(missing_ok=True)
+            remove_own(self.settings.kubeconfig)
         stop_all(self.roles.values())
         if self.sim is not None:
             stop_all([self.sim])

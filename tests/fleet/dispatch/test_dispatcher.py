@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 
 from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS
-from fleet.jobs import cluster_of, current_state
+from fleet.jobs import cluster_of, current_state, prepare
 from fleet.members import load_members
 from fleet.state import events_for
 from queues import load
@@ -123,8 +124,7 @@ def test_two_dispatchers_only_one_decides_and_the_other_takes_over(
     fleet.wait_for(
         "the follower to lead",
         lambda: (
-            (h := fleet.client.get(lease + ":holder")) is not None
-            and _text(h).endswith(f"-{pids[follower]}")
+            (h := fleet.client.get(lease + ":holder")) is not None and _text(h).endswith(f"-{pids[follower]}")
         ),
         15,
     )
@@ -146,3 +146,33 @@ def test_two_dispatchers_only_one_decides_and_the_other_takes_over(
     for name in ("before", "after"):
         reasons = [e["reason"] for e in events_for(fleet.objects, _job(fleet, name))]
         assert reasons.count("Admitted") == 1, reasons
+
+
+def test_a_job_excluded_from_the_only_member_it_fits_lands_there_when_the_exclusion_ends(
+    fleet_factory: Callable[..., RunningFleet],
+) -> None:
+    # After a failover the job avoids the member that lost it for a while. When that member is
+    # the only one it fits, nothing about capacity changes when the exclusion ends: the
+    # dispatcher must still try it again then, not wait for some other job to move.
+    fleet = fleet_factory(members=None, syncer=False, tree=None, workers=1)
+    fleet.ledger.apply(load(SAMPLE_TREE.read_text())[0])
+    prepared = prepare(_sample("excluded"), fleet.ledger)
+    ends = time.time() + 4.0
+    prepared.obj["status"]["excluded"] = {"member-2": ends}
+    fleet.objects.create(FLEET_ASCENDJOB, prepared.obj)
+    fleet.ledger.enqueue(prepared.key, prepared.leaf, prepared.request, prepared.priority)
+    fleet.wait_for(
+        "the no-fit reason naming the exclusion",
+        lambda: "member-2: avoided" in _job(fleet, "excluded")["status"]["conditions"][-1]["message"],
+        15,
+    )
+    assert current_state(_job(fleet, "excluded")) == "Queued"
+    fleet.wait_for(
+        "dispatch once the exclusion ends", lambda: current_state(_job(fleet, "excluded")) == "Dispatched", 20
+    )
+    landed = _job(fleet, "excluded")
+    assert cluster_of(landed) == "member-2"
+    admitted = next(c for c in landed["status"]["conditions"] if c["type"] == "Admitted")
+    assert datetime.fromisoformat(admitted["lastTransitionTime"].replace("Z", "+00:00")).timestamp() >= int(
+        ends
+    )

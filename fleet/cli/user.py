@@ -1,0 +1,370 @@
+"""What users type every day: ``fleet get acjob``, ``fleet describe acjob``, ``fleet queues``,
+``fleet clusters``.
+
+They read the fleet endpoint (see :mod:`fleet.cli.endpoint`), never Redis, so they need only the
+kubeconfig ``fleet up`` wrote and see exactly what the user's token may see. ``get acjob -M``
+also reads each member context of the same kubeconfig (every context but ``fleet``) for the
+member copies of the listed jobs, found by their ``fleet.io/job-uid`` label, one row per copy as
+``kubectl amc get -M`` shows them; a member that cannot be reached is a warning, not a failure,
+since the point of looking is often that one is down.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import click
+import urllib3
+from kubernetes.client.exceptions import ApiException
+
+from fleet.api.kinds import FLEET_ASCENDJOB, MEMBER_CLUSTER, QUEUE, amounts
+from fleet.apiserver.tables import since
+from fleet.cli.endpoint import (
+    REQUEST_TIMEOUT,
+    Endpoint,
+    as_dict,
+    connect,
+    context_option,
+    endpoint_errors,
+    kubeconfig_path_option,
+    render_table,
+)
+from fleet.jobs.phases import Phase
+from fleet.jobs.status import current_state, last_condition
+from fleet.members import KubeconfigClients, MemberConfigError
+from fleet.workloads.labels import JOB_UID_LABEL
+
+__all__ = ["clusters", "describe", "get", "queues"]
+
+_GREEN: Final = frozenset({"Admitted", "Dispatched", "Created", "Running", "Succeeded", "True"})
+_YELLOW: Final = frozenset({Phase.QUEUED, Phase.RESCHEDULING, "Restarting", "Unknown", "Pending"})
+_RED: Final = frozenset({"Failed", "False"})
+
+_JOBS = (FLEET_ASCENDJOB.group, FLEET_ASCENDJOB.version, FLEET_ASCENDJOB.plural)
+
+
+def state_style(value: str) -> Callable[[str], str] | None:
+    """The colour of a state or readiness cell: green going well, yellow waiting, red failed."""
+    colour = (
+        "green" if value in _GREEN else "yellow" if value in _YELLOW else "red" if value in _RED else None
+    )
+    if colour is None:
+        return None
+    return lambda text: click.style(text, fg=colour)
+
+
+def _namespace_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("-n", "--namespace", default=None, help="Namespace (default: the context's).")(f)
+
+
+def _items(listing: object) -> list[dict[str, Any]]:
+    return [item for item in as_dict(listing).get("items") or [] if isinstance(item, dict)]
+
+
+def _state(obj: Mapping[str, Any]) -> str:
+    return current_state(obj) or "<none>"
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str(obj["metadata"]["name"])
+
+
+def _age(obj: Mapping[str, Any]) -> str:
+    return since((obj.get("metadata") or {}).get("creationTimestamp"))
+
+
+def _list_jobs(endpoint: Endpoint, namespace: str | None) -> list[dict[str, Any]]:
+    group, version, plural = _JOBS
+    if namespace is None:
+        listing = endpoint.custom.list_cluster_custom_object(
+            group, version, plural, _request_timeout=REQUEST_TIMEOUT
+        )
+    else:
+        listing = endpoint.custom.list_namespaced_custom_object(
+            group, version, namespace, plural, _request_timeout=REQUEST_TIMEOUT
+        )
+    return sorted(_items(listing), key=lambda o: (o["metadata"].get("namespace", ""), _name(o)))
+
+
+def member_copies(kubeconfig: Path, fleet_context: str) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    """Fleet job uid -> (member, member copy) for every member context that answers."""
+    try:
+        names = KubeconfigClients(kubeconfig, fleet_context=fleet_context).members()
+    except MemberConfigError as error:
+        click.echo(f"warning: {error}", err=True)
+        return {}
+    copies: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    group, version, plural = _JOBS
+    for member in names:
+        try:
+            endpoint = connect(kubeconfig, member)
+        except click.ClickException as error:
+            click.echo(f"warning: {member}: {error.format_message()}", err=True)
+            continue
+        try:
+            listing = endpoint.custom.list_cluster_custom_object(
+                group, version, plural, label_selector=JOB_UID_LABEL, _request_timeout=REQUEST_TIMEOUT
+            )
+        except (ApiException, urllib3.exceptions.HTTPError) as error:
+            reason = getattr(error, "reason", None) or type(error).__name__
+            click.echo(f"warning: {member}: cannot list its AscendJobs ({reason})", err=True)
+            continue
+        finally:
+            endpoint.close()
+        for copy in _items(listing):
+            uid = ((copy.get("metadata") or {}).get("labels") or {}).get(JOB_UID_LABEL)
+            if uid:
+                copies.setdefault(str(uid), []).append((member, copy))
+    return copies
+
+
+@click.group()
+def get() -> None:
+    """List objects of the fleet."""
+
+
+@get.command("acjob")
+@kubeconfig_path_option
+@context_option
+@_namespace_option
+@click.option("-A", "--all-namespaces", is_flag=True, help="Jobs of every namespace.")
+@click.option("-M", "--members", is_flag=True, help="One row per member copy: NAME CLUSTER STATE AGE.")
+def get_acjob(
+    kubeconfig: Path, context: str, namespace: str | None, all_namespaces: bool, members: bool
+) -> None:
+    """The AscendJobs at the fleet: STATE, CLUSTER, QUEUE, AGE (or their member copies with -M)."""
+    endpoint = connect(kubeconfig, context)
+    try:
+        where = None if all_namespaces else namespace or endpoint.namespace
+        with endpoint_errors(endpoint.server):
+            jobs = _list_jobs(endpoint, where)
+    finally:
+        endpoint.close()
+    if not jobs:
+        click.echo("No resources found" + ("." if where is None else f" in {where} namespace."), err=True)
+        return
+    prefix = ["NAMESPACE"] if where is None else []
+    rows: list[list[str]] = []
+    if members:
+        headers = [*prefix, "NAME", "CLUSTER", "STATE", "AGE"]
+        copies = member_copies(kubeconfig, context)
+        for job in jobs:
+            ns = [str(job["metadata"].get("namespace", ""))] if where is None else []
+            found = sorted(copies.get(str(job["metadata"].get("uid")), []), key=lambda pair: pair[0])
+            if not found:
+                rows.append([*ns, _name(job), "<none>", _state(job), _age(job)])
+            for member, copy in found:
+                rows.append(
+                    [*ns, _name(job), member, _state(copy) if copy.get("status") else "Pending", _age(copy)]
+                )
+    else:
+        headers = [*prefix, "NAME", "STATE", "CLUSTER", "QUEUE", "AGE"]
+        for job in jobs:
+            status = job.get("status") or {}
+            rows.append(
+                [
+                    *([str(job["metadata"].get("namespace", ""))] if where is None else []),
+                    _name(job),
+                    _state(job),
+                    str(status.get("cluster") or "<none>"),
+                    str(status.get("queue") or "<none>"),
+                    _age(job),
+                ]
+            )
+    state_column = headers.index("STATE")
+    click.echo(render_table(headers, rows, {state_column: state_style}), color=None)
+
+
+@click.group()
+def describe() -> None:
+    """Show one object of the fleet in detail."""
+
+
+def _events(endpoint: Endpoint, job: Mapping[str, Any]) -> list[dict[str, Any]]:
+    meta = job["metadata"]
+    response: Any = endpoint.core.list_namespaced_event(
+        meta["namespace"], _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+    )
+    listing = json.loads(response.data or b"{}")
+    mine = []
+    for event in _items(listing):
+        involved = event.get("involvedObject") or {}
+        if involved.get("name") == meta["name"] and involved.get("uid") in (None, "", meta.get("uid")):
+            mine.append(event)
+
+    def when(event: Mapping[str, Any]) -> str:
+        return str(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or "")
+
+    return sorted(mine, key=when)
+
+
+def _fields(pairs: Sequence[tuple[str, str]]) -> list[str]:
+    width = max(len(label) for label, _ in pairs) + 2
+    return [f"{(label + ':').ljust(width)}{value}" for label, value in pairs]
+
+
+def _indent(text: str) -> list[str]:
+    return ["  " + line for line in text.splitlines()]
+
+
+@describe.command("acjob")
+@kubeconfig_path_option
+@context_option
+@_namespace_option
+@click.argument("name")
+def describe_acjob(kubeconfig: Path, context: str, namespace: str | None, name: str) -> None:
+    """One AscendJob: its state and, while Queued, exactly why it waits; its conditions and events."""
+    endpoint = connect(kubeconfig, context)
+    group, version, plural = _JOBS
+    try:
+        with endpoint_errors(endpoint.server):
+            job = as_dict(
+                endpoint.custom.get_namespaced_custom_object(
+                    group,
+                    version,
+                    namespace or endpoint.namespace,
+                    plural,
+                    name,
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
+            )
+            events = _events(endpoint, job)
+    finally:
+        endpoint.close()
+    meta, status = job["metadata"], job.get("status") or {}
+    state = _state(job)
+    last = last_condition(job) or {}
+    pairs = [
+        ("Name", str(meta["name"])),
+        ("Namespace", str(meta.get("namespace", ""))),
+        ("State", state),
+        ("Reason", str(last.get("reason") or "")),
+        ("Pending" if state == Phase.QUEUED else "Message", str(last.get("message") or "")),
+        ("Queue", str(status.get("queue") or "<none>")),
+        ("Cluster", str(status.get("cluster") or "<none>")),
+        ("Attempt", str(status.get("attempt") or 0)),
+        ("Created", f"{meta.get('creationTimestamp', '')} ({_age(job)} ago)"),
+    ]
+    if meta.get("deletionTimestamp"):
+        pairs.append(("Deleting", f"since {meta['deletionTimestamp']}, until Fleet has released it"))
+    lines = _fields(pairs)
+    style = state_style(state)
+    if style is not None:
+        at = 2
+        label, _, _ = lines[at].partition(state)
+        lines[at] = label + style(state)
+    conditions = [
+        [
+            str(c.get("type", "")),
+            str(c.get("reason", "")),
+            since(c.get("lastTransitionTime")),
+            str(c.get("message", "")),
+        ]
+        for c in status.get("conditions") or []
+    ]
+    lines.append("Conditions:")
+    lines += (
+        _indent(render_table(["TYPE", "REASON", "AGE", "MESSAGE"], conditions))
+        if conditions
+        else ["  <none>"]
+    )
+    replicas = status.get("replicaStatuses") or {}
+    if replicas:
+        lines.append("Replica Statuses:")
+        lines += [
+            f"  {kind}: " + ", ".join(f"{k}={v}" for k, v in sorted((counts or {}).items()))
+            for kind, counts in sorted(replicas.items())
+        ]
+    rows = [
+        [
+            str(e.get("type", "")),
+            str(e.get("reason", "")),
+            since(e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp"))
+            + (f" (x{e['count']})" if int(e.get("count") or 1) > 1 else ""),
+            str((e.get("source") or {}).get("component") or e.get("reportingComponent") or ""),
+            str(e.get("message", "")),
+        ]
+        for e in events
+    ]
+    lines.append("Events:")
+    lines += (
+        _indent(render_table(["TYPE", "REASON", "AGE", "FROM", "MESSAGE"], rows)) if rows else ["  <none>"]
+    )
+    click.echo("\n".join(lines), color=None)
+
+
+def _list_cluster_kind(
+    kubeconfig: Path, context: str, group: str, version: str, plural: str
+) -> list[dict[str, Any]]:
+    endpoint = connect(kubeconfig, context)
+    try:
+        with endpoint_errors(endpoint.server):
+            listing = endpoint.custom.list_cluster_custom_object(
+                group, version, plural, _request_timeout=REQUEST_TIMEOUT
+            )
+    finally:
+        endpoint.close()
+    return _items(listing)
+
+
+@click.command()
+@kubeconfig_path_option
+@context_option
+def queues(kubeconfig: Path, context: str) -> None:
+    """The queue of every quota tree node: its limits, use, admitted and pending jobs."""
+    items = _list_cluster_kind(kubeconfig, context, QUEUE.group, QUEUE.version, QUEUE.plural)
+    rows = []
+    for item in items:
+        spec, status = item.get("spec") or {}, item.get("status") or {}
+        rows.append(
+            [
+                _name(item),
+                amounts(spec.get("min")),
+                amounts(spec.get("max")),
+                amounts(status.get("used")),
+                str(int(status.get("admitted") or 0)),
+                str(int(status.get("pending") or 0)),
+            ]
+        )
+
+    def waiting(value: str) -> Callable[[str], str] | None:
+        return (lambda text: click.style(text, fg="yellow")) if value not in ("", "0") else None
+
+    headers = ["NAME", "MIN", "MAX", "USED", "ADMITTED", "PENDING"]
+    click.echo(render_table(headers, rows, {5: waiting}), color=None)
+
+
+def _ready(item: Mapping[str, Any]) -> Mapping[str, Any]:
+    for condition in (item.get("status") or {}).get("conditions") or []:
+        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
+            return condition
+    return {}
+
+
+@click.command()
+@kubeconfig_path_option
+@context_option
+def clusters(kubeconfig: Path, context: str) -> None:
+    """The member clusters: ready or not (and why), since when, and their free NPUs."""
+    items = _list_cluster_kind(
+        kubeconfig, context, MEMBER_CLUSTER.group, MEMBER_CLUSTER.version, MEMBER_CLUSTER.plural
+    )
+    rows = []
+    for item in items:
+        ready = _ready(item)
+        free = (item.get("status") or {}).get("freeNPUs") or {}
+        rows.append(
+            [
+                _name(item),
+                str(ready.get("status") or "Unknown"),
+                since(ready.get("lastTransitionTime")),
+                since(ready.get("lastProbeTime")),
+                ",".join(f"{kind}={count}" for kind, count in sorted(free.items())) or "<unknown>",
+                str(ready.get("message") or ""),
+            ]
+        )
+    headers = ["NAME", "READY", "SINCE", "LAST-PROBE", "FREE-NPUS", "MESSAGE"]
+    click.echo(render_table(headers, rows, {1: state_style}), color=None)
