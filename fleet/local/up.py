@@ -316,16 +316,13 @@ class LocalFleet:
     def _prometheus_config(self) -> dict[str, Any]:
         jobs: list[dict[str, Any]] = []
         for role, target in self.endpoints.metrics.items():
-            job: dict[str, Any] = {
-                "job_name": f"fleet-{role}",
-                "static_configs": [{"targets": [target], "labels": {"role": role}}],
-            }
-            if role == "api":
-                job["authorization"] = {
-                    "type": "Bearer",
-                    "credentials_file": str(self.layout.tokens.resolve()),
+            # Every role, the API included, serves /metrics on a plain loopback port of its own.
+            jobs.append(
+                {
+                    "job_name": f"fleet-{role}",
+                    "static_configs": [{"targets": [target], "labels": {"role": role}}],
                 }
-            jobs.append(job)
+            )
         if self.endpoints.control_url:
             target = self.endpoints.control_url.split("://", 1)[-1]
             jobs.append(

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -234,6 +235,38 @@ def listening_ports(up: Up) -> set[int]:
     return ports
 
 
+#: What each role's /metrics must show once the walkthrough has run (a job admitted, dispatched,
+#: mirrored, failed over and placed again).
+METRICS: dict[str, set[str]] = {
+    "api": {"fleet_queue_pending_jobs", "fleet_quota_used", "fleet_quota_min", "fleet_quota_max"},
+    "dispatcher": {
+        "fleet_admission_wait_seconds_bucket",
+        "fleet_dispatch_decisions_total",
+        "fleet_placement_free_npus",
+        "fleet_dispatcher_leader",
+    },
+    "syncer": {"fleet_sync_seconds_bucket", "fleet_member_ready", "fleet_failovers_total"},
+    "worker": {"fleet_member_request_seconds_bucket", "fleet_member_requests_total"},
+}
+
+
+def assert_metrics(up: Up) -> None:
+    """Scrape every target of the run's prometheus.yml as Prometheus would."""
+    prometheus = yaml.safe_load((up.state_dir / "prometheus.yml").read_text())
+    seen: dict[str, set[str]] = {}
+    for job in prometheus["scrape_configs"]:
+        for config in job["static_configs"]:
+            role = config["labels"]["role"]
+            for target in config["targets"]:
+                with urllib.request.urlopen(f"http://{target}/metrics", timeout=10) as response:
+                    text = response.read().decode()
+                seen[role] = {
+                    line.split("{")[0].split()[0] for line in text.splitlines() if line[:1].isalpha()
+                }
+    for role, families in METRICS.items():
+        assert families <= seen.get(role, set()), (role, families - seen.get(role, set()))
+
+
 def port_open(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.5)
@@ -373,6 +406,7 @@ def test_the_readme_walkthrough_against_fleet_up(fleet_up: Up) -> None:
     for step in WALKTHROUGH[1:]:  # the export is what ``env`` already does
         run_step(step, env, fleet_up.kubeconfig)
 
+    assert_metrics(fleet_up)
     ports = listening_ports(fleet_up)
     assert all(port_open(port) for port in ports), ports
     assert stop_up(fleet_up) == 0, fleet_up.log()
