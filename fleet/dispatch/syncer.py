@@ -56,7 +56,7 @@ from fleet.jobs.status import attempt_of, cluster_of, current_state, mirror, now
 from fleet.jobs.submit import FINALIZER, job_key
 from fleet.members import DELETED, SYNC, Member, Watcher, WatchEvent
 from fleet.policy import ApplicationFailover, PropagationPolicy, PurgeMode
-from fleet.state import record_event
+from fleet.state import delete_events_for, record_event
 from fleet.workloads import WorkloadStatus, adapter_for
 from fleet.workloads.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
 
@@ -591,4 +591,8 @@ class Syncer:
         self.ctx.objects.mutate(
             FLEET_ASCENDJOB, str(meta.get("namespace")), str(meta.get("name")), change, subresource=None
         )
-        log.info("event=deleted job=%s member=%s attempt=%d at=%s", key, member, attempt, now_rfc3339())
+        events = delete_events_for(self.ctx.objects, obj)
+        log.info(
+            "event=deleted job=%s member=%s attempt=%d events=%d at=%s",
+            key, member, attempt, events, now_rfc3339(),
+        )  # fmt: skip

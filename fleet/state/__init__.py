@@ -12,7 +12,7 @@ objects, versions and changes. Two faces over one storage:
 :class:`RedisStore` (:mod:`fleet.state.aio`)
     The serving core's ``Store`` over ``redis.asyncio``: what ``build_app`` serves on each API
     replica, with selectors, paging, watch and bookmarks.
-:func:`record_event`, :func:`events_for` (:mod:`fleet.state.events`)
+:func:`record_event`, :func:`events_for`, :func:`delete_events_for` (:mod:`fleet.state.events`)
     Kubernetes Events about fleet objects, aggregated as Kubernetes does; what ``kubectl
     describe`` shows.
 
@@ -67,7 +67,7 @@ One slot
 
 from fleet.state.aio import RedisStore
 from fleet.state.errors import Fenced
-from fleet.state.events import event_name, events_for, record_event
+from fleet.state.events import delete_events_for, event_name, events_for, record_event
 from fleet.state.keys import DEFAULT_STATE_KEYS, StateKeys
 from fleet.state.objects import Fence, Objects
 
@@ -78,6 +78,7 @@ __all__ = [
     "Objects",
     "RedisStore",
     "StateKeys",
+    "delete_events_for",
     "event_name",
     "events_for",
     "record_event",

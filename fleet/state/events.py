@@ -12,11 +12,15 @@ Two recorders racing on a first occurrence resolve through ``AlreadyExists`` and
 
 :func:`events_for` reads the Events of one object (a scan of the kind's hash for the object's
 name prefix, filtered by uid), oldest first, which is what describe shows.
+:func:`delete_events_for` removes them once the object itself is gone: Kubernetes bounds its
+Events with a TTL, Fleet (on Redis 7.0, which cannot expire a hash field) by the life of the
+object they are about, so they never outgrow the jobs that exist.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from typing import Any
 
 from fleet.apiserver.errors import AlreadyExists
@@ -27,7 +31,7 @@ from fleet.state.keys import field_name, kind_name
 from fleet.state.objects import Fence, Objects
 from fleet.state.wire import decode
 
-__all__ = ["event_name", "events_for", "record_event"]
+__all__ = ["delete_events_for", "event_name", "events_for", "record_event"]
 
 
 def event_name(involved: Obj, reason: str, message: str) -> str:
@@ -37,7 +41,7 @@ def event_name(involved: Obj, reason: str, message: str) -> str:
     return f"{meta['name']}.{digest[:16]}"
 
 
-def _namespace(involved: Obj) -> str:
+def _namespace(involved: Mapping[str, Any]) -> str:
     return str((involved.get("metadata") or {}).get("namespace") or "default")
 
 
@@ -94,7 +98,7 @@ def record_event(
             continue  # another recorder wrote the first occurrence: count this one as a repeat
 
 
-def events_for(objects: Objects, involved: Obj) -> list[Obj]:
+def events_for(objects: Objects, involved: Mapping[str, Any]) -> list[Obj]:
     """The Events about ``involved`` (matched by uid), oldest first, as describe lists them."""
     meta = involved.get("metadata") or {}
     uid = meta.get("uid")
@@ -108,6 +112,16 @@ def events_for(objects: Objects, involved: Obj) -> list[Obj]:
     return sorted(
         found.values(), key=lambda e: (e.get("lastTimestamp") or "", int(e["metadata"]["resourceVersion"]))
     )
+
+
+def delete_events_for(objects: Objects, involved: Mapping[str, Any]) -> int:
+    """Delete the Events about ``involved`` (a removed object); returns how many went."""
+    deleted = 0
+    for event in events_for(objects, involved):
+        meta = event["metadata"]
+        if objects.delete(EVENT, meta.get("namespace"), meta["name"]) is not None:
+            deleted += 1
+    return deleted
 
 
 def _glob_escape(text: str) -> str:

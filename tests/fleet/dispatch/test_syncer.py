@@ -106,10 +106,13 @@ def test_deleting_a_fleet_job_deletes_its_member_copy_and_returns_its_quota(
     submitted = fleet.submit(_single("long", seconds=600))
     fleet.wait_for("the job to run", lambda: _state(fleet, "long") == "Running", 30)
     assert len(_copies(fleet, submitted)) == 1
+    assert {"Submitted", "Dispatched"} <= {e["reason"] for e in events_for(fleet.objects, submitted)}
     fleet.objects.delete(FLEET_ASCENDJOB, NS, "long")
     fleet.wait_for("the fleet job to be gone", lambda: _get(fleet, "long") is None, 15)
     fleet.wait_for("the member copy to be gone", lambda: _copies(fleet, submitted) == [], 15)
     assert _drained(fleet)
+    # Its Events go with it (they would otherwise outgrow the jobs that exist).
+    assert events_for(fleet.objects, submitted) == []
 
 
 def test_a_job_that_always_fails_is_retried_with_growing_delays_then_failed(
