@@ -267,6 +267,35 @@ def assert_metrics(up: Up) -> None:
         assert families <= seen.get(role, set()), (role, families - seen.get(role, set()))
 
 
+def fleet_cli(up: Up, *args: str) -> str:
+    """``.venv/bin/fleet ARGS`` as a user types it, with the kubeconfig ``fleet up`` wrote."""
+    done = subprocess.run(
+        [str(VENV_BIN / "fleet"), *args, "--kubeconfig", str(up.kubeconfig)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, (args, done.stdout, done.stderr)
+    return done.stdout
+
+
+def assert_fleet_cli(up: Up) -> None:
+    """The everyday commands over the run's HTTPS endpoint, once the sample job runs on member-2."""
+    rows = table_rows(fleet_cli(up, "get", "acjob"))
+    assert [(r["NAME"], r["STATE"], r["CLUSTER"]) for r in rows] == [
+        ("default-test-pytorch", "Running", "member-2")
+    ]
+    copies = table_rows(fleet_cli(up, "get", "acjob", "-M"))
+    assert [(r["NAME"], r["CLUSTER"]) for r in copies] == [("default-test-pytorch", "member-2")]
+    described = fleet_cli(up, "describe", "acjob", "default-test-pytorch")
+    assert "Cluster:" in described and "member-2" in described and "Dispatched" in described
+    queues = {r["NAME"]: r for r in table_rows(fleet_cli(up, "queues"))}
+    assert queues["root-child-2"]["ADMITTED"] == "1"
+    clusters = {r["NAME"]: r["READY"] for r in table_rows(fleet_cli(up, "clusters"))}
+    assert clusters == {"member-1": "True", "member-2": "True", "member-3": "True"}
+
+
 def port_open(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.5)
@@ -431,6 +460,7 @@ def test_without_redis_server_fleet_up_serves_an_in_memory_redis(tmp_path: Path)
         # The quota ledger's Lua runs on it: a job is admitted and lands where it fits.
         for step in WALKTHROUGH[2:5]:
             run_step(step, env, up.kubeconfig)
+        assert_fleet_cli(up)
         ports = listening_ports(up)
     finally:
         code = stop_up(up)
