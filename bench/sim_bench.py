@@ -1,8 +1,10 @@
 """Member simulator benchmark: job creates per second across simulated members, and memory per node.
 
 One ``fleet sim`` process runs ``--members`` members of ``--nodes`` Atlas 800T A2 nodes each.
-Client processes create one-pod AscendJobs through the official ``kubernetes`` client, spread
-over the members, while one watch per member (another process) counts the jobs' events: every
+Client processes create one-pod AscendJobs, spread over the members, with plain keep-alive HTTP
+requests (``--client http``, the default: the load generator should not take the CPU the
+simulator is measured on) or through the official ``kubernetes`` client (``--client
+kubernetes``), while one watch per member (another process) counts the jobs' events: every
 ADDED must arrive, and the jobs must reach Running. Memory per simulated node is the RSS of a
 simulator with ``--nodes`` nodes per member minus one with a single node per member, divided by
 the difference in nodes.
@@ -15,17 +17,20 @@ Prints its figures, then one JSON line.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import multiprocessing
 import os
 import platform
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import urlsplit
 
+import yaml
 from kubernetes import client, config, watch
 
 from fleet.ascend import ASCENDJOB_GROUP, ASCENDJOB_PLURAL, ASCENDJOB_VERSION
@@ -97,19 +102,47 @@ def job(name: str) -> dict[str, Any]:
     }
 
 
-def create_jobs(kubeconfig: str, work: Sequence[tuple[str, str]], threads: int, gate: Any, out: Any) -> None:
-    """A client process: build clients, wait at the gate, create the jobs; report (start, end)."""
-    apis: dict[str, client.CustomObjectsApi] = {}
-    for member in sorted({m for m, _ in work}):
-        api_client = config.new_client_from_config(config_file=kubeconfig, context=member)  # type: ignore[no-untyped-call]
-        api_client.rest_client.pool_manager.connection_pool_kw["maxsize"] = threads
-        apis[member] = client.CustomObjectsApi(api_client)
+def create_jobs(
+    kubeconfig: str, work: Sequence[tuple[str, str]], threads: int, gate: Any, out: Any, *, lean: bool
+) -> None:
+    """A client process: build clients, wait at the gate, create the jobs; report (start, end).
 
-    def one(item: tuple[str, str]) -> None:
-        member, name = item
-        apis[member].create_namespaced_custom_object(
-            ASCENDJOB_GROUP, ASCENDJOB_VERSION, "default", ASCENDJOB_PLURAL, job(name)
-        )
+    ``lean``: POST the JSON over one keep-alive ``http.client`` connection per thread and member
+    (the request the official client sends, without its per-call model and serialization cost),
+    so that the client processes leave the simulator the CPU the measurement is about.
+    """
+    one: Callable[[tuple[str, str]], None]
+    if lean:
+        servers = {m: urlsplit(kube_server(kubeconfig, m)) for m in sorted({m for m, _ in work})}
+        path = f"/apis/{ASCENDJOB_GROUP}/{ASCENDJOB_VERSION}/namespaces/default/{ASCENDJOB_PLURAL}"
+        local = threading.local()
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+
+        def one(item: tuple[str, str]) -> None:
+            member, name = item
+            connections = local.__dict__.setdefault("connections", {})
+            conn = connections.get(member)
+            if conn is None:
+                url = servers[member]
+                conn = connections[member] = http.client.HTTPConnection(str(url.hostname), url.port, timeout=60)
+            conn.request("POST", path, json.dumps(job(name)), headers)
+            response = conn.getresponse()
+            body = response.read()
+            if response.status != 201:
+                raise RuntimeError(f"create {member}/{name}: {response.status} {body[:200]!r}")
+
+    else:
+        apis: dict[str, client.CustomObjectsApi] = {}
+        for member in sorted({m for m, _ in work}):
+            api_client = config.new_client_from_config(config_file=kubeconfig, context=member)  # type: ignore[no-untyped-call]
+            api_client.rest_client.pool_manager.connection_pool_kw["maxsize"] = threads
+            apis[member] = client.CustomObjectsApi(api_client)
+
+        def one(item: tuple[str, str]) -> None:
+            member, name = item
+            apis[member].create_namespaced_custom_object(
+                ASCENDJOB_GROUP, ASCENDJOB_VERSION, "default", ASCENDJOB_PLURAL, job(name)
+            )
 
     out.put("ready")
     gate.wait()
@@ -117,6 +150,13 @@ def create_jobs(kubeconfig: str, work: Sequence[tuple[str, str]], threads: int, 
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(one, work))
     out.put((started, time.time()))
+
+
+def kube_server(kubeconfig: str, context: str) -> str:
+    """The API server URL of ``context`` in the kubeconfig."""
+    data = yaml.safe_load(Path(kubeconfig).read_text())
+    cluster = next(c["context"]["cluster"] for c in data["contexts"] if c["name"] == context)
+    return str(next(c["cluster"]["server"] for c in data["clusters"] if c["name"] == cluster))
 
 
 class Watcher(threading.Thread):
@@ -162,7 +202,7 @@ class Watcher(threading.Thread):
                 return
 
 
-def throughput(sim: RunningSim, jobs: int, processes: int, threads: int) -> dict[str, Any]:
+def throughput(sim: RunningSim, jobs: int, processes: int, threads: int, lean: bool) -> dict[str, Any]:
     members = sim.members
     kubeconfig = str(sim.kubeconfig)
     names = [(members[i % len(members)], f"bench-{i:06}") for i in range(jobs)]
@@ -180,7 +220,11 @@ def throughput(sim: RunningSim, jobs: int, processes: int, threads: int) -> dict
     context = multiprocessing.get_context("spawn")
     gate, out = context.Event(), context.Queue()
     workers = [
-        context.Process(target=create_jobs, args=(kubeconfig, names[i::processes], threads, gate, out))
+        context.Process(
+            target=create_jobs,
+            args=(kubeconfig, names[i::processes], threads, gate, out),
+            kwargs={"lean": lean},
+        )
         for i in range(processes)
     ]
     for worker in workers:
@@ -208,6 +252,7 @@ def throughput(sim: RunningSim, jobs: int, processes: int, threads: int) -> dict
     last_running = max((w.all_running_at or float("nan")) for w in watchers)
     return {
         "jobs": jobs,
+        "client": "http.client" if lean else "kubernetes",
         "create_seconds": round(created_in, 3),
         "creates_per_second": round(jobs / created_in, 1),
         "watch_added_delivered": added,
@@ -229,13 +274,19 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=4000)
     parser.add_argument("--processes", type=int, default=3, help="client processes")
     parser.add_argument("--threads", type=int, default=8, help="threads per client process")
+    parser.add_argument(
+        "--client",
+        choices=("http", "kubernetes"),
+        default="http",
+        help="create through keep-alive http.client connections (default) or the official kubernetes client",
+    )
     args = parser.parse_args()
 
     with running_sim(topology(args.members, 1)) as small:
         base_rss = settled_rss(small)
     with running_sim(topology(args.members, args.nodes), extra_args=("--log-level", "warning")) as sim:
         full_rss = settled_rss(sim)
-        figures = throughput(sim, args.jobs, args.processes, args.threads)
+        figures = throughput(sim, args.jobs, args.processes, args.threads, args.client == "http")
         after_rss = rss_bytes(sim.process.pid)
     nodes = args.members * args.nodes
     per_node = (full_rss - base_rss) / (args.members * (args.nodes - 1))
@@ -253,6 +304,7 @@ def main() -> None:
     }
     print(f"simulator: {args.members} members x {args.nodes} nodes = {nodes} nodes in one process")
     rate = figures["creates_per_second"]
+    print(f"client: {figures['client']}, {args.processes} processes x {args.threads} threads")
     print(f"creates: {figures['jobs']} jobs in {figures['create_seconds']} s = {rate}/s (goal 500/s)")
     delivered = figures["watch_added_delivered"]
     print(f"watch: {delivered}/{figures['jobs']} ADDED delivered, {figures['watch_events']} events in all")

@@ -100,9 +100,9 @@ def parse_token_file(text: str, *, source: str = "token file") -> dict[str, Iden
             continue
         cells = [cell.strip() for cell in row]
         if len(cells) < 3 or not all(cells[:3]):
-            raise TokenFileError(f"{source}: line {number}: expected token,user,uid[,\"group1,group2\"]")
+            raise TokenFileError(f'{source}: line {number}: expected token,user,uid[,"group1,group2"]')
         if len(cells) > 4:
-            raise TokenFileError(f"{source}: line {number}: quote the groups: token,user,uid,\"g1,g2\"")
+            raise TokenFileError(f'{source}: line {number}: quote the groups: token,user,uid,"g1,g2"')
         token, user, uid = cells[:3]
         groups = frozenset(g.strip() for g in (cells[3] if len(cells) > 3 else "").split(",") if g.strip())
         identity = Identity(user, uid, groups)

@@ -190,9 +190,11 @@ class TreeBackend:
             bookmark_interval=bookmark_interval,
         )
         try:
-            async for event in events:
-                if event.type in (ADDED, MODIFIED, DELETED):
-                    await self._with_status([event.object])
+            async for shared in events:
+                event = shared
+                if shared.type in (ADDED, MODIFIED, DELETED):
+                    # Watch events are shared and read-only: status goes on a copy.
+                    event = WatchEvent(shared.type, (await self._with_status([dict(shared.object)]))[0])
                 yield event
         finally:
             aclose = getattr(events, "aclose", None)

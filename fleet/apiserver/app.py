@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+import orjson
 import yaml
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -95,6 +96,7 @@ _YAML_TYPES: Final = frozenset({"application/yaml", "application/x-yaml", "text/
 _BODY_TYPES: Final = frozenset({_JSON, _MERGE_PATCH, _JSON_PATCH, _STRATEGIC_PATCH, *_YAML_TYPES})
 _DEFAULT_BOOKMARK_INTERVAL: Final = 30.0
 _MAX_WATCH_SECONDS: Final = 3600.0
+_WATCH_BATCH: Final = 256  # watch events at most per socket write
 # Not worth a warning: the normal outcome of a GET before create, of a race, of a stale watch.
 _QUIET_CODES: Final = frozenset({404, 409, 410})
 #: The verb of each method on a named object.
@@ -145,9 +147,18 @@ def default_version_info() -> Obj:
     }
 
 
+def _dump(value: Any) -> bytes:
+    """Compact JSON: orjson (an order of magnitude faster on the hot paths: every response and
+    watch event), or the standard library for what orjson refuses (integers beyond 64 bits)."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return json.dumps(value, separators=(",", ":")).encode()
+
+
 def _json_response(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
     return Response(
-        json.dumps(body, separators=(",", ":")).encode(),
+        _dump(body),
         status_code=status,
         media_type=_JSON,
         headers=dict(headers or {}),
@@ -433,9 +444,7 @@ class _Api:
         request.scope["fleet.verb"] = verb
         if self.authorizer is not None:
             user = str(request.scope.get("fleet.user") or "system:anonymous")
-            self.authorizer(
-                Access(user, verb, target.rt, target.namespace, target.name, target.subresource)
-            )
+            self.authorizer(Access(user, verb, target.rt, target.namespace, target.name, target.subresource))
         handlers: dict[str, Callable[[Request, _Target], Awaitable[Response]]] = {
             "watch": self.watch,
             "list": self.list,
@@ -634,7 +643,7 @@ class _Api:
             if table and event.type not in (ERROR, BOOKMARK):
                 rv = obj.get("metadata", {}).get("resourceVersion", "")
                 obj = build_table(rt, [obj], include_object=include, resource_version=rv, with_columns=first)
-            return json.dumps({"type": event.type, "object": obj}, separators=(",", ":")).encode() + b"\n"
+            return _dump({"type": event.type, "object": obj}) + b"\n"
 
         return StreamingResponse(self._stream(rt, events, seconds, line), media_type=_JSON)
 
@@ -672,8 +681,27 @@ class _Api:
                     yield line(WatchEvent(ERROR, error.to_status()), first)
                     return
                 pending = None
-                yield line(event, first)
+                chunk = [line(event, first)]
                 first = False
+                # Send what else is ready now in the same chunk: a writer's burst (one operator
+                # pass, one Lua script's changes) becomes one socket write, not one per event.
+                while len(chunk) < _WATCH_BATCH:
+                    pending = asyncio.ensure_future(events.__anext__())
+                    await asyncio.sleep(0)  # one step for it: done now if an event was queued
+                    if not pending.done():
+                        break
+                    try:
+                        event = pending.result()
+                    except StopAsyncIteration:
+                        yield b"".join(chunk)
+                        return
+                    except ApiError as error:
+                        chunk.append(line(WatchEvent(ERROR, error.to_status()), False))
+                        yield b"".join(chunk)
+                        return
+                    pending = None
+                    chunk.append(line(event, False))
+                yield b"".join(chunk)
         finally:
             self.hub.open -= 1
             self.metrics.watchers.labels(rt.plural).dec()

@@ -30,6 +30,7 @@ import binascii
 import json
 import marshal
 import random
+import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -136,7 +137,9 @@ class Store(Protocol):
         label_selector: str | None = None,
         field_selector: str | None = None,
         bookmark_interval: float | None = None,
-    ) -> AsyncIterator[WatchEvent]: ...
+    ) -> AsyncIterator[WatchEvent]:
+        """Changes as events; an event's object may be shared with other watchers: read-only."""
+        ...
 
 
 def clone(value: Any) -> Any:
@@ -160,9 +163,23 @@ def _walk_clone(value: Any) -> Any:
     return value
 
 
+class _Stamp:
+    """The current second's timestamp, formatted once per second."""
+
+    second = 0
+    text = ""
+
+
 def now_rfc3339() -> str:
-    """The current time as Kubernetes writes timestamps: RFC 3339, seconds, ``Z``."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The current time as Kubernetes writes timestamps: RFC 3339, seconds, ``Z``.
+
+    Formatted once per second (every write stamps something, and strftime is not free).
+    """
+    second = int(time.time())
+    if _Stamp.second != second:
+        _Stamp.text = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        _Stamp.second = second
+    return _Stamp.text
 
 
 def _meta(obj: Obj) -> dict[str, Any]:
@@ -227,6 +244,7 @@ def new_object(
     *,
     name_taken: Callable[[str], bool] | None = None,
     rng: random.Random | None = None,
+    copy: bool = True,
 ) -> Obj:
     """The object a create stores (a copy of ``obj``): type fields, scope, name, server metadata.
 
@@ -236,9 +254,10 @@ def new_object(
     ``AlreadyExists``); drops resourceVersion and the deletion fields; sets a new uid,
     creationTimestamp and generation 1. ``status`` is kept: the API resets it on create as request
     policy, trusted in-process writers may create with one. Raises ``Invalid``. The
-    resourceVersion is the store's to set when it writes.
+    resourceVersion is the store's to set when it writes. ``copy=False``: ``obj`` is handed over
+    (only its top level and metadata are copied, the rest is shared).
     """
-    new: Obj = clone(obj)
+    new: Obj = clone(obj) if copy else {**obj, "metadata": dict(obj.get("metadata") or {})}
     new["apiVersion"] = rt.api_version
     new["kind"] = rt.kind
     meta = _meta(new)
@@ -283,7 +302,9 @@ def update_target(rt: ResourceType, obj: Obj) -> tuple[str | None, str]:
     return (meta_in.get("namespace") if rt.namespaced else None), str(name)
 
 
-def updated_object(rt: ResourceType, current: Obj, obj: Obj, *, subresource: str | None = None) -> Obj:
+def updated_object(
+    rt: ResourceType, current: Obj, obj: Obj, *, subresource: str | None = None, copy: bool = True
+) -> Obj:
     """What an update of ``current`` with ``obj`` stores (a new object; neither input changes).
 
     ``Conflict`` when ``obj`` carries a resourceVersion other than the current one (none means
@@ -291,26 +312,30 @@ def updated_object(rt: ResourceType, current: Obj, obj: Obj, *, subresource: str
     the current status (for kinds that have the subresource) and the server-owned metadata
     (uid, creationTimestamp, namespace, deletion fields), and bumps ``generation`` when anything
     but metadata and status changed. The result carries the current resourceVersion: when it
-    equals ``current`` the update is a no-op and nothing should be written.
+    equals ``current`` the update is a no-op and nothing should be written. ``copy=False``:
+    ``obj`` is handed over and its parts are shared, not copied.
     """
     check_subresource(rt, subresource)
     cur_meta = current["metadata"]
     wanted_rv = (obj.get("metadata") or {}).get("resourceVersion")
     if wanted_rv and str(wanted_rv) != cur_meta["resourceVersion"]:
         raise conflict(rt, cur_meta["name"])
+    # Stored objects are never changed in place, so the parts an update keeps are shared with
+    # ``current`` rather than copied; only what the caller passed in is copied.
     if subresource == "status":
-        new: Obj = clone(current)
+        new: Obj = dict(current)
+        new["metadata"] = dict(cur_meta)
         if "status" in obj:
-            new["status"] = clone(obj["status"])
+            new["status"] = clone(obj["status"]) if copy else obj["status"]
         else:
             new.pop("status", None)
     else:
-        new = clone(obj)
+        new = clone(obj) if copy else {**obj, "metadata": dict(obj.get("metadata") or {})}
         new["apiVersion"] = rt.api_version
         new["kind"] = rt.kind
         if rt.has_status:
             if "status" in current:
-                new["status"] = clone(current["status"])
+                new["status"] = current["status"]
             else:
                 new.pop("status", None)
         meta = _meta(new)
@@ -397,18 +422,21 @@ class ObjectFilter:
     def event(self, type: str, obj: Obj, old: Obj | None) -> WatchEvent | None:
         """The event this watcher sees for a change, if any (selector transitions included).
 
-        ``old`` is the previous version of a MODIFIED object (or its :func:`selector_view`).
+        ``old`` is the previous version of a MODIFIED object (or its :func:`selector_view`). The
+        event carries ``obj`` itself, shared with every other watcher of the change: watch events
+        are read-only (copy one with :func:`clone` to change it). A change reaches every watcher,
+        so one copy per watcher was most of what a write cost.
         """
         now = self.matches(obj)
         if type != MODIFIED or old is None:
-            return WatchEvent(type, clone(obj)) if now else None
+            return WatchEvent(type, obj) if now else None
         before = self.matches(old)
         if now and before:
-            return WatchEvent(MODIFIED, clone(obj))
+            return WatchEvent(MODIFIED, obj)
         if now:
-            return WatchEvent(ADDED, clone(obj))
+            return WatchEvent(ADDED, obj)
         if before:
-            return WatchEvent(DELETED, clone(obj))
+            return WatchEvent(DELETED, obj)
         return None
 
 
@@ -608,36 +636,44 @@ class MemoryStore:
         items, token = select_page(candidates(), flt, limit=limit, start=start, list_rv=list_rv)
         return [clone(obj) for obj in items], str(list_rv), token
 
-    async def create(self, rt: ResourceType, obj: Obj, *, dry_run: bool = False) -> Obj:
+    async def create(self, rt: ResourceType, obj: Obj, *, dry_run: bool = False, copy: bool = True) -> Obj:
+        """Create ``obj``. ``copy=False`` is for trusted in-process writers: ``obj`` is handed over
+        (the caller must not touch it again) and the stored object comes back, read-only; no
+        copies either way. Writers that create much (the simulator's operator) save most of a
+        write's cost so."""
         namespace = ((obj.get("metadata") or {}).get("namespace") or "") if rt.namespaced else ""
         if namespace:
             self._namespace_must_exist(rt, namespace)
         bucket = self._objects.get(rt.key, {}).get(namespace, {})
-        new = new_object(rt, obj, name_taken=bucket.__contains__, rng=self._rng)
+        new = new_object(rt, obj, name_taken=bucket.__contains__, rng=self._rng, copy=copy)
         name = new["metadata"]["name"]
         if name in bucket:
             raise already_exists(rt, name)
         if dry_run:
             return new
         self._write(rt.key, ADDED, new, None)
-        created: Obj = clone(new)
-        return created
+        return clone(new) if copy else new
 
     async def update(
-        self, rt: ResourceType, obj: Obj, *, subresource: str | None = None, dry_run: bool = False
+        self,
+        rt: ResourceType,
+        obj: Obj,
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+        copy: bool = True,
     ) -> Obj:
+        """Update with ``obj``; ``copy=False`` as for :meth:`create` (handed over, read-only back)."""
         check_subresource(rt, subresource)
         namespace, name = update_target(rt, obj)
         current = self._find(rt, namespace, name)
-        new = updated_object(rt, current, obj, subresource=subresource)
+        new = updated_object(rt, current, obj, subresource=subresource, copy=copy)
         if new == current:
-            unchanged: Obj = clone(current)
-            return unchanged
+            return clone(current) if copy else current
         if dry_run:
             return new
         self._write(rt.key, write_type(new), new, current)
-        updated: Obj = clone(new)
-        return updated
+        return clone(new) if copy else new
 
     async def delete(
         self, rt: ResourceType, namespace: str | None, name: str, *, dry_run: bool = False

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import click
 
+from fleet.cli import loop
 from fleet.cli.options import (
     kubeconfig_option,
     log_level_option,
@@ -69,7 +69,7 @@ def api(
     tls = (tls_cert_file, tls_private_key_file) if tls_cert_file and tls_private_key_file else None
     setup_logging(log_level)
     try:
-        asyncio.run(
+        loop.run(
             run_api(
                 redis_url,
                 kubeconfig=kubeconfig,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from fleet.cli import loop
 from fleet.sim.faults import FAULTS
 from fleet.sim.kubeconfig import KubeconfigError, control_endpoint
 from fleet.sim.topology import DEFAULT_TOPOLOGY, TopologyError, load_topology
@@ -71,7 +71,7 @@ def sim(  # noqa: PLR0917 (click passes options positionally)
     from fleet.sim.simulator import run
 
     try:
-        asyncio.run(run(loaded, kubeconfig, host=host, base_port=base_port, control_port=control_port))
+        loop.run(run(loaded, kubeconfig, host=host, base_port=base_port, control_port=control_port))
     except OSError as exc:
         raise click.ClickException(f"cannot serve: {exc}") from None
 

@@ -15,6 +15,11 @@ It watches the member's store directly (same event loop as the API server) and w
 Every transition is also an Event on the job, so ``kubectl describe acjob`` tells the story. The
 pod cache is fed by the store's watch and by the operator's own writes, newest resourceVersion
 wins, so the next job never sees capacity that was just taken.
+
+The operator writes with ``copy=False`` (:meth:`MemoryStore.create`): it hands each object it
+built over to the store and gets the stored one back read-only, so a write costs no copies. What
+it reads to change (``get``) is a copy as usual; an object that came back from a write is changed
+only through a shallow copy (``{**pod, "status": ...}``).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from typing import Any, Final
 from fleet.apiserver.errors import AlreadyExists, NotFound
 from fleet.apiserver.kinds import ASCENDJOB, EVENT, NODE, POD
 from fleet.apiserver.resources import Obj
-from fleet.apiserver.store import ADDED, DELETED, Store, now_rfc3339
+from fleet.apiserver.store import ADDED, DELETED, MemoryStore, now_rfc3339
 from fleet.ascend import NPU_RESOURCE, Condition, Reason
 from fleet.sim.jobs import (
     backoff_limit,
@@ -74,13 +79,18 @@ class _Job:
     restarts: int = 0
     pending_message: str = ""
 
+    def reference(self) -> Obj:
+        """Enough of the job for an Event's involvedObject, without reading it."""
+        meta = {"name": self.key[1], "namespace": self.key[0], "uid": self.uid}
+        return {"apiVersion": ASCENDJOB.api_version, "kind": ASCENDJOB.kind, "metadata": meta}
+
 
 class Operator:
     """The controllers of one simulated member; :meth:`run` until cancelled."""
 
     def __init__(
         self,
-        store: Store,
+        store: MemoryStore,
         simulation: Simulation,
         *,
         member: str,
@@ -101,6 +111,10 @@ class Operator:
         self._pods: dict[Key, tuple[int, PodInfo]] = {}
         self._devices: dict[str, dict[Key, list[int]]] = {}
         self._capacity_changed = True
+        # The scheduler's view of the member, kept up to date pod by pod between passes (a node
+        # change drops it, the next pass rebuilds it), so a pass costs what its jobs need,
+        # not a walk over every node and pod.
+        self._cluster: Cluster | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
     # --- public --------------------------------------------------------------------------------
@@ -176,27 +190,46 @@ class Operator:
             self._nodes.pop(name, None)
         else:
             self._nodes[name] = (rv, node_info(node))
+        self._cluster = None
         self._capacity_changed = True
 
     def _on_pod(self, kind: str, pod: Obj) -> None:
         meta = pod["metadata"]
         key = (meta.get("namespace") or "default", meta["name"])
         rv = int(meta.get("resourceVersion") or 0)
-        if rv < self._pods.get(key, (0, None))[0]:
+        known = self._pods.get(key)
+        if known is not None and rv < known[0]:
             return  # an older event than what this operator wrote itself
+        before = known[1] if known is not None else None
         if kind == DELETED:
             if self._pods.pop(key, None) is not None:
                 self._release_devices(key)
                 self._capacity_changed = True
+                self._rebind(before, None)
             return
         try:
             info = pod_info(pod)
         except PodSpecError:
             return
         self._pods[key] = (rv, info)
+        self._rebind(before, info)
         if info.terminal:
             self._release_devices(key)
             self._capacity_changed = True
+
+    def _rebind(self, before: PodInfo | None, after: PodInfo | None) -> None:
+        """Carry a pod's change of node (or its end) into the kept scheduler view."""
+        cluster = self._cluster
+        if cluster is None:
+            return
+        was = before.node_name if before is not None and not before.terminal else None
+        now = after.node_name if after is not None and not after.terminal else None
+        if was == now:
+            return
+        if was is not None and before is not None:
+            cluster.unbind(before.name, before.namespace, was)
+        if now is not None and after is not None:
+            cluster.bind(after, now)
 
     def _on_job(self, kind: str, job: Obj) -> None:
         key = job_key(job)
@@ -276,14 +309,19 @@ class Operator:
 
     async def _write_status(self, job: Obj) -> Obj | None:
         try:
-            return await self.store.update(ASCENDJOB, job, subresource="status")
+            return await self.store.update(ASCENDJOB, job, subresource="status", copy=False)
         except NotFound:
             self._forget(job_key(job))
             return None
 
-    async def _transition(self, key: Key, kind: str, reason: str, message: str, **extra: Any) -> Obj | None:
-        """Set the job's condition (and more status), and record it as an Event."""
-        job = await self._job(key)
+    async def _transition(
+        self, key: Key, kind: str, reason: str, message: str, *, body: Obj | None = None, **extra: Any
+    ) -> Obj | None:
+        """Set the job's condition (and more status), and record it as an Event.
+
+        ``body``: the job as the caller just read it (this changes it), to save reading it again.
+        """
+        job = body if body is not None else await self._job(key)
         if job is None:
             return None
         now = now_rfc3339()
@@ -340,7 +378,7 @@ class Operator:
             "count": 1,
         }
         with contextlib.suppress(NotFound):
-            await self.store.create(EVENT, event)
+            await self.store.create(EVENT, event, copy=False)
 
     async def _admit(self, key: Key) -> None:
         job = await self._job(key)
@@ -356,6 +394,7 @@ class Operator:
                 Condition.FAILED,
                 Reason.JOB_VALID_FAILED,
                 f"Job {namespace}/{name} is invalid: {problem}",
+                body=job,
             )
             return
         pods = await self._create_pods(job)
@@ -364,7 +403,11 @@ class Operator:
         tracked.need = len(pods) if wanted is None else min(wanted, len(pods))
         if state(job) in (None, Condition.CREATED):
             await self._transition(
-                key, Condition.CREATED, Reason.JOB_CREATED, f"AscendJob {namespace}/{name} is created."
+                key,
+                Condition.CREATED,
+                Reason.JOB_CREATED,
+                f"AscendJob {namespace}/{name} is created.",
+                body=job,
             )
         self._queue.append(key)
         self._capacity_changed = True
@@ -374,7 +417,7 @@ class Operator:
         for pod in pods:
             pod["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
             try:
-                created = await self.store.create(POD, pod)
+                created = await self.store.create(POD, pod, copy=False)
             except AlreadyExists:
                 continue
             self._on_pod(ADDED, created)
@@ -382,9 +425,12 @@ class Operator:
 
     async def _schedule(self) -> None:
         started = time.perf_counter()
-        cluster = Cluster.of(
-            [info for _, info in self._nodes.values()], [info for _, info in self._pods.values()]
-        )
+        cluster = self._cluster
+        if cluster is None:
+            cluster = Cluster.of(
+                [info for _, info in self._nodes.values()], [info for _, info in self._pods.values()]
+            )
+            self._cluster = cluster
         for key in list(self._queue):
             job = self._jobs.get(key)
             if job is None:
@@ -395,10 +441,13 @@ class Operator:
             need = max(job.need - bound, 1) if bound < job.need else 1
             result = schedule_pods(cluster, unbound, min_available=need, pods_in_job=len(job.pods))
             if result.fits:
-                for pod in unbound:
-                    if pod.name in result.bindings:
-                        cluster.bind(pod, result.bindings[pod.name])
+                # Each written binding reaches the kept view through _on_pod, before the next job;
+                # if a node change dropped that view meanwhile, this pass's copy is kept by hand.
                 await self._bind(job, result.bindings)
+                if self._cluster is not cluster:
+                    for pod in unbound:
+                        if pod.name in result.bindings:
+                            cluster.bind(pod, result.bindings[pod.name])
                 if bound + len(result.bindings) >= job.need and key not in self._running:
                     await self._start_running(job)
                 if bound + len(result.bindings) >= len(job.pods):
@@ -429,18 +478,16 @@ class Operator:
                 )
             pod["spec"]["nodeName"] = node_name
             pod["metadata"].pop("resourceVersion", None)
-            pod = await self.store.update(POD, pod)
+            pod = await self.store.update(POD, pod, copy=False)
             self._on_pod(ADDED, pod)
             now = now_rfc3339()
-            pod["status"] = _running_status(pod, address, now)
-            pod = await self.store.update(POD, pod, subresource="status")
+            running = {**pod, "status": _running_status(pod, address, now)}
+            pod = await self.store.update(POD, running, subresource="status", copy=False)
             self._on_pod(ADDED, pod)
             placed.append(f"{pod_name} -> {node_name}")
-        body = await self._job(job.key)
-        if body is not None and placed:
-            await self._event(
-                body, "Normal", "Scheduled", f"Bound {len(placed)} pod(s): {', '.join(placed)}", _SCHEDULER
-            )
+        if placed:
+            message = f"Bound {len(placed)} pod(s): {', '.join(placed)}"
+            await self._event(job.reference(), "Normal", "Scheduled", message, _SCHEDULER)
         if self.metrics is not None:
             self.metrics.pods_bound.labels(self.member).inc(len(placed))
         log.info(
@@ -476,6 +523,7 @@ class Operator:
             Condition.RUNNING,
             Reason.JOB_RUNNING,
             f"AscendJob {namespace}/{name} is running.",
+            body=body,
             replicaStatuses=statuses,
         )
 
@@ -512,7 +560,7 @@ class Operator:
                 pod["status"] = _terminated_status(pod, "Failed", 137, "Killed", now)
             pod["metadata"].pop("resourceVersion", None)
             with contextlib.suppress(NotFound):
-                written = await self.store.update(POD, pod, subresource="status")
+                written = await self.store.update(POD, pod, subresource="status", copy=False)
                 self._on_pod(ADDED, written)
             finished.append(pod)
         return finished
@@ -529,6 +577,7 @@ class Operator:
             Condition.SUCCEEDED,
             Reason.JOB_SUCCEEDED,
             f"AscendJob {namespace}/{name} successfully completed.",
+            body=body,
             replicaStatuses=replica_statuses(body, pods),
         )
         self._jobs.pop(job.key, None)

@@ -61,6 +61,7 @@ class Cluster:
         self._free: dict[int, dict[str, int]] = {}
         self._free_key: dict[int, tuple[tuple[str, int], ...]] = {}
         self._static: dict[tuple[object, ...], list[str | None]] = {}
+        self._partitions: dict[tuple[object, ...], _Partition] = {}
 
     @classmethod
     def of(cls, nodes: Sequence[NodeInfo], pods: Sequence[PodInfo]) -> Cluster:
@@ -105,11 +106,29 @@ class Cluster:
             self._static[key] = cached
         return cached
 
+    def partition(self, key: tuple[object, ...], statics: Sequence[list[str | None]]) -> _Partition:
+        """The usable nodes in classes of interchangeable ones, for pods of these static verdicts.
+
+        Only for jobs whose usable nodes depend on the static rules alone (no anti-affinity in
+        play): then the classes change only where a pod binds or leaves, and :meth:`_touch` moves
+        that one node, so a job's search starts from them instead of walking every node.
+        ``key`` names ``statics`` (the static shapes and the job's size). Shared: copy to change.
+        """
+        found = self._partitions.get(key)
+        if found is None:
+            if len(self._partitions) >= _PARTITIONS_KEPT:
+                self._partitions.clear()
+            found = _Partition.of(self, statics)
+            self._partitions[key] = found
+        return found
+
     def _touch(self, node_name: str) -> None:
         i = self.index.get(node_name)
         if i is not None:
             self._free.pop(i, None)
             self._free_key.pop(i, None)
+            for partition in self._partitions.values():
+                partition.move(i, self.free_key(i))
 
     def bind(self, pod: PodInfo, node_name: str) -> None:
         self.pods_on.setdefault(node_name, []).append(pod)
@@ -131,6 +150,51 @@ class Cluster:
                 self.anti_bound = [(p, n) for p, n in self.anti_bound if p is not pod]
                 self._touch(node_name)
                 return
+
+
+_PARTITIONS_KEPT = 32
+
+
+@dataclass
+class _Partition:
+    """Usable nodes by class: key (signature, free resources, job pods placed) -> sorted nodes."""
+
+    signature: list[int]
+    key_of: dict[int, object]
+    classes: dict[object, list[int]]
+
+    @classmethod
+    def of(cls, cluster: Cluster, statics: Sequence[list[str | None]]) -> _Partition:
+        # A node's signature: which pod shapes of the job it could take at all. Nodes that take
+        # none are left out of the classes: they are never candidates.
+        signatures: dict[tuple[bool, ...], int] = {}
+        signature = [0] * len(cluster.nodes)
+        key_of: dict[int, object] = {}
+        classes: dict[object, list[int]] = {}
+        for i in range(len(cluster.nodes)):
+            usable = tuple(column[i] is None for column in statics)
+            if not any(usable):
+                continue
+            signature[i] = signatures.setdefault(usable, len(signatures))
+            key = (signature[i], cluster.free_key(i), ())
+            key_of[i] = key
+            classes.setdefault(key, []).append(i)
+        return cls(signature, key_of, classes)
+
+    def move(self, node: int, free_key: tuple[tuple[str, int], ...]) -> None:
+        """Node ``node``'s free resources are now ``free_key``: regroup it."""
+        old = self.key_of.get(node)
+        if old is None:
+            return
+        key = (self.signature[node], free_key, ())
+        if key == old:
+            return
+        members = self.classes[old]
+        members.pop(bisect_left(members, node))
+        if not members:
+            del self.classes[old]
+        self.key_of[node] = key
+        insort(self.classes.setdefault(key, []), node)
 
 
 @dataclass(frozen=True)
@@ -199,6 +263,7 @@ class _Search:
             for shape, pod in examples.items()
         }
         self.free = [cluster.free(i) for i in range(len(self.nodes))]
+        static_only = all(conflicts is None for conflicts in self.bound_conflict.values())
         self.placed: list[list[int]] = [[] for _ in self.nodes]  # indices of job pods on each node
         self.assignment: list[int | None] = [None] * len(pods)
         self.best: list[int | None] = []
@@ -208,7 +273,13 @@ class _Search:
         # Interchangeable nodes share a class; the search tries one node per class.
         self.classes: dict[object, list[int]] = {}
         self.key_of: dict[int, object] = {}
-        if self.per_node:
+        if self.per_node and static_only:
+            statics = (tuple(examples[shape].static_shape() for shape in self.static), pods_in_job)
+            partition = cluster.partition(statics, list(self.static.values()))
+            self.signature = list(partition.signature)
+            self.key_of = dict(partition.key_of)
+            self.classes = {k: list(v) for k, v in partition.classes.items()}
+        elif self.per_node:
             # A node's signature: which pod shapes of the job it could take at all. Nodes that
             # take none are left out of the classes: they are never candidates.
             usable = [

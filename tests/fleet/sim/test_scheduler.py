@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from fleet.sim.scheduler import schedule
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fleet.sim.predicates import PodInfo, pod_info
+from fleet.sim.scheduler import Cluster, schedule, schedule_pods
 from tests.fleet.sim.builders import bound, node, pods_of, sample_job, simple_job
 
 CARD_NODES = [
@@ -147,3 +153,43 @@ def test_a_hundred_node_member_takes_one_pod_per_node_up_to_its_size() -> None:
     pending = schedule(nodes, [], pods_of(simple_job("too-wide", workers=101)))
     assert not pending.fits
     assert "at most 100 do" in pending.message
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(["bind", "unbind"]),
+            st.integers(0, 3),  # job shape
+            st.booleans(),  # anti-affinity (one pod per node)
+            st.integers(1, 3),  # workers
+        ),
+        min_size=1,
+        max_size=25,
+    )
+)
+def test_a_cluster_kept_across_binds_and_unbinds_decides_as_one_rebuilt(
+    steps: list[tuple[str, int, bool, int]],
+) -> None:
+    """The operator keeps one Cluster between passes; it must never see stale capacity."""
+    nodes = [node(f"n-{i}", npus=8 if i % 3 else 2, accelerator_type=None) for i in range(6)]
+    kept = Cluster.from_objects(nodes, [])
+    placed: dict[str, list[tuple[PodInfo, str]]] = {}
+    for number, (action, shape, anti, workers) in enumerate(steps):
+        if action == "unbind" and placed:
+            name = sorted(placed)[number % len(placed)]
+            for pod, node_name in placed.pop(name):
+                kept.unbind(pod.name, pod.namespace, node_name)
+            continue
+        job = simple_job(f"j{number}", workers=workers, npus=(1, 2, 4, 8)[shape], anti_affinity=anti)
+        pods = [pod_info(p) for p in pods_of(job)]
+        fresh = Cluster.of(kept.nodes, [p for held in placed.values() for p, _ in held])
+        decided = schedule_pods(kept, pods)
+        assert decided == schedule_pods(fresh, pods)
+        if decided.fits:
+            placed[job["metadata"]["name"]] = []
+            for pod in pods:
+                node_name = decided.bindings[pod.name]
+                bound_pod = replace(pod, node_name=node_name)
+                kept.bind(bound_pod, node_name)
+                placed[job["metadata"]["name"]].append((bound_pod, node_name))
