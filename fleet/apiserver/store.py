@@ -412,8 +412,11 @@ class ObjectFilter:
         self.namespace = namespace
         self.labels = LabelSelector.parse(labels)
         self.fields = FieldSelector.parse(fields, rt.supported_field_selectors)
+        self.everything = namespace is None and not self.labels and not self.fields
 
     def matches(self, obj: Obj) -> bool:
+        if self.everything:
+            return True
         meta = obj.get("metadata", {})
         if self.namespace is not None and meta.get("namespace") != self.namespace:
             return False

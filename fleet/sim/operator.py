@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 import logging
 import time
 import uuid
@@ -115,6 +117,10 @@ class Operator:
         # change drops it, the next pass rebuilds it), so a pass costs what its jobs need,
         # not a walk over every node and pod.
         self._cluster: Cluster | None = None
+        # When running jobs finish or fail: (due, sequence, job), earliest first. A tick pops what
+        # is due instead of looking at every running job.
+        self._timers: list[tuple[float, int, Key]] = []
+        self._timer_sequence = itertools.count()
         self._tasks: list[asyncio.Task[None]] = []
 
     # --- public --------------------------------------------------------------------------------
@@ -146,6 +152,7 @@ class Operator:
         job = self._jobs.get(key)
         if job is not None and key in self._running and job.fail_at is None:
             job.fail_at = self.clock() + self.simulation.failure_delay_seconds
+            self._timer(job.fail_at, key)
         log.info("event=fault_armed member=%s job=%s/%s always=%s", self.member, namespace, name, always)
 
     def pending_jobs(self) -> int:
@@ -251,6 +258,9 @@ class Operator:
         self._jobs[key] = _Job(key, uid, self.clock())
         self._new.append(key)
 
+    def _timer(self, due: float, key: Key) -> None:
+        heapq.heappush(self._timers, (due, next(self._timer_sequence), key))
+
     def _spawn(self, coroutine: Any) -> None:
         task: asyncio.Task[None] = asyncio.create_task(coroutine)
         self._tasks.append(task)
@@ -286,10 +296,11 @@ class Operator:
             self._capacity_changed = False
             await self._schedule()
         now = self.clock()
-        for key in list(self._running):
+        while self._timers and self._timers[0][0] <= now:
+            key = heapq.heappop(self._timers)[2]
             job = self._jobs.get(key)
-            if job is None:
-                continue
+            if job is None or key not in self._running:
+                continue  # a timer of a job that ended or restarted meanwhile
             if job.fail_at is not None and job.fail_at <= now:
                 await self._fail(job)
             elif job.finish_at is not None and job.finish_at <= now:
@@ -513,8 +524,10 @@ class Operator:
         now = self.clock()
         job.running_since = now
         job.finish_at = now + max(duration_seconds(body, self.simulation.job_duration_seconds), 0.0)
+        self._timer(job.finish_at, job.key)
         if job.key in self._failures:
             job.fail_at = now + self.simulation.failure_delay_seconds
+            self._timer(job.fail_at, job.key)
         job.pending_message = ""
         self._running.add(job.key)
         statuses = replica_statuses(body, await self._job_pods(job))

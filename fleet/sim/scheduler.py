@@ -18,7 +18,7 @@ the search; when it runs out the job stays pending with a message that says so.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -262,9 +262,11 @@ class _Search:
             )
             for shape, pod in examples.items()
         }
-        self.free = [cluster.free(i) for i in range(len(self.nodes))]
+        # Free resources where this search placed pods (copy on write); elsewhere the cluster's.
+        self.changed_free: dict[int, dict[str, int]] = {}
         static_only = all(conflicts is None for conflicts in self.bound_conflict.values())
-        self.placed: list[list[int]] = [[] for _ in self.nodes]  # indices of job pods on each node
+        # Indices of the job's pods on each node (made on first use: a search touches few nodes).
+        self.placed: defaultdict[int, list[int]] = defaultdict(list)
         self.assignment: list[int | None] = [None] * len(pods)
         self.best: list[int | None] = []
         self.best_depth = -1
@@ -296,6 +298,10 @@ class _Search:
                 class_key = (self.signature[i], cluster.free_key(i), ())
                 self.key_of[i] = class_key
                 self.classes.setdefault(class_key, []).append(i)
+
+    def free(self, node: int) -> dict[str, int]:
+        changed = self.changed_free.get(node)
+        return changed if changed is not None else self.cluster.free(node)
 
     def _bound(self, shape: int, node: int) -> bool:
         conflicts = self.bound_conflict[shape]
@@ -346,7 +352,7 @@ class _Search:
         static = self.static[shape][node]
         if static is not None:
             return [static]
-        short = insufficient(self.pods[index].requests, self.free[node])
+        short = insufficient(self.pods[index].requests, self.free(node))
         if short:
             return short
         if self._bound(shape, node) or self._conflicts_placed(index, node):
@@ -371,7 +377,7 @@ class _Search:
         pod = self.pods[index]
 
         def leftover(node: int) -> tuple[int, int, int, str]:
-            free = self.free[node]
+            free = self.free(node)
             return (
                 free.get(NPU_RESOURCE, 0) - pod.npus,
                 free.get("cpu", 0) - pod.requests.get("cpu", 0),
@@ -382,10 +388,10 @@ class _Search:
         return sorted(found, key=leftover)  # best fit first: keep big holes for big pods
 
     def _place(self, index: int, node: int, sign: int) -> None:
-        free = dict(self.free[node])  # copy on write: the cluster's cache stays as it was
+        free = dict(self.free(node))  # copy on write: the cluster's cache stays as it was
         for resource, amount in self.pods[index].requests.items():
             free[resource] = free.get(resource, 0) - sign * amount
-        self.free[node] = free
+        self.changed_free[node] = free
         if sign > 0:
             self.placed[node].append(index)
             self.assignment[index] = node
