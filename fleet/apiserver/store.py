@@ -600,9 +600,10 @@ class MemoryStore:
 
     # --- the Store protocol --------------------------------------------------------------------
 
-    async def get(self, rt: ResourceType, namespace: str | None, name: str) -> Obj:
-        found: Obj = clone(self._find(rt, namespace, name))
-        return found
+    async def get(self, rt: ResourceType, namespace: str | None, name: str, *, copy: bool = True) -> Obj:
+        """The object; ``copy=False``: the stored object itself, read-only (see :meth:`create`)."""
+        found = self._find(rt, namespace, name)
+        return clone(found) if copy else found
 
     async def list(
         self,

@@ -16,10 +16,10 @@ Every transition is also an Event on the job, so ``kubectl describe acjob`` tell
 pod cache is fed by the store's watch and by the operator's own writes, newest resourceVersion
 wins, so the next job never sees capacity that was just taken.
 
-The operator writes with ``copy=False`` (:meth:`MemoryStore.create`): it hands each object it
-built over to the store and gets the stored one back read-only, so a write costs no copies. What
-it reads to change (``get``) is a copy as usual; an object that came back from a write is changed
-only through a shallow copy (``{**pod, "status": ...}``).
+The operator reads and writes with ``copy=False`` (:meth:`MemoryStore.create`): it reads the
+stored objects themselves, read-only, hands each object it built over to the store and gets the
+stored one back, so neither costs a copy. It never changes an object it read: a change is a
+shallow copy with the changed parts new (``{**pod, "status": ...}``).
 """
 
 from __future__ import annotations
@@ -313,7 +313,7 @@ class Operator:
 
     async def _job(self, key: Key) -> Obj | None:
         try:
-            return await self.store.get(ASCENDJOB, key[0], key[1])
+            return await self.store.get(ASCENDJOB, key[0], key[1], copy=False)
         except NotFound:
             self._forget(key)
             return None
@@ -330,20 +330,19 @@ class Operator:
     ) -> Obj | None:
         """Set the job's condition (and more status), and record it as an Event.
 
-        ``body``: the job as the caller just read it (this changes it), to save reading it again.
+        ``body``: the job as the caller just read it, to save reading it again (left unchanged).
         """
         job = body if body is not None else await self._job(key)
         if job is None:
             return None
         now = now_rfc3339()
-        status = job.setdefault("status", {})
+        status = dict(job.get("status") or {})
         status.setdefault("startTime", now)
         changed = set_condition(status, kind, reason, message, now)
         status.update(extra)
         if kind in (Condition.SUCCEEDED, Condition.FAILED):
             status["completionTime"] = now
-        job.setdefault("metadata", {}).pop("resourceVersion", None)
-        written = await self._write_status(job)
+        written = await self._write_status({**job, "metadata": _unversioned(job), "status": status})
         if written is not None and changed:
             warning = reason in (Reason.JOB_FAILED, Reason.POD_GROUP_PENDING, Reason.JOB_VALID_FAILED)
             source = _SCHEDULER if reason == Reason.POD_GROUP_PENDING else _COMPONENT
@@ -476,20 +475,19 @@ class Operator:
         for pod_name, node_name in bindings.items():
             key = (namespace, pod_name)
             try:
-                pod = await self.store.get(POD, namespace, pod_name)
+                pod = await self.store.get(POD, namespace, pod_name, copy=False)
             except NotFound:
                 continue
             node = self._nodes.get(node_name)
             address = node[1].address if node is not None else ""
             npus = pod_info(pod).npus
+            meta = _unversioned(pod)
             if npus:
                 devices = self._take_devices(node_name, key, npus)
-                pod["metadata"].setdefault("annotations", {})[NPU_RESOURCE] = ",".join(
-                    f"{_NPU_DEVICE_PREFIX}{d}" for d in devices
-                )
-            pod["spec"]["nodeName"] = node_name
-            pod["metadata"].pop("resourceVersion", None)
-            pod = await self.store.update(POD, pod, copy=False)
+                annotation = ",".join(f"{_NPU_DEVICE_PREFIX}{d}" for d in devices)
+                meta["annotations"] = {**(meta.get("annotations") or {}), NPU_RESOURCE: annotation}
+            bound = {**pod, "metadata": meta, "spec": {**pod["spec"], "nodeName": node_name}}
+            pod = await self.store.update(POD, bound, copy=False)
             self._on_pod(ADDED, pod)
             now = now_rfc3339()
             running = {**pod, "status": _running_status(pod, address, now)}
@@ -548,7 +546,7 @@ class Operator:
         pods = []
         for name in names:
             try:
-                pod = await self.store.get(POD, namespace, name)
+                pod = await self.store.get(POD, namespace, name, copy=False)
             except NotFound:
                 continue
             if any(o.get("uid") == uid for o in pod["metadata"].get("ownerReferences") or ()):
@@ -566,16 +564,16 @@ class Operator:
                 continue
             name = pod["metadata"]["name"]
             if failed is None:
-                pod["status"] = _terminated_status(pod, "Succeeded", 0, "Completed", now)
+                status = _terminated_status(pod, "Succeeded", 0, "Completed", now)
             elif name == failed:
-                pod["status"] = _terminated_status(pod, "Failed", 1, "Error", now)
+                status = _terminated_status(pod, "Failed", 1, "Error", now)
             else:
-                pod["status"] = _terminated_status(pod, "Failed", 137, "Killed", now)
-            pod["metadata"].pop("resourceVersion", None)
+                status = _terminated_status(pod, "Failed", 137, "Killed", now)
+            ended = {**pod, "metadata": _unversioned(pod), "status": status}
             with contextlib.suppress(NotFound):
-                written = await self.store.update(POD, pod, subresource="status", copy=False)
+                written = await self.store.update(POD, ended, subresource="status", copy=False)
                 self._on_pod(ADDED, written)
-            finished.append(pod)
+            finished.append(ended)
         return finished
 
     async def _succeed(self, job: _Job) -> None:
@@ -639,6 +637,11 @@ class Operator:
             with contextlib.suppress(NotFound):
                 gone = await self.store.delete(POD, key[0], pod["metadata"]["name"])
                 self._on_pod(DELETED, gone)
+
+
+def _unversioned(obj: Obj) -> dict[str, Any]:
+    """A copy of ``obj``'s metadata without resourceVersion: an unconditional write's."""
+    return {k: v for k, v in obj["metadata"].items() if k != "resourceVersion"}
 
 
 def _container_statuses(pod: Obj, state: dict[str, Any], ready: bool) -> list[dict[str, Any]]:
