@@ -13,6 +13,7 @@ from pathlib import Path
 
 from rq import SimpleWorker
 
+from fleet import collector
 from fleet.connections import redis_from_url
 from fleet.dispatch.context import Context, install
 from fleet.dispatch.dispatcher import Dispatcher, DispatcherSettings
@@ -46,6 +47,7 @@ def run_dispatcher(
         if not feeder.wait_synced(sync_timeout):
             log.warning("event=capacity_not_synced seconds=%s: dispatching on what is known", sync_timeout)
         dispatcher = Dispatcher(ctx, placer, holder=_holder(), lock=feeder.lock, settings=settings)
+        collector.tune()
         log.info("event=dispatcher_started members=%d", len(ctx.members))
         dispatcher.run(stop)
     finally:
@@ -61,6 +63,7 @@ def run_worker(
     SIGTERM after its current task)."""
     ctx = Context(redis_from_url(redis_url), kubeconfig)
     install(ctx)
+    collector.tune()
     worker = SimpleWorker(
         [ctx.queue, ctx.purge_queue], connection=ctx.client, name=name or f"fleet-worker-{_holder()}"
     )
@@ -75,6 +78,7 @@ def run_syncer(
 ) -> None:
     """Watch and probe every member and act on what they say, until ``stop`` is set."""
     ctx = Context(redis_from_url(redis_url), kubeconfig)
+    collector.tune()
     try:
         Syncer(ctx, settings).run(stop)
     finally:

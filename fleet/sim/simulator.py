@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import signal
 from pathlib import Path
 from typing import Any
 
+from fleet import collector
 from fleet.apiserver import Server
 from fleet.sim.control import build_control_app
 from fleet.sim.kubeconfig import build_kubeconfig, write_atomically
@@ -69,23 +69,6 @@ class Simulator:
         return build_kubeconfig({name: m.url for name, m in self.members.items()}, self.control_url)
 
 
-#: Allocations between young-generation collections (CPython's default is 700).
-_GC_YOUNG_THRESHOLD = 20_000
-
-
-def _tune_gc() -> None:
-    """Make the cyclic garbage collector cheap for a process that holds many long-lived objects.
-
-    Every stored object is a tree of dicts the collector tracks; with thousands of jobs, pods and
-    Events alive, its default thresholds (a young collection every 700 allocations, older ones as
-    the heap grows) took a third of the simulator's CPU. The stored objects hold no reference
-    cycles, so collecting rarely costs nothing but a little garbage held a little longer; what
-    exists after start-up (modules, topology, nodes) is frozen out of the collector's view.
-    """
-    gc.freeze()
-    gc.set_threshold(_GC_YOUNG_THRESHOLD, 20, 50)
-
-
 async def run(
     topology: Topology,
     kubeconfig: Path,
@@ -102,7 +85,7 @@ async def run(
         loop.add_signal_handler(sig, stop.set)
     simulator = Simulator(topology, host=host, base_port=base_port, control_port=control_port)
     await simulator.start()
-    _tune_gc()
+    collector.tune()
     try:
         write_atomically(kubeconfig, simulator.kubeconfig())
         log.info(
