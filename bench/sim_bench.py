@@ -124,7 +124,9 @@ def create_jobs(
             conn = connections.get(member)
             if conn is None:
                 url = servers[member]
-                conn = connections[member] = http.client.HTTPConnection(str(url.hostname), url.port, timeout=60)
+                conn = connections[member] = http.client.HTTPConnection(
+                    str(url.hostname), url.port, timeout=60
+                )
             conn.request("POST", path, json.dumps(job(name)), headers)
             response = conn.getresponse()
             body = response.read()
