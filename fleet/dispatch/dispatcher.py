@@ -32,14 +32,15 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.dispatch.context import Context, policy_for
-from fleet.dispatch.handback import COMPONENT
+from fleet.dispatch.handback import COMPONENT, inflight_entry
 from fleet.dispatch.lease import Lease
+from fleet.dispatch.tasks import Propagation, propagate_batch
 from fleet.jobs.phases import FINISHED, FleetReason, Phase
 from fleet.jobs.status import attempt_of, current_state, last_condition, set_state
 from fleet.jobs.submit import enqueue, job_key, split_key
 from fleet.placement import Demand, Placer, job_pod_key
 from fleet.policy import PropagationPolicy
-from fleet.state import Fence, Fenced, record_event
+from fleet.state import Fence, Fenced, record_event, record_events
 from fleet.workloads import InvalidWorkload, UnknownKind, adapter_for
 from queues import JobState, LedgerError
 from queues.records import Fenced as LedgerFenced
@@ -95,6 +96,33 @@ class _Candidate:
     demand: Demand
     policy: PropagationPolicy
     avoid: frozenset[str]
+
+
+@dataclass
+class _Plan:
+    """An admitted, placed candidate on its way to being recorded and sent."""
+
+    candidate: _Candidate
+    attempt: int
+    member: str
+    reservation: str
+    message: str
+    pin: dict[str, Any] | None
+
+    def change(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """The fleet object's status, Admitted to ``member``, if it is still the one decided on."""
+        uid = self.candidate.obj["metadata"]["uid"]
+        if obj["metadata"].get("uid") != uid or attempt_of(obj) != self.attempt - 1:
+            return None
+        if obj["metadata"].get("deletionTimestamp") or current_state(obj) != Phase.QUEUED:
+            return None
+        status = obj.setdefault("status", {})
+        status["attempt"] = self.attempt
+        status["cluster"] = self.member
+        status["reservation"] = self.reservation
+        status.pop("notBefore", None)
+        set_state(status, Phase.ADMITTED, FleetReason.ADMITTED, self.message)
+        return obj
 
 
 class Dispatcher:
@@ -268,9 +296,8 @@ class Dispatcher:
     def _decide(self, keys: list[str], now: float, epoch: int) -> int:
         policies = self._policy_list(now)
         fitting: list[_Candidate] = []
-        for key in keys:
-            namespace, name = split_key(key)
-            obj = self.ctx.objects.try_get(FLEET_ASCENDJOB, namespace, name)
+        objs = self.ctx.objects.get_many(FLEET_ASCENDJOB, [split_key(key) for key in keys])
+        for key, obj in zip(keys, objs, strict=True):
             if obj is None or obj["metadata"].get("deletionTimestamp"):
                 # Deleted: the syncer releases it; until then it is not ours to place.
                 self._remember(key, _Miss("deleted", -1, now + 1.0))
@@ -302,93 +329,101 @@ class Dispatcher:
         if not fitting:
             return 0
         decisions = self.ctx.ledger.admit_pending_many([c.key for c in fitting], fence=self._ledger_fence)
-        placed = 0
+        admitted: list[_Candidate] = []
         for candidate, decision in zip(fitting, decisions, strict=True):
             if decision.admitted:
-                placed += self._place(candidate, now, epoch)
+                admitted.append(candidate)
             elif decision.refusal is not None:
                 DECISIONS.labels("quota").inc()
                 self._queued(candidate.key, candidate.obj, FleetReason.QUOTA_EXCEEDED, str(decision.refusal))
                 self._remember(candidate.key, _Miss("quota", -1, now + _QUOTA_RETRY))
-        return placed
+        return self._place(admitted, now, epoch)
 
-    def _place(self, c: _Candidate, now: float, epoch: int) -> int:
-        uid = str(c.obj["metadata"]["uid"])
-        attempt = attempt_of(c.obj) + 1
-        rid = job_pod_key(uid, attempt)
-        with self.lock:
-            decision = self.placer.place(
-                c.demand,
-                reservation_id=rid,
-                job=c.key,
-                strategy=c.policy.spec.placement.strategy,
-                affinity=c.policy.spec.placement.cluster_affinity,
-                avoid=c.avoid,
-            )
-        if decision is None:
-            self.ctx.ledger.requeue(c.key, fence=self._ledger_fence)
-            self._no_fit(c.key, c.obj, c.demand, policy=c.policy, avoid=c.avoid, epoch=epoch, now=now)
-            return 0
-        member = decision.member
-        placement = decision.placement
-        queue = (c.obj.get("status") or {}).get("queue") or ""
-        message = (
-            f"admitted in queue {queue}; placed on {member} ({c.policy.spec.placement.strategy}): "
-            f"{placement.pods} pods on {len(placement.takes)} nodes"
-        )
-
-        def change(obj: dict[str, Any]) -> dict[str, Any] | None:
-            if obj["metadata"].get("uid") != uid or attempt_of(obj) != attempt - 1:
-                return None
-            if obj["metadata"].get("deletionTimestamp") or current_state(obj) != Phase.QUEUED:
-                return None
-            status = obj.setdefault("status", {})
-            status["attempt"] = attempt
-            status["cluster"] = member
-            status["reservation"] = rid
-            status.pop("notBefore", None)
-            set_state(status, Phase.ADMITTED, FleetReason.ADMITTED, message)
-            return obj
-
-        fence = self._fence
-        stored = self.ctx.objects.mutate(FLEET_ASCENDJOB, *split_key(c.key), change, fence=fence)
-        if stored is None or attempt_of(stored) != attempt or current_state(stored) != Phase.ADMITTED:
-            # Deleted or changed while we decided: undo, the job is someone else's business now.
-            self.ctx.reservations.release(member, rid)
-            if stored is not None and current_state(stored) == Phase.QUEUED:
+    def _place(self, admitted: list[_Candidate], now: float, epoch: int) -> int:
+        """Place the admitted jobs and record it: one pipeline of fleet-object writes, one of
+        Events, one propagation per member for the whole round."""
+        plans: list[_Plan] = []
+        for c in admitted:
+            attempt = attempt_of(c.obj) + 1
+            rid = job_pod_key(str(c.obj["metadata"]["uid"]), attempt)
+            with self.lock:
+                decision = self.placer.place(
+                    c.demand,
+                    reservation_id=rid,
+                    job=c.key,
+                    strategy=c.policy.spec.placement.strategy,
+                    affinity=c.policy.spec.placement.cluster_affinity,
+                    avoid=c.avoid,
+                    synced=True,  # at the start of this round
+                )
+            if decision is None:
                 self.ctx.ledger.requeue(c.key, fence=self._ledger_fence)
-            else:
-                self.ctx.ledger.release(c.key, fence=self._ledger_fence)
+                self._no_fit(c.key, c.obj, c.demand, policy=c.policy, avoid=c.avoid, epoch=epoch, now=now)
+                continue
+            placement = decision.placement
+            queue = (c.obj.get("status") or {}).get("queue") or ""
+            message = (
+                f"admitted in queue {queue}; placed on {decision.member} "
+                f"({c.policy.spec.placement.strategy}): {placement.pods} pods on {len(placement.takes)} nodes"
+            )
+            pin = placement.nodes_by_replica_type() if self.settings.pin else None
+            plans.append(_Plan(c, attempt, decision.member, rid, message, dict(pin) if pin else None))
+        if not plans:
             return 0
-        self._misses.pop(c.key, None)
-        pin = placement.nodes_by_replica_type() if self.settings.pin else None
-        self._send(c.key, uid, attempt, member, pin=pin, now=now)
-        DECISIONS.labels("placed").inc()
-        created = _created_at(stored)
-        if created is not None:
-            ADMISSION_WAIT.observe(max(0.0, now - created))
-        record_event(
-            self.ctx.objects, stored, reason=FleetReason.ADMITTED, message=message, component=COMPONENT
+        changes = [(*split_key(p.candidate.key), p.change) for p in plans]
+        written = self.ctx.objects.mutate_many(FLEET_ASCENDJOB, changes, fence=self._fence)
+        sent: list[tuple[_Plan, dict[str, Any]]] = []
+        for plan, stored in zip(plans, written, strict=True):
+            if stored is None or attempt_of(stored) != plan.attempt or not _admitted(stored):
+                self._undo(plan, stored)
+                continue
+            self._misses.pop(plan.candidate.key, None)
+            DECISIONS.labels("placed").inc()
+            created = _created_at(stored)
+            if created is not None:
+                ADMISSION_WAIT.observe(max(0.0, now - created))
+            sent.append((plan, stored))
+        self._send(
+            [(p.candidate.key, str(obj["metadata"]["uid"]), p.attempt, p.member, p.pin) for p, obj in sent],
+            now=now,
         )
-        return 1
+        record_events(
+            self.ctx.objects,
+            [(obj, str(FleetReason.ADMITTED), p.message) for p, obj in sent],
+            component=COMPONENT,
+        )
+        return len(sent)
 
-    def _send(
-        self, key: str, uid: str, attempt: int, member: str, *, pin: Mapping[str, Any] | None, now: float
-    ) -> None:
-        """Mark the attempt in flight and enqueue its propagation (both repeatable)."""
-        self.ctx.client.zadd(
-            self.ctx.keys.inflight, {f"{key}|{uid}|{attempt}": now + self.settings.inflight_timeout}
-        )
-        from fleet.dispatch.tasks import propagate
+    def _undo(self, plan: _Plan, stored: dict[str, Any] | None) -> None:
+        """Deleted or changed while we decided: the job is someone else's business now."""
+        self.ctx.reservations.release(plan.member, plan.reservation)
+        key = plan.candidate.key
+        if stored is not None and current_state(stored) == Phase.QUEUED:
+            self.ctx.ledger.requeue(key, fence=self._ledger_fence)
+        else:
+            self.ctx.ledger.release(key, fence=self._ledger_fence)
 
-        self.ctx.queue.enqueue_call(
-            propagate,
-            args=(key, uid, attempt, member, dict(pin) if pin else None),
-            job_id=f"propagate-{uid}-{attempt}-{int(now * 1000)}",
-            result_ttl=60,
-            failure_ttl=3600,
-            description=f"propagate {key} attempt {attempt} to {member}",
-        )
+    def _send(self, items: list[Propagation], *, now: float) -> None:
+        """Mark the attempts in flight and enqueue their propagation, one RQ job per member
+        (both repeatable: a propagation checks the attempt is still current)."""
+        if not items:
+            return
+        deadline = now + self.settings.inflight_timeout
+        entries = {inflight_entry(i[0], i[1], i[2]): deadline for i in items}
+        self.ctx.client.zadd(self.ctx.keys.inflight, entries)
+        by_member: dict[str, list[Propagation]] = {}
+        for item in items:
+            by_member.setdefault(item[3], []).append(item)
+        for member, batch in by_member.items():
+            first = batch[0]
+            self.ctx.queue.enqueue_call(
+                propagate_batch,
+                args=(batch,),
+                job_id=f"propagate-{member}-{first[1]}-{first[2]}-{int(now * 1000)}",
+                result_ttl=60,
+                failure_ttl=3600,
+                description=f"propagate {len(batch)} jobs to {member} (first {first[0]} attempt {first[2]})",
+            )
 
     # ---- misses -------------------------------------------------------------------------------
 
@@ -477,7 +512,7 @@ class Dispatcher:
                 continue
             member = str((obj.get("status") or {}).get("cluster"))
             log.warning("event=propagation_retried job=%s attempt=%d member=%s", key, attempt, member)
-            self._send(key, uid, attempt, member, pin=None, now=now)
+            self._send([(key, uid, attempt, member, None)], now=now)
 
     def reconcile(self) -> None:
         """Make the ledger and the fleet objects agree, after a takeover or a crash.
@@ -514,7 +549,7 @@ class Dispatcher:
             elif state == Phase.ADMITTED:
                 status = obj.get("status") or {}
                 uid = str(obj["metadata"]["uid"])
-                self._send(key, uid, attempt_of(obj), str(status.get("cluster")), pin=None, now=now)
+                self._send([(key, uid, attempt_of(obj), str(status.get("cluster")), None)], now=now)
                 fixed += 1
         for key in ledger.records():
             if key not in known:
@@ -531,6 +566,10 @@ class Dispatcher:
             fixed,
             time.monotonic() - started,
         )
+
+
+def _admitted(obj: Mapping[str, Any]) -> bool:
+    return current_state(obj) == Phase.ADMITTED
 
 
 def _say_down(line: str, down: frozenset[str]) -> str:

@@ -29,7 +29,7 @@ from fleet.placement import job_pod_key
 from fleet.state import Objects, record_event
 from fleet.workloads import WorkloadStatus
 
-__all__ = ["Outcome", "clear_inflight", "finish", "give_back"]
+__all__ = ["Outcome", "clear_inflight", "finish", "give_back", "inflight_entry"]
 
 log = logging.getLogger("fleet.dispatch.handback")
 
@@ -45,8 +45,13 @@ class Outcome:
     failed: bool = False
 
 
+def inflight_entry(key: str, uid: str, attempt: int) -> str:
+    """The member of the in-flight set that stands for one attempt's propagation."""
+    return f"{key}|{uid}|{attempt}"
+
+
 def clear_inflight(ctx: Context, key: str, uid: str, attempt: int) -> None:
-    ctx.client.zrem(ctx.keys.inflight, f"{key}|{uid}|{attempt}")
+    ctx.client.zrem(ctx.keys.inflight, inflight_entry(key, uid, attempt))
 
 
 def _event(objects: Objects, obj: dict[str, Any], reason: str, message: str, warning: bool = False) -> None:

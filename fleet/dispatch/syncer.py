@@ -251,11 +251,11 @@ class Syncer:
         if seen.state == Condition.FAILED and seen.reason not in USER_ERRORS:
             self._application_failover(ident, obj, seen, f"failed in {member}: {seen.reason}: {seen.message}")
             return
-        self._mirror(ident, seen)
+        self._mirror(ident, seen, obj)
         self._track_pending(ident, seen)
         SYNC_SECONDS.observe(time.perf_counter() - started)
 
-    def _mirror(self, ident: _Copy, seen: WorkloadStatus) -> None:
+    def _mirror(self, ident: _Copy, seen: WorkloadStatus, read: dict[str, Any]) -> None:
         before: dict[str, str | None] = {}
 
         def change(obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -268,7 +268,7 @@ class Syncer:
             message = f"created in {ident.member} (attempt {ident.attempt})"
             return obj if mirror(status, seen, dispatched_message=message) else None
 
-        stored = self.ctx.objects.mutate(FLEET_ASCENDJOB, ident.namespace, ident.name, change)
+        stored = self.ctx.objects.mutate(FLEET_ASCENDJOB, ident.namespace, ident.name, change, current=read)
         if (
             stored is None
             or stored["metadata"].get("uid") != ident.uid
@@ -550,7 +550,9 @@ class Syncer:
             try:
                 if since is None:
                     since = self._resync()
-                events, since = self.ctx.objects.changes(FLEET_ASCENDJOB, since, block_ms=1000)
+                events, since = self.ctx.objects.changes(
+                    FLEET_ASCENDJOB, since, block_ms=1000, deleting_only=True
+                )
                 for event in events:
                     if event.type != DELETED and event.object is not None:
                         self._maybe_delete(event.object)

@@ -8,21 +8,28 @@ the package docstring for the rules of creation (adopt, replace an older attempt
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.dispatch.context import Context, current
-from fleet.dispatch.handback import COMPONENT, clear_inflight, give_back
+from fleet.dispatch.handback import COMPONENT, give_back, inflight_entry
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import attempt_of, cluster_of, current_state, set_state
 from fleet.jobs.submit import split_key
 from fleet.members import Conflict, MemberRefused, MemberUnavailable, NotFound
-from fleet.state import record_event
+from fleet.state import record_event, record_events
 from fleet.workloads import adapter_for
 from fleet.workloads.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 
-__all__ = ["EXCLUDE_REFUSED_SECONDS", "EXCLUDE_UNAVAILABLE_SECONDS", "propagate", "purge"]
+__all__ = [
+    "EXCLUDE_REFUSED_SECONDS",
+    "EXCLUDE_UNAVAILABLE_SECONDS",
+    "Propagation",
+    "propagate",
+    "propagate_batch",
+    "purge",
+]
 
 log = logging.getLogger("fleet.dispatch.tasks")
 
@@ -31,38 +38,71 @@ EXCLUDE_REFUSED_SECONDS: Final = 3600.0
 #: How long a member that could not be reached is avoided for that job.
 EXCLUDE_UNAVAILABLE_SECONDS: Final = 60.0
 
+#: One attempt to create: (fleet job key, uid, attempt, member, nodes to pin per replica type).
+Propagation = tuple[str, str, int, str, Mapping[str, Sequence[str]] | None]
+
 
 def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
     return (obj.get("metadata") or {}).get("labels") or {}
 
 
-def _current(ctx: Context, key: str, uid: str, attempt: int, member: str) -> dict[str, Any] | None:
-    """The fleet object when ``attempt`` on ``member`` is still what it wants; else None."""
-    namespace, name = split_key(key)
-    obj = ctx.objects.try_get(FLEET_ASCENDJOB, namespace, name)
+def _wanted(obj: Mapping[str, Any] | None, uid: str, attempt: int, member: str) -> bool:
+    """Whether fleet object ``obj`` still wants attempt ``attempt`` of job ``uid`` on ``member``."""
     if obj is None or (obj.get("metadata") or {}).get("uid") != uid:
-        return None
+        return False
     if obj["metadata"].get("deletionTimestamp"):
-        return None
-    if attempt_of(obj) != attempt or cluster_of(obj) != member:
-        return None
-    return obj
+        return False
+    return attempt_of(obj) == attempt and cluster_of(obj) == member
 
 
 def propagate(
     key: str, uid: str, attempt: int, member: str, pin: Mapping[str, Sequence[str]] | None = None
 ) -> str:
     """Create attempt ``attempt`` of fleet job ``key`` in ``member``; returns what it did."""
+    return propagate_batch([(key, uid, attempt, member, pin)])[0]
+
+
+def propagate_batch(items: Sequence[Propagation]) -> list[str]:
+    """Create the member copies of many attempts; returns what it did for each.
+
+    The dispatcher sends one batch per member per round, so the fleet objects are read in one
+    round trip, and the Dispatched marks, in-flight entries and Events written in one pipeline
+    each; the member calls go one by one. Once a member cannot be reached, the rest of its
+    items are handed back at once rather than each waiting out the retries again.
+    """
     ctx = current()
-    obj = _current(ctx, key, uid, attempt, member)
-    if obj is None:
-        clear_inflight(ctx, key, uid, attempt)
-        return "superseded"
+    objs = ctx.objects.get_many(FLEET_ASCENDJOB, [split_key(item[0]) for item in items])
+    outcomes: list[str] = []
+    done: list[tuple[Propagation, str]] = []
+    stale: list[str] = []
+    unreachable: dict[str, MemberUnavailable] = {}
+    for item, obj in zip(items, objs, strict=True):
+        key, uid, attempt, member, _ = item
+        if obj is None or not _wanted(obj, uid, attempt, member):
+            stale.append(inflight_entry(key, uid, attempt))
+            outcomes.append("superseded")
+            continue
+        outcome = _propagate_one(ctx, item, obj, unreachable)
+        outcomes.append(outcome)
+        if outcome in ("created", "adopted"):
+            done.append((item, outcome))
+    if stale:
+        ctx.client.zrem(ctx.keys.inflight, *stale)
+    _mark_dispatched(ctx, done)
+    return outcomes
+
+
+def _propagate_one(
+    ctx: Context, item: Propagation, obj: dict[str, Any], unreachable: dict[str, MemberUnavailable]
+) -> str:
+    key, uid, attempt, member, pin = item
     namespace, name = split_key(key)
-    body = adapter_for(obj).member_copy(obj, uid, attempt, pin=pin)
-    client = ctx.member(member)
     try:
-        outcome = _create(client, namespace, name, body, uid=uid, attempt=attempt)
+        if member in unreachable:
+            raise unreachable[member]
+        body = adapter_for(obj).member_copy(obj, uid, attempt, pin=pin)
+        client = ctx.member(member)
+        return _create(client, namespace, name, body, uid=uid, attempt=attempt)
     except MemberRefused as error:
         give_back(
             ctx,
@@ -77,6 +117,7 @@ def propagate(
         )
         return "refused"
     except MemberUnavailable as error:
+        unreachable[member] = error
         give_back(
             ctx,
             key,
@@ -89,8 +130,6 @@ def propagate(
             count_failure=False,
         )
         return "unavailable"
-    _mark_dispatched(ctx, key, uid, attempt, member=member, outcome=outcome)
-    return outcome
 
 
 def _create(client: Any, namespace: str, name: str, body: dict[str, Any], *, uid: str, attempt: int) -> str:
@@ -119,25 +158,38 @@ def _create(client: Any, namespace: str, name: str, body: dict[str, Any], *, uid
     raise MemberUnavailable(client.name, "create_job", "the old copy of this job is still being deleted")
 
 
-def _mark_dispatched(ctx: Context, key: str, uid: str, attempt: int, *, member: str, outcome: str) -> None:
-    namespace, name = split_key(key)
-    done = "adopted the existing copy" if outcome == "adopted" else "created"
-    message = f"{done} in {member} (attempt {attempt})"
+def _mark_dispatched(ctx: Context, done: Sequence[tuple[Propagation, str]]) -> None:
+    """Mark the created (or adopted) copies Dispatched on their fleet objects, at once."""
+    if not done:
+        return
+    changes = []
+    messages = []
+    for (key, uid, attempt, member, _), outcome in done:
+        verb = "adopted the existing copy" if outcome == "adopted" else "created"
+        message = f"{verb} in {member} (attempt {attempt})"
+        reason = FleetReason.ADOPTED if outcome == "adopted" else FleetReason.DISPATCHED
+        messages.append(message)
+        changes.append((*split_key(key), _dispatched(uid, attempt, reason, message)))
+    stored = ctx.objects.mutate_many(FLEET_ASCENDJOB, changes)
+    ctx.client.zrem(ctx.keys.inflight, *(inflight_entry(i[0], i[1], i[2]) for i, _ in done))
+    events = []
+    for ((key, _, attempt, member, _), outcome), obj, message in zip(done, stored, messages, strict=True):
+        log.info("event=%s job=%s attempt=%d member=%s", outcome, key, attempt, member)
+        if obj is not None:
+            events.append((obj, str(FleetReason.DISPATCHED), message))
+    record_events(ctx.objects, events, component=COMPONENT)
 
+
+def _dispatched(uid: str, attempt: int, reason: str, message: str) -> Callable[[dict[str, Any]], Any]:
     def change(obj: dict[str, Any]) -> dict[str, Any] | None:
         if (obj.get("metadata") or {}).get("uid") != uid or attempt_of(obj) != attempt:
             return None
         if current_state(obj) != Phase.ADMITTED:
             return None  # the syncer mirrored the copy already (its Dispatched entry included)
         status = obj.setdefault("status", {})
-        reason = FleetReason.ADOPTED if outcome == "adopted" else FleetReason.DISPATCHED
         return obj if set_state(status, Phase.DISPATCHED, reason, message) else None
 
-    stored = ctx.objects.mutate(FLEET_ASCENDJOB, namespace, name, change)
-    clear_inflight(ctx, key, uid, attempt)
-    log.info("event=%s job=%s attempt=%d member=%s", outcome, key, attempt, member)
-    if stored is not None:
-        record_event(ctx.objects, stored, reason=FleetReason.DISPATCHED, message=message, component=COMPONENT)
+    return change
 
 
 def purge(member: str, namespace: str, name: str, uid: str, attempt: int) -> str:

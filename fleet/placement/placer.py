@@ -21,7 +21,7 @@ from fleet.placement.demand import Demand
 from fleet.placement.explain import explain_members
 from fleet.placement.fit import Placement, Strategy, allowed, choose, fit_member, gang_fits
 from fleet.placement.metrics import DECISION_SECONDS, DECISIONS, RESERVE_CONFLICTS
-from fleet.placement.reservations import MemoryReservations, Reservation, ReservationStore
+from fleet.placement.reservations import MemoryReservations, Reservation, ReservationStore, summed_takes
 from fleet.policy import ClusterAffinity
 
 __all__ = ["DEFAULT_TTL", "Decision", "Placer"]
@@ -75,6 +75,9 @@ class Placer:
         self._seen: dict[str, int] = {}
         self._generation: int | None = None
         self._cache: dict[Demand, _Fits] = {}
+        #: Per member, its reservations' pod counts as last read or made here: what
+        #: :meth:`confirm` checks the capacity feed against without a round trip per pod event.
+        self._holds: dict[str, dict[str, int]] = {}
 
     # ---- members ------------------------------------------------------------------------------
 
@@ -87,6 +90,7 @@ class Placer:
     def remove_member(self, name: str) -> None:
         self._members.pop(name, None)
         self._seen.pop(name, None)
+        self._holds.pop(name, None)
         self._cache.clear()
 
     def member(self, name: str) -> MemberCapacity:
@@ -108,7 +112,9 @@ class Placer:
             return
         for name, version in self.store.versions(names, now).items():
             if self._seen.get(name) != version:
-                self._members[name].set_held(self.store.held(name, now))
+                reservations = self.store.reservations(name, now)
+                self._members[name].set_held(summed_takes(reservations))
+                self._holds[name] = {r.id: r.pods for r in reservations}
                 self._seen[name] = version
 
     # ---- decisions ----------------------------------------------------------------------------
@@ -180,10 +186,17 @@ class Placer:
         strategy: Strategy = "pack",
         affinity: ClusterAffinity | None = None,
         avoid: Collection[str] = (),
+        synced: bool = False,
     ) -> Decision | None:
-        """Decide and hold; ``None`` when the job fits nowhere right now."""
+        """Decide and hold; ``None`` when the job fits nowhere right now.
+
+        ``synced``: the caller ran :meth:`sync` since the holds last changed elsewhere (the
+        dispatcher, once per round, is the only writer of holds), so it is not run again.
+        """
         started = time.perf_counter()
         try:
+            if not synced:
+                self.sync()
             decision = self._place(
                 demand,
                 reservation_id=reservation_id,
@@ -207,7 +220,6 @@ class Placer:
         affinity: ClusterAffinity | None,
         avoid: Collection[str],
     ) -> Decision | None:
-        self.sync()
         for _ in range(_ATTEMPTS):
             placement = self.decide(demand, strategy=strategy, affinity=affinity, avoid=avoid)
             if placement is None:
@@ -225,6 +237,7 @@ class Placer:
             basis = {node: cap.unheld_free(node) for node in placement.takes}
             if self.store.reserve(reservation, basis, now):
                 self.sync([placement.member])
+                self._holds.setdefault(placement.member, {})[reservation_id] = placement.pods
                 log.debug(
                     "event=placed job=%s member=%s reservation=%s pods=%d nodes=%d",
                     job,
@@ -244,16 +257,24 @@ class Placer:
 
     def release(self, member: str, reservation_id: str) -> None:
         self.store.release(member, reservation_id)
+        self._holds.get(member, {}).pop(reservation_id, None)
         self.sync([member])
 
     def confirm(self, member: str) -> list[str]:
-        """End the holds of ``member`` whose pods the capacity feed shows bound."""
+        """End the holds of ``member`` whose pods the capacity feed shows bound.
+
+        Called on every pod event, so it reads no store: it checks the holds as :meth:`sync`
+        last read them (plus those placed here since). A hold another process made after that
+        is confirmed on the first pod event after the next sync.
+        """
         cap = self._members.get(member)
         if cap is None:
             return []
-        done = [r.id for r in self.store.reservations(member, self.clock()) if cap.bound_pods(r.id) >= r.pods]
+        holds = self._holds.get(member) or {}
+        done = [rid for rid, pods in holds.items() if cap.bound_pods(rid) >= pods]
         for rid in done:
             self.store.release(member, rid)
+            holds.pop(rid, None)
         if done:
             self.sync([member])
         return done

@@ -67,7 +67,7 @@ One slot
 
 from fleet.state.aio import RedisStore
 from fleet.state.errors import Fenced
-from fleet.state.events import delete_events_for, event_name, events_for, record_event
+from fleet.state.events import delete_events_for, event_name, events_for, record_event, record_events
 from fleet.state.keys import DEFAULT_STATE_KEYS, StateKeys
 from fleet.state.objects import Fence, Objects
 
@@ -82,4 +82,5 @@ __all__ = [
     "event_name",
     "events_for",
     "record_event",
+    "record_events",
 ]

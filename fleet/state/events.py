@@ -6,9 +6,10 @@ a cluster-scoped object, as Kubernetes does), shaped as the API server's events 
 ``firstTimestamp``/``lastTimestamp``, ``count``, ``source.component``, ``reportingComponent``.
 
 Repeats are aggregated as Kubernetes' event recorder does: the Event's name is the object's name
-and 16 hex digits of a hash of (object uid, reason, message), so a repeat finds the Event it
-repeats with one read and bumps its ``count`` and ``lastTimestamp`` instead of adding another.
-Two recorders racing on a first occurrence resolve through ``AlreadyExists`` and a retry.
+and 16 hex digits of a hash of (object uid, reason, message), so a repeat meets the Event it
+repeats and bumps its ``count`` and ``lastTimestamp`` instead of adding another. Most events
+are first occurrences, so a create is tried first (one round trip, and many of them share one
+pipeline in :func:`record_events`); its ``AlreadyExists`` turns it into the bump.
 
 :func:`events_for` reads the Events of one object (a scan of the kind's hash for the object's
 name prefix, filtered by uid), oldest first, which is what describe shows.
@@ -20,7 +21,7 @@ object they are about, so they never outgrow the jobs that exist.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fleet.apiserver.errors import AlreadyExists
@@ -31,7 +32,7 @@ from fleet.state.keys import field_name, kind_name
 from fleet.state.objects import Fence, Objects
 from fleet.state.wire import decode
 
-__all__ = ["delete_events_for", "event_name", "events_for", "record_event"]
+__all__ = ["delete_events_for", "event_name", "events_for", "record_event", "record_events"]
 
 
 def event_name(involved: Obj, reason: str, message: str) -> str:
@@ -56,46 +57,69 @@ def record_event(
     fence: Fence | None = None,
 ) -> None:
     """Record that ``reason``/``message`` happened to ``involved`` (a stored object)."""
-    meta = involved.get("metadata") or {}
-    namespace = _namespace(involved)
-    name = event_name(involved, reason, message)
+    record_events(objects, [(involved, reason, message)], type=type, component=component, fence=fence)
 
-    def repeat(event: Obj) -> Obj:
-        event["count"] = int(event.get("count") or 1) + 1
-        event["lastTimestamp"] = now_rfc3339()
-        event["type"] = type
-        return event
+
+def record_events(
+    objects: Objects,
+    entries: Sequence[tuple[Obj, str, str]],
+    *,
+    type: str = "Normal",
+    component: str,
+    fence: Fence | None = None,
+) -> None:
+    """Record many (involved object, reason, message) at once: the first occurrences in one
+    pipeline of creates, each repeat as a bump of the Event it repeats."""
+    events = [_new_event(involved, reason, message, type, component) for involved, reason, message in entries]
+    for event, result in zip(events, objects.create_many(EVENT, events, fence=fence), strict=True):
+        if isinstance(result, AlreadyExists):
+            _repeat(objects, event, fence)
+
+
+def _new_event(involved: Obj, reason: str, message: str, type: str, component: str) -> Obj:
+    meta = involved.get("metadata") or {}
+    now = now_rfc3339()
+    reference: dict[str, Any] = {
+        "apiVersion": involved.get("apiVersion", ""),
+        "kind": involved.get("kind", ""),
+        "name": meta["name"],
+        "uid": meta.get("uid", ""),
+    }
+    if meta.get("namespace"):
+        reference["namespace"] = meta["namespace"]
+    return {
+        "metadata": {"name": event_name(involved, reason, message), "namespace": _namespace(involved)},
+        "involvedObject": reference,
+        "reason": reason,
+        "message": message,
+        "type": type,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+        "source": {"component": component},
+        "reportingComponent": component,
+        "reportingInstance": "",
+    }
+
+
+def _repeat(objects: Objects, event: Obj, fence: Fence | None) -> None:
+    """Count one more occurrence of ``event`` (whose first one is stored, or was meanwhile)."""
+    meta = event["metadata"]
+
+    def bump(stored: Obj) -> Obj:
+        stored["count"] = int(stored.get("count") or 1) + 1
+        stored["lastTimestamp"] = now_rfc3339()
+        stored["type"] = event["type"]
+        return stored
 
     for _ in range(3):
-        if objects.mutate(EVENT, namespace, name, repeat, subresource=None, fence=fence) is not None:
+        if objects.mutate(EVENT, meta["namespace"], meta["name"], bump, subresource=None, fence=fence):
             return
-        now = now_rfc3339()
-        reference: dict[str, Any] = {
-            "apiVersion": involved.get("apiVersion", ""),
-            "kind": involved.get("kind", ""),
-            "name": meta["name"],
-            "uid": meta.get("uid", ""),
-        }
-        if meta.get("namespace"):
-            reference["namespace"] = meta["namespace"]
-        event: Obj = {
-            "metadata": {"name": name, "namespace": namespace},
-            "involvedObject": reference,
-            "reason": reason,
-            "message": message,
-            "type": type,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-            "source": {"component": component},
-            "reportingComponent": component,
-            "reportingInstance": "",
-        }
         try:
-            objects.create(EVENT, event, fence=fence)
+            objects.create(EVENT, event, fence=fence)  # deleted in between: first again
             return
         except AlreadyExists:
-            continue  # another recorder wrote the first occurrence: count this one as a repeat
+            continue
 
 
 def events_for(objects: Objects, involved: Mapping[str, Any]) -> list[Obj]:

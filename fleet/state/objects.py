@@ -17,11 +17,12 @@ checks it first and writes nothing when the lease has moved on, raising :class:`
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import redis
+from redis.exceptions import NoScriptError
 
 from fleet.apiserver.errors import AlreadyExists, Conflict, NotFound
 from fleet.apiserver.resources import Obj, ResourceType
@@ -68,6 +69,42 @@ def _pair(fence: Fence | None) -> tuple[str, str] | None:
     return None if fence is None else (fence.key, fence.token)
 
 
+def _update_write(
+    rt: ResourceType, current: Obj, obj: Obj, subresource: str | None, fence: Fence | None
+) -> Write | None:
+    """The write that updates ``current`` with ``obj``; None when it would change nothing."""
+    new = updated_object(rt, current, obj, subresource=subresource)
+    if new == current:
+        return None
+    event = write_type(new)
+    op = DELETE if event == DELETED else PUT
+    return Write(rt, new, op, current["metadata"]["resourceVersion"], event, current, _pair(fence))
+
+
+def _change_write(
+    rt: ResourceType,
+    current: Obj,
+    change: Callable[[Obj], Obj | None],
+    subresource: str | None,
+    fence: Fence | None,
+) -> Write | None:
+    """The write that stores what ``change`` makes of (a copy of) ``current``; None for none."""
+    wanted = change(clone(current))
+    if wanted is None:
+        return None
+    meta = wanted.setdefault("metadata", {})
+    meta["name"] = current["metadata"]["name"]
+    if rt.namespaced:
+        meta["namespace"] = current["metadata"]["namespace"]
+    meta["resourceVersion"] = current["metadata"]["resourceVersion"]
+    return _update_write(rt, current, wanted, subresource, fence)
+
+
+def _deleting(fields: Any) -> bool:
+    """Whether a change-stream entry's fields say its object is marked for deletion."""
+    return bool(fields.get(b"deleting") or fields.get("deleting"))
+
+
 def order(obj: Obj) -> tuple[str, str]:
     """List order: namespace, then name (cluster-scoped objects have namespace ``""``)."""
     meta = obj["metadata"]
@@ -101,6 +138,16 @@ class Objects:
         raw = self.client.hget(self.keys.objects(kind_name(rt.key)), field)
         return None if raw is None else decode(raw)
 
+    def get_many(
+        self, rt: ResourceType, names: Sequence[tuple[str | None, str]]
+    ) -> builtins.list[Obj | None]:
+        """The stored objects named (namespace, name), None where there is none: one round trip."""
+        if not names:
+            return []
+        fields = [field_name(namespace if rt.namespaced else None, name) for namespace, name in names]
+        raws = self.client.hmget(self.keys.objects(kind_name(rt.key)), fields)
+        return [None if raw is None else decode(raw) for raw in raws]
+
     def list(
         self, rt: ResourceType, namespace: str | None = None, *, label_selector: str | None = None
     ) -> tuple[builtins.list[Obj], str]:
@@ -131,6 +178,31 @@ class Objects:
         keys, args = write.keys_and_args(self.keys, self.history)
         return write.result(self._script(keys=keys, args=args))
 
+    def _run_many(self, writes: builtins.list[Write]) -> builtins.list[Any]:
+        """The raw replies of many writes sent in one pipeline (each still atomic on its own).
+
+        The pipeline sends bare EVALSHAs: redis-py's script registration would first ask
+        SCRIPT EXISTS, a second round trip every time. A write that met NOSCRIPT (Redis
+        restarted) did nothing, so it is simply run again through the loading path.
+        """
+        if len(writes) == 1:
+            keys, args = writes[0].keys_and_args(self.keys, self.history)
+            return [self._script(keys=keys, args=args)]
+        pipe = self.client.pipeline(transaction=False)
+        calls = []
+        for write in writes:
+            keys, args = write.keys_and_args(self.keys, self.history)
+            calls.append((keys, args))
+            pipe.evalsha(self._script.sha, len(keys), *keys, *args)
+        replies = list(pipe.execute(raise_on_error=False))
+        for i, reply in enumerate(replies):
+            if isinstance(reply, NoScriptError):
+                keys, args = calls[i]
+                replies[i] = self._script(keys=keys, args=args)
+            elif isinstance(reply, Exception):
+                raise reply
+        return replies
+
     def create(self, rt: ResourceType, obj: Obj, *, fence: Fence | None = None) -> Obj:
         """Store a new object with server-set metadata; ``AlreadyExists`` when the name is taken.
 
@@ -144,6 +216,20 @@ class Objects:
                 if attempt == (_NAME_TRIES if generated else 1) - 1:
                     raise
         raise AssertionError("unreachable")
+
+    def create_many(
+        self, rt: ResourceType, objs: Sequence[Obj], *, fence: Fence | None = None
+    ) -> builtins.list[Obj | AlreadyExists]:
+        """:meth:`create` of many named objects in one pipeline: per object the stored one, or
+        the ``AlreadyExists`` its name met. ``Fenced`` when the fence no longer holds."""
+        writes = [Write(rt, new_object(rt, obj), PUT, "", ADDED, fence=_pair(fence)) for obj in objs]
+        out: builtins.list[Obj | AlreadyExists] = []
+        for write, reply in zip(writes, self._run_many(writes), strict=True):
+            try:
+                out.append(write.result(reply))
+            except AlreadyExists as error:
+                out.append(error)
+        return out
 
     def update(
         self, rt: ResourceType, obj: Obj, *, subresource: str | None = None, fence: Fence | None = None
@@ -159,12 +245,9 @@ class Objects:
         conditional = bool((obj.get("metadata") or {}).get("resourceVersion"))
         for _ in range(_RETRIES):
             current = self.get(rt, namespace, name)
-            new = updated_object(rt, current, obj, subresource=subresource)
-            if new == current:
+            write = _update_write(rt, current, obj, subresource, fence)
+            if write is None:
                 return current
-            event = write_type(new)
-            op = DELETE if event == DELETED else PUT
-            write = Write(rt, new, op, current["metadata"]["resourceVersion"], event, current, _pair(fence))
             try:
                 return self._run(write)
             except Conflict:
@@ -182,6 +265,7 @@ class Objects:
         subresource: str | None = "status",
         fence: Fence | None = None,
         attempts: int = 20,
+        current: Obj | None = None,
     ) -> Obj | None:
         """Read-modify-write with retries: ``change`` gets a copy of the current object and
         returns the object to store (it may change the copy and return it), or None to leave
@@ -190,28 +274,59 @@ class Objects:
 
         With the default ``subresource="status"`` only the status is written; pass
         ``subresource=None`` to write the main resource (labels, finalizers, spec). ``Conflict``
-        when ``attempts`` writes all lost a race.
+        when ``attempts`` writes all lost a race. ``current``: the object as the caller just read
+        it, used for the first try instead of reading it again (a stale one costs one retry).
         """
         check_subresource(rt, subresource)
         for _ in range(attempts):
-            current = self.try_get(rt, namespace, name)
+            if current is None:
+                current = self.try_get(rt, namespace, name)
             if current is None:
                 return None
-            wanted = change(clone(current))
-            if wanted is None:
+            write = _change_write(rt, current, change, subresource, fence)
+            if write is None:
                 return current
-            meta = wanted.setdefault("metadata", {})
-            meta["name"] = current["metadata"]["name"]
-            if rt.namespaced:
-                meta["namespace"] = current["metadata"]["namespace"]
-            meta["resourceVersion"] = current["metadata"]["resourceVersion"]
             try:
-                return self.update(rt, wanted, subresource=subresource, fence=fence)
+                return self._run(write)
             except Conflict:
+                current = None
                 continue
             except NotFound:
                 return None
         raise conflict(rt, name)
+
+    def mutate_many(
+        self,
+        rt: ResourceType,
+        changes: Sequence[tuple[str | None, str, Callable[[Obj], Obj | None]]],
+        *,
+        subresource: str | None = "status",
+        fence: Fence | None = None,
+    ) -> builtins.list[Obj | None]:
+        """:meth:`mutate` of many objects in two round trips: one read of them all, one
+        pipeline of their writes. A write that lost a race goes through :meth:`mutate` alone.
+        Results are in the order of ``changes``."""
+        check_subresource(rt, subresource)
+        currents = self.get_many(rt, [(namespace, name) for namespace, name, _ in changes])
+        results: builtins.list[Obj | None] = list(currents)
+        writes: builtins.list[tuple[int, Write]] = []
+        for i, ((_, _, change), current) in enumerate(zip(changes, currents, strict=True)):
+            if current is not None:
+                write = _change_write(rt, current, change, subresource, fence)
+                if write is not None:
+                    writes.append((i, write))
+        retry: builtins.list[int] = []
+        for (i, write), reply in zip(writes, self._run_many([w for _, w in writes]), strict=True):
+            try:
+                results[i] = write.result(reply)
+            except Conflict:
+                retry.append(i)
+            except NotFound:
+                results[i] = None
+        for i in retry:
+            namespace, name, change = changes[i]
+            results[i] = self.mutate(rt, namespace, name, change, subresource=subresource, fence=fence)
+        return results
 
     def delete(
         self, rt: ResourceType, namespace: str | None, name: str, *, fence: Fence | None = None
@@ -240,13 +355,21 @@ class Objects:
     # --- changes -------------------------------------------------------------------------------
 
     def changes(
-        self, rt: ResourceType, since: str, *, block_ms: int = 1000, count: int = 500
+        self,
+        rt: ResourceType,
+        since: str,
+        *,
+        block_ms: int = 1000,
+        count: int = 500,
+        deleting_only: bool = False,
     ) -> tuple[builtins.list[WatchEvent], str]:
         """The changes of the kind after resourceVersion ``since`` (at most ``count``, waiting up
         to ``block_ms`` for the first when there are none), and the version to resume from.
 
         ``Gone`` when changes after ``since`` have been trimmed from the history: list again.
         Events carry the object as stored by the change (DELETED: its last state).
+        ``deleting_only``: only the changes that left an object marked for deletion (or deleted
+        one so marked), the others skipped without being decoded.
         """
         start = parse_resource_version(str(since))
         kind = kind_name(rt.key)
@@ -263,8 +386,11 @@ class Objects:
                 self._check_floor(start, self.client.hget(self.keys.floors, kind))
         if not entries:
             return [], str(max(start, int(version or 0)))
+        last = str(int(text(entries[-1][0]).split("-", 1)[0]))
+        if deleting_only:
+            entries = [(i, fields) for i, fields in entries if _deleting(fields)]
         changes = [decode_entry(entry_id, fields) for entry_id, fields in entries]
-        return [WatchEvent(c.type, c.object) for c in changes], str(changes[-1].rv)
+        return [WatchEvent(c.type, c.object) for c in changes], last
 
     @staticmethod
     def _check_floor(start: int, floor: object) -> None:

@@ -192,6 +192,7 @@ class Write:
             fence_key,
             fence_token,
             old,
+            "1" if meta.get("deletionTimestamp") else "",
         ]
         return [keys.version], args
 

@@ -12,12 +12,15 @@
 -- ARGV[7]  history: about how many changes the kind's stream keeps
 -- ARGV[8]  fence key ('' = not fenced) and ARGV[9] the token it must hold
 -- ARGV[10] the previous version's selector view for a MODIFIED ('' otherwise)
+-- ARGV[11] '1' when the object is marked for deletion ('' otherwise): the stream entry says so,
+--          so a reader after deletions only decodes those (absent from older entries)
 --
 -- Returns {'ok', rv} | {'fenced', ''} | {'exists', rv} | {'missing', ''} | {'conflict', rv}.
 
 local op, kind, field, expected = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local body, event, history = ARGV[5], ARGV[6], ARGV[7]
 local fence_key, fence_token, old = ARGV[8], ARGV[9], ARGV[10]
+local deleting = ARGV[11] or ''
 
 if fence_key ~= '' and redis.call('GET', fence_key) ~= fence_token then
   return {'fenced', ''}
@@ -45,7 +48,11 @@ else
   redis.call('HDEL', versions, field)
 end
 
-redis.call('XADD', changes, rv .. '-0', 'type', event, 'object', body, 'old', old)
+if deleting == '1' then
+  redis.call('XADD', changes, rv .. '-0', 'type', event, 'object', body, 'old', old, 'deleting', '1')
+else
+  redis.call('XADD', changes, rv .. '-0', 'type', event, 'object', body, 'old', old)
+end
 if redis.call('XTRIM', changes, 'MAXLEN', '~', history) > 0 then
   -- Every change of the kind after the oldest one kept is in the stream: a watch may resume
   -- from one before it, not from older versions.

@@ -112,6 +112,26 @@ def test_holds_end_when_the_members_pods_are_bound(store_factory: Callable[[], R
     assert placer.place(d, reservation_id="uid-11/1", job="default/c") is None
 
 
+def test_a_hold_another_dispatcher_made_is_confirmed_once_synced(
+    store_factory: Callable[[], ReservationStore],
+) -> None:
+    """confirm reads no store on a pod event: holds it did not make itself come with sync."""
+    clock = Clock()
+    members = {"m": [node(f"n{i}", 8) for i in range(4)]}
+    old_leader, successor = _placer(store_factory(), clock, members), _placer(store_factory(), clock, members)
+    d = demand(job(workers=1, npus=8))
+    assert old_leader.place(d, reservation_id="uid-9/1", job="default/a") is not None
+    successor.sync()
+    cap = successor.member("m")
+    labels = {"fleet.io/job-uid": "uid-9", "fleet.io/attempt": "1"}
+    cap.upsert_pod(pod("a-master-0", "n0", 8, labels=labels))
+    assert successor.confirm("m") == []
+    cap.upsert_pod(pod("a-worker-0", "n1", 8, labels=labels))
+    assert successor.confirm("m") == ["uid-9/1"]
+    assert successor.store.held("m", clock.now) == {}
+    assert successor.confirm("m") == []  # confirmed once
+
+
 def test_release_gives_capacity_back(store_factory: Callable[[], ReservationStore]) -> None:
     clock = Clock()
     placer = _placer(store_factory(), clock, {"m": [node(f"n{i}", 8) for i in range(2)]})

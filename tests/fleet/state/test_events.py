@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from fleet.apiserver import ASCENDJOB, EVENT, NODE
-from fleet.state import Fence, Fenced, Objects, events_for, record_event
+from fleet.state import Fence, Fenced, Objects, events_for, record_event, record_events
 
 
 def test_an_event_has_the_shape_describe_reads(redis_client: redis.Redis) -> None:
@@ -43,6 +43,25 @@ def test_repeats_bump_the_count_and_new_messages_add_events(redis_client: redis.
     first, second = events_for(objects, job)
     assert (first["reason"], first["count"]) == ("Queued", 3)
     assert (second["type"], second["reason"], second["count"]) == ("Warning", "Failover", 1)
+
+
+def test_a_batch_of_events_aggregates_repeats_as_single_ones_do(redis_client: redis.Redis) -> None:
+    objects = Objects(redis_client)
+    a = objects.create(ASCENDJOB, {"metadata": {"name": "a", "namespace": "team-a"}, "spec": {}})
+    b = objects.create(ASCENDJOB, {"metadata": {"name": "b", "namespace": "team-a"}, "spec": {}})
+    record_event(objects, a, reason="Admitted", message="placed", component="c")
+    record_events(
+        objects,
+        [(a, "Admitted", "placed"), (b, "Admitted", "placed"), (b, "Dispatched", "created")],
+        component="c",
+    )
+    assert [(e["reason"], e["count"]) for e in events_for(objects, a)] == [("Admitted", 2)]
+    assert sorted((e["reason"], e["count"]) for e in events_for(objects, b)) == [
+        ("Admitted", 1),
+        ("Dispatched", 1),
+    ]
+    record_events(objects, [], component="c")  # nothing to say: nothing written
+    assert len(objects.list(EVENT)[0]) == 3
 
 
 def test_events_for_matches_the_object_by_uid(redis_client: redis.Redis) -> None:

@@ -102,6 +102,80 @@ def test_mutate_retries_on_conflict_and_reports_vanished_objects(redis_client: r
     assert labelled is not None and labelled["metadata"]["labels"] == {"x": "y"}
 
 
+def test_mutate_from_a_stale_read_retries_on_the_current_object(redis_client: redis.Redis) -> None:
+    objects = Objects(redis_client)
+    read = objects.create(ASCENDJOB, {**job("a"), "status": {"n": 0}})
+    objects.mutate(ASCENDJOB, "team-a", "a", lambda o: {**o, "status": {"n": 5}})  # another writer
+
+    def bump(obj: dict[str, Any]) -> dict[str, Any]:
+        obj["status"]["n"] += 1
+        return obj
+
+    stored = objects.mutate(ASCENDJOB, "team-a", "a", bump, current=read)
+    assert stored is not None and stored["status"] == {"n": 6}  # not 1: the stale read lost
+
+
+def test_many_objects_are_read_and_changed_in_a_batch(redis_client: redis.Redis) -> None:
+    objects = Objects(redis_client)
+    for name in ("a", "b", "c"):
+        objects.create(ASCENDJOB, {**job(name), "status": {"n": 0}})
+    got = objects.get_many(ASCENDJOB, [("team-a", "c"), ("team-a", "gone"), ("team-b", "a"), ("team-a", "a")])
+    assert [g and g["metadata"]["name"] for g in got] == ["c", None, None, "a"]
+    assert objects.get_many(ASCENDJOB, []) == []
+    raced = False
+
+    def bump(obj: dict[str, Any]) -> dict[str, Any]:
+        nonlocal raced
+        if obj["metadata"]["name"] == "b" and not raced:
+            raced = True  # another writer between the batch's read and its write: b alone retries
+            objects.mutate(ASCENDJOB, "team-a", "b", lambda o: {**o, "status": {"n": 10}})
+        obj["status"]["n"] += 1
+        return obj
+
+    results = objects.mutate_many(
+        ASCENDJOB,
+        [
+            ("team-a", "a", bump),
+            ("team-a", "gone", bump),
+            ("team-a", "b", bump),
+            ("team-a", "c", lambda o: None),
+        ],
+    )
+    a, gone, b, c = results
+    assert gone is None
+    assert a is not None and a["status"] == {"n": 1}
+    assert b is not None and b["status"] == {"n": 11}  # the racing write kept, then ours
+    assert c is not None and c["status"] == {"n": 0}
+    for name, n in (("a", 1), ("b", 11), ("c", 0)):
+        stored = objects.get(ASCENDJOB, "team-a", name)
+        assert stored["status"] == {"n": n}
+    assert a == objects.get(ASCENDJOB, "team-a", "a")  # what it returns is what is stored
+
+
+def test_batched_creates_report_taken_names_and_store_the_rest(redis_client: redis.Redis) -> None:
+    objects = Objects(redis_client)
+    objects.create(ASCENDJOB, job("taken"))
+    made = objects.create_many(ASCENDJOB, [job("x"), job("taken"), job("y")])
+    assert isinstance(made[1], AlreadyExists)
+    assert [m["metadata"]["name"] for m in (made[0], made[2]) if isinstance(m, dict)] == ["x", "y"]
+    assert objects.get(ASCENDJOB, "team-a", "x") == made[0]
+    assert objects.get(ASCENDJOB, "team-a", "taken")["metadata"]["resourceVersion"] == "1"
+
+
+def test_batched_writes_survive_a_script_cache_flush(redis_client: redis.Redis) -> None:
+    """Redis restarted without its scripts: a batch loads the write script again and writes all."""
+    objects = Objects(redis_client)
+    objects.create(ASCENDJOB, {**job("a"), "status": {"n": 0}})
+    redis_client.script_flush()
+    made = objects.create_many(ASCENDJOB, [job("b"), job("c")])
+    assert all(isinstance(m, dict) for m in made)
+    redis_client.script_flush()
+    results = objects.mutate_many(
+        ASCENDJOB, [("team-a", n, lambda o: {**o, "status": {"n": 7}}) for n in ("a", "b", "c")]
+    )
+    assert [r and r["status"] for r in results] == [{"n": 7}] * 3
+
+
 def test_concurrent_mutations_are_all_applied(redis_client: redis.Redis) -> None:
     objects = Objects(redis_client)
     objects.create(ASCENDJOB, {**job("a"), "status": {"n": 0}})
@@ -187,6 +261,29 @@ def test_changes_follow_writes_and_resume(redis_client: redis.Redis) -> None:
     events, resume = objects.changes(ASCENDJOB, resume)
     assert [e.type for e in events] == ["DELETED"] and resume == "5"
     assert objects.changes(NODE, "0", block_ms=0)[0][0].object["metadata"]["name"] == "n"
+
+
+def test_changes_can_be_only_those_of_objects_being_deleted(redis_client: redis.Redis) -> None:
+    objects = Objects(redis_client)
+    _, rv = objects.list(ASCENDJOB)
+    held = {**job("held"), "metadata": {**job("held")["metadata"], "finalizers": ["x/y"]}}
+    objects.create(ASCENDJOB, held)
+    objects.create(ASCENDJOB, job("plain"))
+    objects.mutate(ASCENDJOB, "team-a", "plain", lambda o: {**o, "status": {"s": 1}})
+    marked = objects.delete(ASCENDJOB, "team-a", "held")  # a finalizer: marked, not gone
+    objects.mutate(ASCENDJOB, "team-a", "plain", lambda o: {**o, "status": {"s": 2}})
+
+    def release(obj: dict[str, Any]) -> dict[str, Any]:
+        obj["metadata"]["finalizers"] = []
+        return obj
+
+    objects.mutate(ASCENDJOB, "team-a", "held", release, subresource=None)  # now it goes
+    events, resume = objects.changes(ASCENDJOB, rv, deleting_only=True)
+    seen = [(e.type, e.object["metadata"]["name"]) for e in events]
+    assert seen == [("MODIFIED", "held"), ("DELETED", "held")]
+    assert events[0].object == marked
+    assert resume == objects.resource_version()  # resumes after the skipped changes too
+    assert objects.changes(ASCENDJOB, resume, block_ms=0, deleting_only=True) == ([], resume)
 
 
 def test_changes_wait_for_a_write(redis_client: redis.Redis) -> None:
