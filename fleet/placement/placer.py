@@ -75,9 +75,10 @@ class Placer:
         self._seen: dict[str, int] = {}
         self._generation: int | None = None
         self._cache: dict[Demand, _Fits] = {}
-        #: Per member, its reservations' pod counts as last read or made here: what
-        #: :meth:`confirm` checks the capacity feed against without a round trip per pod event.
-        self._holds: dict[str, dict[str, int]] = {}
+        #: Per member, its reservations as last read or made here: what :meth:`confirm` checks
+        #: the capacity feed against without a round trip per pod event, and what a hold made
+        #: or released here is added to without reading them all back.
+        self._holds: dict[str, dict[str, Reservation]] = {}
 
     # ---- members ------------------------------------------------------------------------------
 
@@ -114,7 +115,7 @@ class Placer:
             if self._seen.get(name) != version:
                 reservations = self.store.reservations(name, now)
                 self._members[name].set_held(summed_takes(reservations))
-                self._holds[name] = {r.id: r.pods for r in reservations}
+                self._holds[name] = {r.id: r for r in reservations}
                 self._seen[name] = version
 
     # ---- decisions ----------------------------------------------------------------------------
@@ -236,8 +237,7 @@ class Placer:
             )
             basis = {node: cap.unheld_free(node) for node in placement.takes}
             if self.store.reserve(reservation, basis, now):
-                self.sync([placement.member])
-                self._holds.setdefault(placement.member, {})[reservation_id] = placement.pods
+                self._own_write(placement.member, add=reservation)
                 log.debug(
                     "event=placed job=%s member=%s reservation=%s pods=%d nodes=%d",
                     job,
@@ -257,8 +257,27 @@ class Placer:
 
     def release(self, member: str, reservation_id: str) -> None:
         self.store.release(member, reservation_id)
-        self._holds.get(member, {}).pop(reservation_id, None)
-        self.sync([member])
+        self._own_write(member, drop=reservation_id)
+
+    def _own_write(self, member: str, *, add: Reservation | None = None, drop: str | None = None) -> None:
+        """Lay a hold this placer just made or dropped over ``member``'s capacity.
+
+        When the store's version moved by exactly that one write, the change is applied to the
+        holds kept here; otherwise (someone else wrote too, or an expiry) they are read again.
+        """
+        version = self.store.versions([member], self.clock())[member]
+        holds = self._holds.get(member)
+        seen = self._seen.get(member)
+        if holds is None or seen is None or version != seen + 1 or member not in self._members:
+            self._seen.pop(member, None)
+            self.sync([member])
+            return
+        if add is not None:
+            holds[add.id] = add
+        if drop is not None:
+            holds.pop(drop, None)
+        self._members[member].set_held(summed_takes(holds.values()))
+        self._seen[member] = version
 
     def confirm(self, member: str) -> list[str]:
         """End the holds of ``member`` whose pods the capacity feed shows bound.
@@ -271,12 +290,9 @@ class Placer:
         if cap is None:
             return []
         holds = self._holds.get(member) or {}
-        done = [rid for rid, pods in holds.items() if cap.bound_pods(rid) >= pods]
+        done = [rid for rid, r in holds.items() if cap.bound_pods(rid) >= r.pods]
         for rid in done:
-            self.store.release(member, rid)
-            holds.pop(rid, None)
-        if done:
-            self.sync([member])
+            self.release(member, rid)
         return done
 
     def explain(

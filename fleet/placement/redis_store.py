@@ -12,6 +12,7 @@ from collections.abc import Collection, Sequence
 
 import redis
 
+from fleet.connections import run_script_many
 from fleet.placement.keys import EXPIRY, HELD, ITEMS, TAKES, VERSION, ReservationKeys
 from fleet.placement.reservations import Reservation, Takes
 
@@ -124,10 +125,8 @@ class RedisReservations:
         return [Reservation.from_json(v) for v in raw.values()]
 
     def versions(self, members: Sequence[str], now: float) -> dict[str, int]:
-        pipe = self.client.pipeline(transaction=False)
-        for m in members:
-            self._version(keys=[self.keys.base(m)], args=[now], client=pipe)
-        return {m: int(v) for m, v in zip(members, pipe.execute(), strict=True)}
+        replies = run_script_many(self.client, self._version, [([self.keys.base(m)], [now]) for m in members])
+        return {m: int(v) for m, v in zip(members, replies, strict=True)}
 
     def changed_since(self, generation: int | None, now: float) -> tuple[int | None, Collection[str] | None]:
         """Per-member keys live in different hash slots: no cheap global answer."""

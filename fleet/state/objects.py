@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import redis
-from redis.exceptions import NoScriptError
 
 from fleet.apiserver.errors import AlreadyExists, Conflict, NotFound
 from fleet.apiserver.resources import Obj, ResourceType
@@ -44,6 +43,7 @@ from fleet.apiserver.store import (
     updated_object,
     write_type,
 )
+from fleet.connections import run_script_many
 from fleet.state.errors import Fenced
 from fleet.state.keys import DEFAULT_STATE_KEYS, StateKeys, field_name, kind_name
 from fleet.state.scripts import write_script
@@ -88,8 +88,19 @@ def _change_write(
     subresource: str | None,
     fence: Fence | None,
 ) -> Write | None:
-    """The write that stores what ``change`` makes of (a copy of) ``current``; None for none."""
-    wanted = change(clone(current))
+    """The write that stores what ``change`` makes of (a copy of) ``current``; None for none.
+
+    For a status write only the status is deep-copied (and the metadata's top level): the rest
+    is never written back, and copying a whole job's spec per status change is most of its cost.
+    """
+    if subresource == "status":
+        copy = dict(current)
+        copy["metadata"] = dict(current["metadata"])
+        if "status" in current:
+            copy["status"] = clone(current["status"])
+        wanted = change(copy)
+    else:
+        wanted = change(clone(current))
     if wanted is None:
         return None
     meta = wanted.setdefault("metadata", {})
@@ -179,29 +190,10 @@ class Objects:
         return write.result(self._script(keys=keys, args=args))
 
     def _run_many(self, writes: builtins.list[Write]) -> builtins.list[Any]:
-        """The raw replies of many writes sent in one pipeline (each still atomic on its own).
-
-        The pipeline sends bare EVALSHAs: redis-py's script registration would first ask
-        SCRIPT EXISTS, a second round trip every time. A write that met NOSCRIPT (Redis
-        restarted) did nothing, so it is simply run again through the loading path.
-        """
-        if len(writes) == 1:
-            keys, args = writes[0].keys_and_args(self.keys, self.history)
-            return [self._script(keys=keys, args=args)]
-        pipe = self.client.pipeline(transaction=False)
-        calls = []
-        for write in writes:
-            keys, args = write.keys_and_args(self.keys, self.history)
-            calls.append((keys, args))
-            pipe.evalsha(self._script.sha, len(keys), *keys, *args)
-        replies = list(pipe.execute(raise_on_error=False))
-        for i, reply in enumerate(replies):
-            if isinstance(reply, NoScriptError):
-                keys, args = calls[i]
-                replies[i] = self._script(keys=keys, args=args)
-            elif isinstance(reply, Exception):
-                raise reply
-        return replies
+        """The raw replies of many writes sent in one pipeline (each still atomic on its own)."""
+        return run_script_many(
+            self.client, self._script, [w.keys_and_args(self.keys, self.history) for w in writes]
+        )
 
     def create(self, rt: ResourceType, obj: Obj, *, fence: Fence | None = None) -> Obj:
         """Store a new object with server-set metadata; ``AlreadyExists`` when the name is taken.
@@ -269,8 +261,10 @@ class Objects:
     ) -> Obj | None:
         """Read-modify-write with retries: ``change`` gets a copy of the current object and
         returns the object to store (it may change the copy and return it), or None to leave
-        it as it is. Returns the stored object after the change (the current one when
-        ``change`` returned None), or None when the object does not exist (or vanished).
+        it as it is. (For a status write the copy is of the status and the metadata's top
+        level; the spec is shared, to be read, not changed in place.) Returns the stored object
+        after the change (the current one when ``change`` returned None), or None when the
+        object does not exist (or vanished).
 
         With the default ``subresource="status"`` only the status is written; pass
         ``subresource=None`` to write the main resource (labels, finalizers, spec). ``Conflict``
