@@ -39,7 +39,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -56,7 +56,7 @@ from fleet.jobs.status import attempt_of, cluster_of, current_state, mirror, now
 from fleet.jobs.submit import FINALIZER, job_key
 from fleet.members import DELETED, SYNC, Member, Watcher, WatchEvent
 from fleet.policy import ApplicationFailover, PropagationPolicy, PurgeMode
-from fleet.state import delete_events_for, record_event
+from fleet.state import delete_events_for, record_event, record_events
 from fleet.workloads import WorkloadStatus, adapter_for
 from fleet.workloads.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
 
@@ -157,6 +157,32 @@ class _Copy:
             return None
 
 
+@dataclass(frozen=True)
+class _Seen:
+    """A current copy as observed, with the fleet object it was read against."""
+
+    ident: _Copy
+    seen: WorkloadStatus
+    obj: dict[str, Any]
+
+
+def _mirror_change(item: _Seen, before: dict[str, str | None]) -> Any:
+    """The status change that mirrors ``item``; notes the state it changed from in ``before``."""
+    ident, seen = item.ident, item.seen
+
+    def change(obj: dict[str, Any]) -> dict[str, Any] | None:
+        if obj["metadata"].get("uid") != ident.uid or attempt_of(obj) != ident.attempt:
+            return None
+        if cluster_of(obj) != ident.member or current_state(obj) in (Phase.QUEUED, *FINISHED):
+            return None
+        before["state"] = current_state(obj)
+        status = obj.setdefault("status", {})
+        message = f"created in {ident.member} (attempt {ident.attempt})"
+        return obj if mirror(status, seen, dispatched_message=message) else None
+
+    return change
+
+
 class Syncer:
     """Watches, probes and acts for every member of ``ctx``; :meth:`run` until ``stop`` is set."""
 
@@ -181,7 +207,9 @@ class Syncer:
     def run(self, stop: threading.Event) -> None:
         members = self.ctx.members
         for name, member in members.items():
-            self._watchers[name] = member.watch_jobs(self._on_event, label_selector=JOB_UID_LABEL)
+            self._watchers[name] = member.watch_jobs(
+                self._on_event, label_selector=JOB_UID_LABEL, on_batch=self._on_batch
+            )
             self._spawn(f"probe-{name}", self._probe_loop, name, member, stop)
         self._spawn("deletions", self._follow_deletions, stop)
         log.info("event=syncer_started members=%d", len(members))
@@ -225,82 +253,108 @@ class Syncer:
 
     def _on_event(self, event: WatchEvent) -> None:
         if event.type == SYNC:
-            for obj in event.objects:
-                self._observe(event.member, obj)
+            self._observe(event.member, list(event.objects))
             for obj in event.vanished:
                 self._vanished(event.member, obj)
-        elif event.object is not None:
-            if event.type == DELETED:
-                self._vanished(event.member, event.object)
-            else:
-                self._observe(event.member, event.object)
+        else:
+            self._on_batch([event])
 
-    def _observe(self, member: str, copy: Mapping[str, Any]) -> None:
-        ident = _Copy.of(member, copy)
-        if ident is None:
+    def _on_batch(self, events: list[WatchEvent]) -> None:
+        """The changes of one read of a member's stream, in order; runs of copies seen once
+        each are observed together (a copy seen twice starts a new run, so none is skipped)."""
+        run: list[Mapping[str, Any]] = []
+        names: set[tuple[str, str]] = set()
+        member = events[0].member
+        for event in events:
+            if event.object is None:
+                continue
+            meta = event.object.get("metadata") or {}
+            name = (str(meta.get("namespace")), str(meta.get("name")))
+            if event.type == DELETED or name in names:
+                self._observe(member, run)
+                run, names = [], set()
+            if event.type == DELETED:
+                self._vanished(member, event.object)
+                continue
+            run.append(event.object)
+            names.add(name)
+        self._observe(member, run)
+
+    def _observe(self, member: str, copies: Sequence[Mapping[str, Any]]) -> None:
+        """Act on member copies (distinct ones): their fleet objects read in one round trip, the
+        mirrored statuses written in one pipeline."""
+        found = [(ident, copy) for copy in copies if (ident := _Copy.of(member, copy)) is not None]
+        if not found:
             return
         started = time.perf_counter()
-        obj = self.ctx.objects.try_get(FLEET_ASCENDJOB, ident.namespace, ident.name)
-        if obj is None or obj["metadata"].get("uid") != ident.uid or obj["metadata"].get("deletionTimestamp"):
-            self._purge(ident, "orphan")
-            return
-        if attempt_of(obj) != ident.attempt or cluster_of(obj) != member:
-            self._stale_copy(ident, obj)
-            return
-        seen = adapter_for(obj).map_status(copy)
-        if seen.state == Condition.FAILED and seen.reason not in USER_ERRORS:
-            self._application_failover(ident, obj, seen, f"failed in {member}: {seen.reason}: {seen.message}")
-            return
-        self._mirror(ident, seen, obj)
-        self._track_pending(ident, seen)
-        SYNC_SECONDS.observe(time.perf_counter() - started)
+        objs = self.ctx.objects.get_many(FLEET_ASCENDJOB, [(i.namespace, i.name) for i, _ in found])
+        mirrored: list[_Seen] = []
+        for (ident, copy), obj in zip(found, objs, strict=True):
+            meta = (obj or {}).get("metadata") or {}
+            if obj is None or meta.get("uid") != ident.uid or meta.get("deletionTimestamp"):
+                self._purge(ident, "orphan")
+                continue
+            if attempt_of(obj) != ident.attempt or cluster_of(obj) != member:
+                self._stale_copy(ident, obj)
+                continue
+            seen = adapter_for(obj).map_status(copy)
+            if seen.state == Condition.FAILED and seen.reason not in USER_ERRORS:
+                message = f"failed in {member}: {seen.reason}: {seen.message}"
+                self._application_failover(ident, obj, seen, message)
+                continue
+            mirrored.append(_Seen(ident, seen, obj))
+        self._mirror(mirrored)
+        elapsed = time.perf_counter() - started
+        for item in mirrored:
+            self._track_pending(item.ident, item.seen)
+            SYNC_SECONDS.observe(elapsed)
 
-    def _mirror(self, ident: _Copy, seen: WorkloadStatus, read: dict[str, Any]) -> None:
-        before: dict[str, str | None] = {}
-
-        def change(obj: dict[str, Any]) -> dict[str, Any] | None:
-            if obj["metadata"].get("uid") != ident.uid or attempt_of(obj) != ident.attempt:
-                return None
-            if cluster_of(obj) != ident.member or current_state(obj) in (Phase.QUEUED, *FINISHED):
-                return None
-            before["state"] = current_state(obj)
-            status = obj.setdefault("status", {})
-            message = f"created in {ident.member} (attempt {ident.attempt})"
-            return obj if mirror(status, seen, dispatched_message=message) else None
-
-        stored = self.ctx.objects.mutate(FLEET_ASCENDJOB, ident.namespace, ident.name, change, current=read)
-        if (
-            stored is None
-            or stored["metadata"].get("uid") != ident.uid
-            or attempt_of(stored) != ident.attempt
-        ):
+    def _mirror(self, items: list[_Seen]) -> None:
+        """Mirror the copies' status onto their fleet objects; Events for the states reached;
+        the quota of the finished released (after their Events)."""
+        if not items:
             return
-        state = current_state(stored)
-        if (
-            "state" in before
-            and state != before["state"]
-            and state in (Condition.RUNNING, Condition.RESTARTING, *FINISHED)
-        ):
-            record_event(
-                self.ctx.objects,
-                stored,
-                type="Warning" if state in (Condition.FAILED, Condition.RESTARTING) else "Normal",
-                reason=str(seen.reason or state),
-                message=f"{state} in {ident.member}: {seen.message or ''}".rstrip(": "),
-                component=COMPONENT,
-            )
-            if state in FINISHED:
-                FINISHED_JOBS.labels(str(state), str(seen.reason or "")).inc()
-                log.info(
-                    "event=finished job=%s state=%s member=%s attempt=%d",
-                    ident.key,
-                    state,
-                    ident.member,
-                    ident.attempt,
-                )
-        if state in FINISHED and seen.finished and cluster_of(stored) == ident.member:
-            # Every time the finished copy is seen (idempotent): a syncer that died between the
-            # status write and the release still releases once it sees the copy again.
+        befores: list[dict[str, str | None]] = [{} for _ in items]
+        changes = [
+            (i.ident.namespace, i.ident.name, _mirror_change(i, b))
+            for i, b in zip(items, befores, strict=True)
+        ]
+        stored_all = self.ctx.objects.mutate_many(FLEET_ASCENDJOB, changes, currents=[i.obj for i in items])
+        events: dict[str, list[tuple[dict[str, Any], str, str]]] = {"Normal": [], "Warning": []}
+        finished: list[_Copy] = []
+        for item, before, stored in zip(items, befores, stored_all, strict=True):
+            ident, seen = item.ident, item.seen
+            if stored is None or stored["metadata"].get("uid") != ident.uid:
+                continue
+            if attempt_of(stored) != ident.attempt:
+                continue
+            state = current_state(stored)
+            if (
+                "state" in before
+                and state != before["state"]
+                and state in (Condition.RUNNING, Condition.RESTARTING, *FINISHED)
+            ):
+                warning = state in (Condition.FAILED, Condition.RESTARTING)
+                message = f"{state} in {ident.member}: {seen.message or ''}".rstrip(": ")
+                reason = str(seen.reason or state)
+                events["Warning" if warning else "Normal"].append((stored, reason, message))
+                if state in FINISHED:
+                    FINISHED_JOBS.labels(str(state), str(seen.reason or "")).inc()
+                    log.info(
+                        "event=finished job=%s state=%s member=%s attempt=%d",
+                        ident.key,
+                        state,
+                        ident.member,
+                        ident.attempt,
+                    )
+            if state in FINISHED and seen.finished and cluster_of(stored) == ident.member:
+                # Every time the finished copy is seen (idempotent): a syncer that died between the
+                # status write and the release still releases once it sees the copy again.
+                finished.append(ident)
+        for type_, entries in events.items():
+            if entries:
+                record_events(self.ctx.objects, entries, type=type_, component=COMPONENT)
+        for ident in finished:
             finish(self.ctx, ident.key, ident.uid, ident.attempt, member=ident.member)
 
     def _track_pending(self, ident: _Copy, seen: WorkloadStatus) -> None:
@@ -535,8 +589,7 @@ class Syncer:
         if turned and ready and name in self._watchers:
             # Back from an outage: a resumed watch reports only changes, so look again at every
             # copy it knows; those its jobs left meanwhile are stale now and get purged.
-            for copy in self._watchers[name].snapshot():
-                self._observe(name, copy)
+            self._observe(name, self._watchers[name].snapshot())
         try:
             self.ctx.client.hset(self.ctx.keys.health, name, raw)
         except Exception as exc:  # Redis away: the next probe writes again

@@ -53,7 +53,16 @@ from fleet.members.config import (
 )
 from fleet.members.errors import Conflict, MemberError, MemberRefused, MemberUnavailable, NotFound
 from fleet.members.settings import MemberSettings, SettingsError
-from fleet.members.watch import ADDED, DELETED, MODIFIED, SYNC, EventCallback, Watcher, WatchEvent
+from fleet.members.watch import (
+    ADDED,
+    DELETED,
+    MODIFIED,
+    SYNC,
+    BatchCallback,
+    EventCallback,
+    Watcher,
+    WatchEvent,
+)
 
 __all__ = [
     "ADDED",
@@ -64,6 +73,7 @@ __all__ = [
     "NODES",
     "PODS",
     "SYNC",
+    "BatchCallback",
     "ClientFactory",
     "Conflict",
     "EventCallback",

@@ -34,7 +34,7 @@ from fleet.ascend import ASCENDJOB_GROUP, ASCENDJOB_KIND, ASCENDJOB_PLURAL, ASCE
 from fleet.members.errors import Conflict, MemberError, MemberRefused, NotFound
 from fleet.members.retry import Caller
 from fleet.members.settings import MemberSettings
-from fleet.members.watch import EventCallback, Watcher
+from fleet.members.watch import BatchCallback, EventCallback, Watcher
 
 if TYPE_CHECKING:
     from urllib3 import BaseHTTPResponse
@@ -482,8 +482,10 @@ class Member:
         field_selector: str | None = None,
         namespace: str | None = None,
         start: bool = True,
+        on_batch: BatchCallback | None = None,
     ) -> Watcher:
-        """A :class:`~fleet.members.watch.Watcher` of ``resource`` delivering to ``callback``."""
+        """A :class:`~fleet.members.watch.Watcher` of ``resource`` delivering to ``callback``
+        (and the changes of each read together to ``on_batch``, when given)."""
         watcher = Watcher(
             self,
             resource,
@@ -491,6 +493,7 @@ class Member:
             label_selector=label_selector,
             field_selector=field_selector,
             namespace=namespace,
+            on_batch=on_batch,
         )
         with self._lock:
             self._watchers = [w for w in self._watchers if not w.stopped]
@@ -499,8 +502,14 @@ class Member:
             watcher.start()
         return watcher
 
-    def watch_jobs(self, callback: EventCallback, label_selector: str | None = None) -> Watcher:
-        return self.watch(JOBS, callback, label_selector=label_selector)
+    def watch_jobs(
+        self,
+        callback: EventCallback,
+        label_selector: str | None = None,
+        *,
+        on_batch: BatchCallback | None = None,
+    ) -> Watcher:
+        return self.watch(JOBS, callback, label_selector=label_selector, on_batch=on_batch)
 
     def watch_nodes(self, callback: EventCallback, label_selector: str | None = None) -> Watcher:
         return self.watch(NODES, callback, label_selector=label_selector)

@@ -15,8 +15,10 @@ the reflector pattern of client-go:
    a long outage), it lists again and delivers a ``SYNC``; objects deleted while it was away come
    back as ``vanished``, so the consumer can replace its state rather than patch it.
 
-A callback that raises is logged and followed by a fresh list, so the consumer gets the whole
-state again instead of silently missing one event. :meth:`Watcher.stop` shuts the open socket
+A consumer that writes somewhere per event can take them in groups (``on_batch``): the changes
+that arrived in one read of the stream, in order, in one call (``SYNC`` still goes to the
+callback). A callback that raises is logged and followed by a fresh list, so the consumer gets
+the whole state again instead of silently missing one event. :meth:`Watcher.stop` shuts the open socket
 down, so it returns at once even while a read is blocked.
 """
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
 import random
 import threading
 import time
@@ -40,7 +43,7 @@ if TYPE_CHECKING:
 
     from fleet.members.access import Member, Resource
 
-__all__ = ["ADDED", "DELETED", "MODIFIED", "SYNC", "EventCallback", "WatchEvent", "Watcher"]
+__all__ = ["ADDED", "DELETED", "MODIFIED", "SYNC", "BatchCallback", "EventCallback", "WatchEvent", "Watcher"]
 
 log = logging.getLogger("fleet.members.watch")
 
@@ -68,6 +71,8 @@ class WatchEvent:
 
 
 EventCallback = Callable[[WatchEvent], None]
+#: Takes the ADDED, MODIFIED and DELETED events of one read of the stream, in order.
+BatchCallback = Callable[[list[WatchEvent]], None]
 
 
 class _Gone(Exception):
@@ -102,14 +107,17 @@ def _chunks(response: Any) -> Iterator[bytes]:
         yield chunk
 
 
-def _lines(response: BaseHTTPResponse) -> Iterator[bytes]:
+def _line_groups(response: BaseHTTPResponse) -> Iterator[list[bytes]]:
+    """The complete lines of the stream, grouped as they arrived (one group per read)."""
     buffer = b""
     for chunk in _chunks(response):
         buffer += chunk
         *complete, buffer = buffer.split(b"\n")
-        yield from (line for line in complete if line.strip())
+        lines = [line for line in complete if line.strip()]
+        if lines:
+            yield lines
     if buffer.strip():
-        yield buffer
+        yield [buffer]
 
 
 class Watcher:
@@ -124,10 +132,12 @@ class Watcher:
         label_selector: str | None = None,
         field_selector: str | None = None,
         namespace: str | None = None,
+        on_batch: BatchCallback | None = None,
     ) -> None:
         self.member = member
         self.resource = resource
         self.callback = callback
+        self.on_batch = on_batch
         self.label_selector = label_selector
         self.field_selector = field_selector
         self.namespace = namespace
@@ -318,9 +328,10 @@ class Watcher:
             if self._stopping.is_set():
                 return "stopped", received
             self._log(logging.DEBUG, "watching", resource_version=self._resource_version)
-            for line in _lines(response):
-                received += 1
-                self._handle(line)
+            groups = _line_groups(response) if self.on_batch is None else self._read_ahead(response)
+            for lines in groups:
+                received += len(lines)
+                self._handle(lines)
                 if self._stopping.is_set():
                     return "stopped", received
             return "expired", received
@@ -330,7 +341,77 @@ class Watcher:
             response.close()
             response.release_conn()
 
-    def _handle(self, line: bytes) -> None:
+    def _read_ahead(self, response: BaseHTTPResponse) -> Iterator[list[bytes]]:
+        """The stream's lines, grouped by what arrived while the consumer was busy.
+
+        A reader thread takes the stream as it comes; each group handed on is everything it
+        read since the last one. So a consumer that keeps up gets each change at once, and one
+        that fell behind (a burst, a slow write) catches up in one call instead of one per
+        change, whatever chunking the server chose. Stream errors are raised here, in order.
+        """
+        read: queue.SimpleQueue[list[bytes] | BaseException | None] = queue.SimpleQueue()
+
+        def reader() -> None:
+            try:
+                for lines in _line_groups(response):
+                    read.put(lines)
+                read.put(None)
+            except BaseException as error:  # handed to the consumer's thread, raised there
+                read.put(error)
+
+        name = f"watch-read-{self.member.name}-{self.resource.name}"
+        threading.Thread(target=reader, name=name, daemon=True).start()
+        while True:
+            items = [read.get()]
+            while True:
+                try:
+                    items.append(read.get_nowait())
+                except queue.Empty:
+                    break
+            group = [line for item in items if isinstance(item, list) for line in item]
+            if group:
+                yield group
+            end = items[-1]  # the reader's end (None, or its error) is the last it ever puts
+            if isinstance(end, BaseException):
+                raise end
+            if end is None:
+                return
+
+    def _handle(self, lines: list[bytes]) -> None:
+        """Deliver the changes of one read, then remember them (bookmarks included)."""
+        events: list[WatchEvent] = []
+        resource_version = self._resource_version
+        for line in lines:
+            event, resource_version = self._decode(line, resource_version)
+            if event is not None:
+                events.append(event)
+        # Each remembered after its delivery, so that a failed callback leaves the objects as the
+        # consumer last saw them.
+        if self.on_batch is not None and events:
+            self._deliver_batch(events)
+            self._remember(events, resource_version)
+            return
+        for event in events:
+            self._deliver(event)
+            self._remember([event], event.resource_version)
+        self._remember([], resource_version)  # a bookmark after the last event
+
+    def _remember(self, events: list[WatchEvent], resource_version: str) -> None:
+        with self._lock:
+            for event in events:
+                assert event.object is not None
+                key = _key(event.object)
+                if event.type == DELETED:
+                    self._objects.pop(key, None)
+                else:
+                    self._objects[key] = event.object
+            self._resource_version = resource_version
+
+    def _decode(self, line: bytes, resource_version: str) -> tuple[WatchEvent | None, str]:
+        """One watch line as an event (None for a bookmark) and the resourceVersion after it.
+
+        Raises for a stream error or a 410.
+        """
         try:
             event = json.loads(line)
         except ValueError:
@@ -341,29 +422,34 @@ class Watcher:
             raise _StreamError(f"watch event without object: {kind}")
         WATCH_EVENTS.labels(self.member.name, self.resource.name, str(kind)).inc()
         if kind == "BOOKMARK":
-            self._resource_version = _resource_version(obj) or self._resource_version
-            return
+            return None, _resource_version(obj) or resource_version
         if kind == "ERROR":
             if obj.get("code") == 410:
                 raise _Gone()
             raise _StreamError(f"{obj.get('code')} {obj.get('reason')}: {obj.get('message')}")
         if kind not in (ADDED, MODIFIED, DELETED):
             raise _StreamError(f"unknown watch event type {kind!r}")
-        key = _key(obj)
-        resource_version = _resource_version(obj) or self._resource_version
-        self._log(logging.DEBUG, kind.lower(), name="/".join(part for part in key if part))
-        self._deliver(
-            WatchEvent(
-                kind, self.member.name, self.resource.name, object=obj, resource_version=resource_version
-            )
+        if log.isEnabledFor(logging.DEBUG):
+            self._log(logging.DEBUG, kind.lower(), name="/".join(part for part in _key(obj) if part))
+        resource_version = _resource_version(obj) or resource_version
+        event = WatchEvent(
+            kind, self.member.name, self.resource.name, object=obj, resource_version=resource_version
         )
-        # After delivery, so that a failed callback leaves the object as the consumer last saw it.
-        with self._lock:
-            if kind == DELETED:
-                self._objects.pop(key, None)
-            else:
-                self._objects[key] = obj
-            self._resource_version = resource_version
+        return event, resource_version
+
+    def _deliver_batch(self, events: list[WatchEvent]) -> None:
+        assert self.on_batch is not None
+        try:
+            self.on_batch(events)
+        except Exception as error:
+            log.exception(
+                "member=%s kind=%s event=callback-error events=%d",
+                self.member.name,
+                self.resource.name,
+                len(events),
+            )
+            self.last_error = f"callback raised {type(error).__name__}"
+            raise _CallbackFailed() from error
 
     def _deliver(self, event: WatchEvent) -> None:
         try:

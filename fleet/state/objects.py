@@ -296,12 +296,15 @@ class Objects:
         *,
         subresource: str | None = "status",
         fence: Fence | None = None,
+        currents: Sequence[Obj | None] | None = None,
     ) -> builtins.list[Obj | None]:
-        """:meth:`mutate` of many objects in two round trips: one read of them all, one
-        pipeline of their writes. A write that lost a race goes through :meth:`mutate` alone.
-        Results are in the order of ``changes``."""
+        """:meth:`mutate` of many objects in two round trips: one read of them all (none when
+        the caller passes them as just read, ``currents``), one pipeline of their writes. A write
+        that lost a race goes through :meth:`mutate` alone. Results are in the order of
+        ``changes``."""
         check_subresource(rt, subresource)
-        currents = self.get_many(rt, [(namespace, name) for namespace, name, _ in changes])
+        if currents is None:
+            currents = self.get_many(rt, [(namespace, name) for namespace, name, _ in changes])
         results: builtins.list[Obj | None] = list(currents)
         writes: builtins.list[tuple[int, Write]] = []
         for i, ((_, _, change), current) in enumerate(zip(changes, currents, strict=True)):

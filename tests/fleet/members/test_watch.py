@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -264,3 +265,50 @@ def test_a_callback_may_stop_its_own_watcher(member: Member, watchers: list[Watc
     _wait(lambda: seen == [SYNC] and not watcher.connected)
     time.sleep(0.1)
     assert seen == [SYNC]
+
+
+def test_changes_arriving_together_are_delivered_together_in_order(
+    member: Member, watchers: list[Watcher]
+) -> None:
+    """on_batch gets the changes of one read as one list; SYNC still goes to the callback."""
+    syncs = Recorder()
+    batches: list[list[WatchEvent]] = []
+    first_batch_seen = threading.Event()
+    release = threading.Event()
+
+    def on_batch(events: list[WatchEvent]) -> None:
+        batches.append(events)
+        first_batch_seen.set()
+        release.wait(5)  # meanwhile the next changes pile up on the socket
+
+    watchers.append(member.watch_jobs(syncs, on_batch=on_batch))
+    syncs.wait(lambda events: len(events) == 1)
+    member.create_job("default", job("j-00"))
+    assert first_batch_seen.wait(5)
+    for i in range(1, 20):
+        member.create_job("default", job(f"j-{i:02d}"))
+    member.delete_job("default", "j-00")
+    release.set()
+    _wait(lambda: sum(len(b) for b in batches) >= 21)
+    delivered = [(e.type, e.object["metadata"]["name"]) for b in batches for e in b if e.object]
+    assert delivered == [(ADDED, f"j-{i:02d}") for i in range(20)] + [(DELETED, "j-00")]
+    assert max(len(b) for b in batches) > 1  # what piled up came in one call
+    assert [e.type for e in syncs.events] == [SYNC]
+    _wait(lambda: names(watchers[0].snapshot()) == [f"j-{i:02d}" for i in range(1, 20)])
+
+
+def test_a_failing_batch_gets_the_whole_state_again(member: Member, watchers: list[Watcher]) -> None:
+    member.create_job("default", job("old"))
+    syncs = Recorder()
+    failed: list[bool] = []
+
+    def on_batch(events: list[WatchEvent]) -> None:
+        if not failed:
+            failed.append(True)
+            raise RuntimeError("consumer failed")
+
+    watchers.append(member.watch_jobs(syncs, on_batch=on_batch))
+    syncs.wait(lambda events: len(events) == 1)
+    member.create_job("default", job("new"))
+    resync = syncs.wait(lambda events: any(e.cause == "callback-error" for e in events))[-1]
+    assert resync.type == SYNC and sorted(names(resync.objects)) == ["new", "old"]
