@@ -62,7 +62,7 @@ not limit (capacity alone does).
 """
 
 from queues.keys import DEFAULT_KEYS, Keys
-from queues.ledger import Applied, ApplyRefused, Decision, Drift, Fence, Ledger, VersionConflict
+from queues.ledger import Applied, ApplyRefused, Decision, Drift, Fence, Ledger, VersionConflict, leaf_in
 from queues.pending import PendingQueues, QueuePolicy
 from queues.reasons import Refusal, RefusalKind
 from queues.records import Fenced, InvalidRequest, JobRecord, JobState, LedgerError
@@ -100,6 +100,7 @@ __all__ = [
     "VersionConflict",
     "check",
     "format_views",
+    "leaf_in",
     "load",
     "load_file",
     "queue_name",

@@ -31,7 +31,7 @@ from queues.scripts import scripts_for
 from queues.tree import IMPLICIT_ROOT, ElasticQuotaTree, is_unlimited
 from queues.validation import Problem, Severity, TreeInvalid, validate
 
-__all__ = ["Applied", "ApplyRefused", "Decision", "Drift", "Fence", "Ledger", "VersionConflict"]
+__all__ = ["Applied", "ApplyRefused", "Decision", "Drift", "Fence", "Ledger", "VersionConflict", "leaf_in"]
 
 #: A lease key and the fencing token its holder was given: ``(key, token)``.
 Fence = tuple[str, str]
@@ -131,6 +131,11 @@ def _compile(tree: ElasticQuotaTree) -> list[dict[str, Any]]:
     return out
 
 
+def leaf_in(tree: ElasticQuotaTree | None, namespace: str, labels: Mapping[str, str] | None = None) -> str:
+    """:meth:`Ledger.resolve_leaf` in a tree the caller already read (None: none applied)."""
+    return IMPLICIT_ROOT if tree is None else tree.leaf_for(namespace, labels)
+
+
 class Ledger:
     """Quota usage in Redis, changed only by atomic Lua scripts over a leaf and its ancestors.
 
@@ -210,8 +215,7 @@ class Ledger:
         Raises :class:`queues.tree.UnboundJob` naming the namespace (or label) when the applied
         tree has no node for it; with no tree applied every job goes to the implicit root.
         """
-        tree = self.tree()
-        return IMPLICIT_ROOT if tree is None else tree.leaf_for(namespace, labels)
+        return leaf_in(self.tree(), namespace, labels)
 
     # -- jobs -------------------------------------------------------------------------------
 

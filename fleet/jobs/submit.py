@@ -20,7 +20,7 @@ from fleet.jobs.status import set_state
 from fleet.placement import Demand
 from fleet.state import Objects, record_event
 from fleet.workloads import FieldError, InvalidWorkload, adapter_for
-from queues import Ledger, queue_name
+from queues import ElasticQuotaTree, Ledger, leaf_in, queue_name
 
 __all__ = [
     "FINALIZER",
@@ -70,9 +70,8 @@ def _priority(obj: Mapping[str, Any]) -> int:
         ) from None
 
 
-def queue_of(ledger: Ledger, leaf: str) -> str:
-    """The derived queue a leaf's jobs wait in (``root-child-2``)."""
-    tree = ledger.tree()
+def queue_of(tree: ElasticQuotaTree | None, leaf: str) -> str:
+    """The derived queue a leaf's jobs wait in (``root-child-2``) under the applied ``tree``."""
     return queue_name(tree.paths().get(leaf, leaf) if tree is not None else leaf)
 
 
@@ -95,7 +94,8 @@ def prepare(obj: Mapping[str, Any], ledger: Ledger) -> Prepared:
     demand = adapter.demand(obj)
     priority = _priority(obj)
     meta = obj.get("metadata") or {}
-    leaf = ledger.resolve_leaf(str(meta.get("namespace") or "default"), meta.get("labels") or {})
+    tree = ledger.tree()
+    leaf = leaf_in(tree, str(meta.get("namespace") or "default"), meta.get("labels") or {})
     body = dict(obj)
     metadata = dict(meta)
     finalizers = list(metadata.get("finalizers") or [])
@@ -103,7 +103,7 @@ def prepare(obj: Mapping[str, Any], ledger: Ledger) -> Prepared:
         finalizers.append(FINALIZER)
     metadata["finalizers"] = finalizers
     body["metadata"] = metadata
-    queue = queue_of(ledger, leaf)
+    queue = queue_of(tree, leaf)
     status: dict[str, Any] = {"queue": queue, "attempt": 0}
     set_state(status, Phase.QUEUED, FleetReason.SUBMITTED, f"waiting in queue {queue}")
     body["status"] = status
