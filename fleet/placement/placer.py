@@ -260,15 +260,16 @@ class Placer:
         self._own_write(member, drop=reservation_id)
 
     def _own_write(self, member: str, *, add: Reservation | None = None, drop: str | None = None) -> None:
-        """Lay a hold this placer just made or dropped over ``member``'s capacity.
+        """Lay a hold this placer just made or dropped over ``member``'s capacity, in memory.
 
-        When the store's version moved by exactly that one write, the change is applied to the
-        holds kept here; otherwise (someone else wrote too, or an expiry) they are read again.
+        No round trip: the holds kept here get the change, and the member is marked for one
+        read at the next :meth:`sync`, which brings in what expired or what others wrote
+        meanwhile. Until then a stale view is harmless: the store checks every reservation
+        against what it holds, and a refusal makes the member read at once. A member never read
+        yet is read now.
         """
-        version = self.store.versions([member], self.clock())[member]
         holds = self._holds.get(member)
-        seen = self._seen.get(member)
-        if holds is None or seen is None or version != seen + 1 or member not in self._members:
+        if holds is None or member not in self._members:
             self._seen.pop(member, None)
             self.sync([member])
             return
@@ -277,7 +278,7 @@ class Placer:
         if drop is not None:
             holds.pop(drop, None)
         self._members[member].set_held(summed_takes(holds.values()))
-        self._seen[member] = version
+        self._seen.pop(member, None)
 
     def confirm(self, member: str) -> list[str]:
         """End the holds of ``member`` whose pods the capacity feed shows bound.
