@@ -68,7 +68,7 @@ _MEMORY: Final = 100_000  # jobs whose last miss is remembered
 
 @dataclass(frozen=True)
 class DispatcherSettings:
-    heads_per_leaf: int = 16
+    heads_per_leaf: int = 64
     max_batch: int = 512
     idle_wait: float = 0.02
     lease_ttl: float = 10.0
