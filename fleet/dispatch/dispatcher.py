@@ -71,6 +71,10 @@ class DispatcherSettings:
     heads_per_leaf: int = 64
     max_batch: int = 512
     idle_wait: float = 0.02
+    #: A round that placed fewer than ``heads_per_leaf`` jobs starts the next this long after it
+    #: started: under a trickle of submissions, rounds (and the one RQ job per member each sends)
+    #: carry a few jobs each rather than one, for at most this much latency.
+    round_interval: float = 0.01
     lease_ttl: float = 10.0
     #: Seconds a propagation may take before the job is enqueued again (a worker died).
     inflight_timeout: float = 30.0
@@ -160,6 +164,7 @@ class Dispatcher:
                     stop.wait(min(1.0, self.settings.lease_ttl / 4))
                     continue
                 try:
+                    began = time.monotonic()
                     made = self.step()
                 except (Fenced, LedgerFenced):
                     log.warning("event=fenced holder=%s: another dispatcher leads", self.lease.holder)
@@ -172,6 +177,8 @@ class Dispatcher:
                     continue
                 if made == 0:
                     stop.wait(self.settings.idle_wait)
+                elif made < self.settings.heads_per_leaf:
+                    stop.wait(max(0.0, began + self.settings.round_interval - time.monotonic()))
         finally:
             self.lease.release()
             LEADER.set(0)
