@@ -11,12 +11,16 @@ Dispatcher (:mod:`~fleet.dispatch.dispatcher`), one leader at a time
     through the quota ledger, places and holds each admitted one on its member
     (:class:`fleet.placement.Placer`, reservations in Redis), records ``Admitted`` with the
     member and the new attempt on the fleet object, marks it in flight, and enqueues its
-    propagation on RQ. A job that does not fit or is refused by quota stays queued, its
-    ``Queued`` condition carrying the exact reason. The capacity it decides on comes from its own
-    node and pod watches of every member (:class:`fleet.placement.feeder.CapacityFeeder`).
+    propagation on RQ. A round is one batch: one read of its candidates, one pipeline of
+    ``Admitted`` writes and one of Events, one RQ job per member. A job that does not fit or is
+    refused by quota stays queued, its ``Queued`` condition carrying the exact reason. The
+    capacity it decides on comes from its own node and pod watches of every member
+    (:class:`fleet.placement.feeder.CapacityFeeder`).
 
 Workers (:mod:`~fleet.dispatch.tasks`, run by RQ)
-    ``propagate``: create the member copy of the current attempt, named and labelled after the
+    ``propagate_batch`` (``propagate`` for one): create the member copies of the attempts the
+    round sent to one member (one read of their fleet objects, one pipeline of ``Dispatched``
+    writes), each named and labelled after the
     fleet job (:mod:`fleet.workloads.labels`), optionally pinned to the planned nodes. Creation
     is idempotent: an existing copy of the same uid and attempt is adopted, an older attempt's
     copy is deleted first, another job's copy is a conflict. A permanent refusal (422, 403, a
@@ -26,7 +30,8 @@ Workers (:mod:`~fleet.dispatch.tasks`, run by RQ)
 
 Syncer (:mod:`~fleet.dispatch.syncer`)
     Per member: watches the propagated jobs (resuming from their resourceVersion after any
-    disconnect) and mirrors their conditions and replicaStatuses onto the fleet object; probes
+    disconnect) and mirrors their conditions and replicaStatuses onto the fleet object (what
+    arrived while it was busy as one batch: one read, one pipeline of writes); probes
     health with failure and success thresholds. On the fleet side: finishes jobs (quota released
     once: release is idempotent), applies failover (cluster failover after the toleration,
     application failover for retriable failures and for PodGroupPending past the toleration,
