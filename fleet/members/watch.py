@@ -388,7 +388,7 @@ class Watcher:
         # Each remembered after its delivery, so that a failed callback leaves the objects as the
         # consumer last saw them.
         if self.on_batch is not None and events:
-            self._deliver_batch(events)
+            self._deliver(events)
             self._remember(events, resource_version)
             return
         for event in events:
@@ -437,29 +437,18 @@ class Watcher:
         )
         return event, resource_version
 
-    def _deliver_batch(self, events: list[WatchEvent]) -> None:
-        assert self.on_batch is not None
+    def _deliver(self, event: WatchEvent | list[WatchEvent]) -> None:
+        """Hand one event to the callback, or a read's events to ``on_batch``."""
         try:
-            self.on_batch(events)
+            if isinstance(event, list):
+                assert self.on_batch is not None
+                self.on_batch(event)
+            else:
+                self.callback(event)
         except Exception as error:
+            what = f"events={len(event)}" if isinstance(event, list) else f"type={event.type}"
             log.exception(
-                "member=%s kind=%s event=callback-error events=%d",
-                self.member.name,
-                self.resource.name,
-                len(events),
-            )
-            self.last_error = f"callback raised {type(error).__name__}"
-            raise _CallbackFailed() from error
-
-    def _deliver(self, event: WatchEvent) -> None:
-        try:
-            self.callback(event)
-        except Exception as error:
-            log.exception(
-                "member=%s kind=%s event=callback-error type=%s",
-                self.member.name,
-                self.resource.name,
-                event.type,
+                "member=%s kind=%s event=callback-error %s", self.member.name, self.resource.name, what
             )
             self.last_error = f"callback raised {type(error).__name__}"
             raise _CallbackFailed() from error
