@@ -403,7 +403,8 @@ class Dispatcher:
 
     def _undo(self, plan: _Plan, stored: dict[str, Any] | None) -> None:
         """Deleted or changed while we decided: the job is someone else's business now."""
-        self.ctx.reservations.release(plan.member, plan.reservation)
+        with self.lock:
+            self.placer.release(plan.member, plan.reservation)
         key = plan.candidate.key
         if stored is not None and current_state(stored) == Phase.QUEUED:
             self.ctx.ledger.requeue(key, fence=self._ledger_fence)
@@ -504,22 +505,27 @@ class Dispatcher:
     def _retry_inflight(self, now: float) -> None:
         """Enqueue again the propagations whose copy did not appear in time (a worker died)."""
         due = self.ctx.client.zrangebyscore(self.ctx.keys.inflight, "-inf", now, start=0, num=100)
-        for raw in due:
-            entry = raw.decode() if isinstance(raw, bytes) else str(raw)
-            key, uid, attempt_text = entry.rsplit("|", 2)
+        entries = [raw.decode() if isinstance(raw, bytes) else str(raw) for raw in due]
+        parsed = [entry.rsplit("|", 2) for entry in entries]
+        objs = self.ctx.objects.get_many(FLEET_ASCENDJOB, [split_key(key) for key, _, _ in parsed])
+        again: list[Propagation] = []
+        gone: list[str] = []
+        for entry, (key, uid, attempt_text), obj in zip(entries, parsed, objs, strict=True):
             attempt = int(attempt_text)
-            obj = self.ctx.objects.try_get(FLEET_ASCENDJOB, *split_key(key))
             if (
                 obj is None
                 or obj["metadata"].get("uid") != uid
                 or attempt_of(obj) != attempt
                 or current_state(obj) != Phase.ADMITTED
             ):
-                self.ctx.client.zrem(self.ctx.keys.inflight, entry)
+                gone.append(entry)
                 continue
             member = str((obj.get("status") or {}).get("cluster"))
             log.warning("event=propagation_retried job=%s attempt=%d member=%s", key, attempt, member)
-            self._send([(key, uid, attempt, member, None)], now=now)
+            again.append((key, uid, attempt, member, None))
+        if gone:
+            self.ctx.client.zrem(self.ctx.keys.inflight, *gone)
+        self._send(again, now=now)
 
     def reconcile(self) -> None:
         """Make the ledger and the fleet objects agree, after a takeover or a crash.
@@ -533,6 +539,7 @@ class Dispatcher:
         ledger = self.ctx.ledger
         items, _ = self.ctx.objects.list(FLEET_ASCENDJOB)
         known: set[str] = set()
+        resend: list[Propagation] = []
         fixed = 0
         now = time.time()
         for obj in items:
@@ -556,8 +563,9 @@ class Dispatcher:
             elif state == Phase.ADMITTED:
                 status = obj.get("status") or {}
                 uid = str(obj["metadata"]["uid"])
-                self._send([(key, uid, attempt_of(obj), str(status.get("cluster")), None)], now=now)
+                resend.append((key, uid, attempt_of(obj), str(status.get("cluster")), None))
                 fixed += 1
+        self._send(resend, now=now)
         for key in ledger.records():
             if key not in known:
                 ledger.release(key, fence=self._ledger_fence)
