@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import sys
 import time
@@ -19,7 +18,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-import orjson
 import yaml
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -28,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from fleet import fastjson
 from fleet.apiserver import discovery
 from fleet.apiserver.errors import (
     ApiError,
@@ -147,18 +146,9 @@ def default_version_info() -> Obj:
     }
 
 
-def _dump(value: Any) -> bytes:
-    """Compact JSON: orjson (an order of magnitude faster on the hot paths: every response and
-    watch event), or the standard library for what orjson refuses (integers beyond 64 bits)."""
-    try:
-        return orjson.dumps(value)
-    except orjson.JSONEncodeError:
-        return json.dumps(value, separators=(",", ":")).encode()
-
-
 def _json_response(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
     return Response(
-        _dump(body),
+        fastjson.dumps(body),
         status_code=status,
         media_type=_JSON,
         headers=dict(headers or {}),
@@ -281,7 +271,7 @@ class _Api:
         try:
             if content_type in _YAML_TYPES:
                 return yaml.safe_load(raw)
-            return json.loads(raw)
+            return fastjson.loads(raw)
         except (ValueError, yaml.YAMLError) as error:
             raise BadRequest(f"the request body is not valid {content_type}: {error}") from None
 
@@ -643,7 +633,7 @@ class _Api:
             if table and event.type not in (ERROR, BOOKMARK):
                 rv = obj.get("metadata", {}).get("resourceVersion", "")
                 obj = build_table(rt, [obj], include_object=include, resource_version=rv, with_columns=first)
-            return _dump({"type": event.type, "object": obj}) + b"\n"
+            return fastjson.dumps({"type": event.type, "object": obj}) + b"\n"
 
         return StreamingResponse(self._stream(rt, events, seconds, line), media_type=_JSON)
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from prometheus_client import Counter, Gauge, Histogram
+from rq import Queue
 
 from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.dispatch.context import Context, policy_for
@@ -38,7 +39,7 @@ from fleet.dispatch.tasks import Propagation, propagate_batch
 from fleet.jobs.phases import FINISHED, FleetReason, Phase
 from fleet.jobs.status import attempt_of, current_state, last_condition, set_state
 from fleet.jobs.submit import enqueue, job_key, split_key
-from fleet.placement import Demand, Placer, job_pod_key
+from fleet.placement import Demand, Placer, PlaceRequest, job_pod_key
 from fleet.policy import PropagationPolicy
 from fleet.state import Fence, Fenced, record_event, record_events
 from fleet.workloads import InvalidWorkload, UnknownKind, adapter_for
@@ -350,19 +351,22 @@ class Dispatcher:
         """Place the admitted jobs and record it: one pipeline of fleet-object writes, one of
         Events, one propagation per member for the whole round."""
         plans: list[_Plan] = []
+        requests: list[PlaceRequest] = []
         for c in admitted:
             attempt = attempt_of(c.obj) + 1
-            rid = job_pod_key(str(c.obj["metadata"]["uid"]), attempt)
-            with self.lock:
-                decision = self.placer.place(
+            requests.append(
+                PlaceRequest(
                     c.demand,
-                    reservation_id=rid,
+                    reservation_id=job_pod_key(str(c.obj["metadata"]["uid"]), attempt),
                     job=c.key,
                     strategy=c.policy.spec.placement.strategy,
                     affinity=c.policy.spec.placement.cluster_affinity,
                     avoid=c.avoid,
-                    synced=True,  # at the start of this round
                 )
+            )
+        with self.lock:  # synced at the start of this round; all holds in one exchange
+            decisions = self.placer.place_many(requests)
+        for c, request, decision in zip(admitted, requests, decisions, strict=True):
             if decision is None:
                 self.ctx.ledger.requeue(c.key, fence=self._ledger_fence)
                 self._no_fit(c.key, c.obj, c.demand, policy=c.policy, avoid=c.avoid, epoch=epoch, now=now)
@@ -374,6 +378,8 @@ class Dispatcher:
                 f"({c.policy.spec.placement.strategy}): {placement.pods} pods on {len(placement.takes)} nodes"
             )
             pin = placement.nodes_by_replica_type() if self.settings.pin else None
+            attempt = attempt_of(c.obj) + 1
+            rid = request.reservation_id
             plans.append(_Plan(c, attempt, decision.member, rid, message, dict(pin) if pin else None))
         if not plans:
             return 0
@@ -418,20 +424,26 @@ class Dispatcher:
             return
         deadline = now + self.settings.inflight_timeout
         entries = {inflight_entry(i[0], i[1], i[2]): deadline for i in items}
-        self.ctx.client.zadd(self.ctx.keys.inflight, entries)
         by_member: dict[str, list[Propagation]] = {}
         for item in items:
             by_member.setdefault(item[3], []).append(item)
-        for member, batch in by_member.items():
-            first = batch[0]
-            self.ctx.queue.enqueue_call(
+        jobs = [
+            Queue.prepare_data(
                 propagate_batch,
                 args=(batch,),
-                job_id=f"propagate-{member}-{first[1]}-{first[2]}-{int(now * 1000)}",
+                job_id=f"propagate-{member}-{batch[0][1]}-{batch[0][2]}-{int(now * 1000)}",
                 result_ttl=60,
                 failure_ttl=3600,
-                description=f"propagate {len(batch)} jobs to {member} (first {first[0]} attempt {first[2]})",
+                description=(
+                    f"propagate {len(batch)} jobs to {member} (first {batch[0][0]} attempt {batch[0][2]})"
+                ),
             )
+            for member, batch in by_member.items()
+        ]
+        with self.ctx.client.pipeline(transaction=True) as pipe:  # one round trip for the round
+            pipe.zadd(self.ctx.keys.inflight, entries)
+            self.ctx.queue.enqueue_many(jobs, pipeline=pipe)
+            pipe.execute()
 
     # ---- misses -------------------------------------------------------------------------------
 

@@ -62,6 +62,7 @@ def run_worker(
     """Run an RQ worker on the propagation and purge queues, propagations first (it stops on
     SIGTERM after its current task)."""
     ctx = Context(redis_from_url(redis_url), kubeconfig)
+    log.info("event=worker_members members=%d", len(ctx.members))  # built now, not on the first task
     install(ctx)
     collector.tune()
     worker = SimpleWorker(

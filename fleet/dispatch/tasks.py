@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
 from fleet.api.kinds import FLEET_ASCENDJOB
@@ -23,6 +24,7 @@ from fleet.workloads import adapter_for
 from fleet.workloads.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 
 __all__ = [
+    "CREATE_CONCURRENCY",
     "EXCLUDE_REFUSED_SECONDS",
     "EXCLUDE_UNAVAILABLE_SECONDS",
     "Propagation",
@@ -37,6 +39,19 @@ log = logging.getLogger("fleet.dispatch.tasks")
 EXCLUDE_REFUSED_SECONDS: Final = 3600.0
 #: How long a member that could not be reached is avoided for that job.
 EXCLUDE_UNAVAILABLE_SECONDS: Final = 60.0
+
+#: Member calls a worker makes at once for one batch (each waits on the member's answer).
+CREATE_CONCURRENCY: Final = 8
+_MADE: Final = ("created", "adopted")
+_pool: list[ThreadPoolExecutor] = []
+
+
+def _creators() -> ThreadPoolExecutor:
+    """The process's threads for member calls (made on first use: RQ may fork after import)."""
+    if not _pool:
+        _pool.append(ThreadPoolExecutor(CREATE_CONCURRENCY, thread_name_prefix="propagate"))
+    return _pool[0]
+
 
 #: One attempt to create: (fleet job key, uid, attempt, member, nodes to pin per replica type).
 Propagation = tuple[str, str, int, str, Mapping[str, Sequence[str]] | None]
@@ -67,25 +82,26 @@ def propagate_batch(items: Sequence[Propagation]) -> list[str]:
 
     The dispatcher sends one batch per member per round, so the fleet objects are read in one
     round trip, and the Dispatched marks, in-flight entries and Events written in one pipeline
-    each; the member calls go one by one. Once a member cannot be reached, the rest of its
-    items are handed back at once rather than each waiting out the retries again.
+    each; the member calls (the Kubernetes API creates one object per request) go up to
+    ``CREATE_CONCURRENCY`` at a time, so a batch waits on the member's latency a few times, not
+    once per job. Once a member cannot be reached, the items not yet started are handed back at
+    once rather than each waiting out the retries again.
     """
     ctx = current()
     objs = ctx.objects.get_many(FLEET_ASCENDJOB, [split_key(item[0]) for item in items])
-    outcomes: list[str] = []
-    done: list[tuple[Propagation, str]] = []
     stale: list[str] = []
-    unreachable: dict[str, MemberUnavailable] = {}
+    wanted: list[tuple[Propagation, dict[str, Any]]] = []
     for item, obj in zip(items, objs, strict=True):
         key, uid, attempt, member, _ = item
         if obj is None or not _wanted(obj, uid, attempt, member):
             stale.append(inflight_entry(key, uid, attempt))
-            outcomes.append("superseded")
-            continue
-        outcome = _propagate_one(ctx, item, obj, unreachable)
-        outcomes.append(outcome)
-        if outcome in ("created", "adopted"):
-            done.append((item, outcome))
+        else:
+            wanted.append((item, obj))
+    unreachable: dict[str, MemberUnavailable] = {}
+    made = _creators().map(lambda pair: _propagate_one(ctx, pair[0], pair[1], unreachable), wanted)
+    by_key = {item[:3]: outcome for (item, _), outcome in zip(wanted, made, strict=True)}
+    outcomes = [by_key.get(item[:3], "superseded") for item in items]
+    done = [(item, outcome) for item, outcome in zip(items, outcomes, strict=True) if outcome in _MADE]
     if stale:
         ctx.client.zrem(ctx.keys.inflight, *stale)
     _mark_dispatched(ctx, done)

@@ -9,7 +9,6 @@ errors, metrics).
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -30,6 +29,7 @@ from kubernetes.client import (
 )
 from kubernetes.client.exceptions import ApiException
 
+from fleet import fastjson
 from fleet.ascend import ASCENDJOB_GROUP, ASCENDJOB_KIND, ASCENDJOB_PLURAL, ASCENDJOB_VERSION
 from fleet.members.errors import Conflict, MemberError, MemberRefused, NotFound
 from fleet.members.retry import Caller
@@ -105,7 +105,7 @@ def _read_json(response: Any) -> JSONObject:
         data = response.data
     finally:
         response.release_conn()
-    parsed = json.loads(data) if data else {}
+    parsed = fastjson.loads(data) if data else {}
     if not isinstance(parsed, dict):
         raise ValueError("member answered with JSON that is not an object")
     return parsed

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.config import kube_config
@@ -56,6 +56,7 @@ class KubeconfigClients:
     def __init__(self, path: str | os.PathLike[str], *, fleet_context: str = FLEET_CONTEXT) -> None:
         self.path = Path(path)
         self.fleet_context = fleet_context
+        self._parsed: Any = None
 
     def __repr__(self) -> str:
         return f"KubeconfigClients(path={str(self.path)!r})"
@@ -79,12 +80,14 @@ class KubeconfigClients:
     def build(self, name: str, settings: MemberSettings) -> ApiClient:
         configuration = Configuration()
         try:
-            kube_config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=str(self.path),
-                context=name,
-                client_configuration=configuration,
-                persist_config=False,
+            if self._parsed is None:  # parsed once for all members (one YAML load, not one each)
+                self._parsed = kube_config.KubeConfigMerger(str(self.path))  # type: ignore[no-untyped-call]
+            if self._parsed.config is None:
+                raise ConfigException("Invalid kube-config file. No configuration found.")
+            loader = kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]
+                config_dict=self._parsed.config, active_context=name
             )
+            loader.load_and_set(configuration)  # type: ignore[no-untyped-call]  # as load_kube_config
         except (ConfigException, OSError, ValueError) as exc:
             raise MemberConfigError(f"kubeconfig {self.path}: context {name}: {exc}") from None
         configuration.retries = False  # Caller owns retries

@@ -24,7 +24,6 @@ down, so it returns at once even while a read is blocked.
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import random
@@ -34,6 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from fleet import fastjson
 from fleet.members.errors import MemberError, MemberRefused
 from fleet.members.metrics import WATCH_EVENTS, WATCH_RELISTS, WATCH_RESTARTS
 from fleet.members.retry import describe
@@ -413,7 +413,7 @@ class Watcher:
         Raises for a stream error or a 410.
         """
         try:
-            event = json.loads(line)
+            event = fastjson.loads(line)
         except ValueError:
             raise _StreamError(f"undecodable watch line {line[:80]!r}") from None
         kind = event.get("type")

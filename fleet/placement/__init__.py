@@ -1,6 +1,7 @@
 """Gang placement: a job goes only where all of it can run at once.
 
-Pipeline of one decision (the dispatcher calls :meth:`Placer.place`):
+Pipeline of one decision (:meth:`Placer.place`; the dispatcher decides a round's jobs with
+:meth:`Placer.place_many`, their holds taken in one exchange with the store):
 
 1. :mod:`~fleet.placement.demand`: the job's pods as the member scheduler will see them, per
    replica type (request, count, selector, affinity, tolerations, one-pod-per-node), with the
@@ -32,7 +33,7 @@ from fleet.placement.capacity import MemberCapacity, NodeClass, job_pod_key
 from fleet.placement.demand import Demand, DemandError, PodShape, ReplicaTemplate, build_demand, pod_requests
 from fleet.placement.explain import explain_member, explain_members
 from fleet.placement.fit import Placement, Strategy, choose, fit_member
-from fleet.placement.placer import Decision, Placer
+from fleet.placement.placer import Decision, Placer, PlaceRequest
 from fleet.placement.redis_store import RedisReservations
 from fleet.placement.reservations import MemoryReservations, Reservation, ReservationStore
 
@@ -43,6 +44,7 @@ __all__ = [
     "MemberCapacity",
     "MemoryReservations",
     "NodeClass",
+    "PlaceRequest",
     "Placement",
     "Placer",
     "PodShape",

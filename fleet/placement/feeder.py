@@ -2,7 +2,8 @@
 
 One :class:`~fleet.members.Watcher` per member for nodes and one for pods; every event is applied
 to that member's :class:`~fleet.placement.capacity.MemberCapacity` (which stays pure), and after
-pod events the member's holds whose pods are now bound are ended. Watch callbacks run on the
+pod events the member's holds whose pods are now bound are ended (what one read of a stream
+brought is applied as one batch, with one check of the holds). Watch callbacks run on the
 watchers' threads, so the feeder and the decision loop share :attr:`CapacityFeeder.lock`: hold
 it around :meth:`Placer.place`.
 """
@@ -56,7 +57,7 @@ class CapacityFeeder:
             with self.lock:
                 self.placer.add_member(MemberCapacity(name, self._labels.get(name)))
             for resource in (NODES, PODS):
-                watcher = Watcher(member, resource, self._on_event)
+                watcher = Watcher(member, resource, self._on_event, on_batch=self._on_batch)
                 self._watchers.append(watcher)
                 watcher.start()
 
@@ -71,21 +72,28 @@ class CapacityFeeder:
         self._watchers.clear()
 
     def _on_event(self, event: WatchEvent) -> None:
+        self._on_batch([event])
+
+    def _on_batch(self, events: list[WatchEvent]) -> None:
+        """The events of one read of a member's stream, applied under one hold of the lock; the
+        member's holds checked against its bound pods once after them."""
         with self.lock:
+            member, resource = events[0].member, events[0].resource
             try:
-                cap = self.placer.member(event.member)
+                cap = self.placer.member(member)
             except KeyError:
                 return
-            if event.resource == NODES.name:
-                self._apply(event, cap.upsert_node, lambda o: cap.remove_node(_node_name(o)))
-            elif event.resource == PODS.name:
-                self._apply(event, cap.upsert_pod, lambda o: cap.remove_pod(_pod_key(o)))
-                confirmed = self.placer.confirm(event.member)
-                for rid in confirmed:
-                    log.info("event=hold_confirmed member=%s reservation=%s", event.member, rid)
-            CAPACITY_EVENTS.labels(event.member, event.resource, event.type).inc()
-            NODE_CLASSES.labels(event.member).set(cap.class_count)
-            FREE_NPUS.labels(event.member).set(cap.free_total(NPU_RESOURCE))
+            for event in events:
+                if resource == NODES.name:
+                    self._apply(event, cap.upsert_node, lambda o: cap.remove_node(_node_name(o)))
+                elif resource == PODS.name:
+                    self._apply(event, cap.upsert_pod, lambda o: cap.remove_pod(_pod_key(o)))
+                CAPACITY_EVENTS.labels(member, resource, event.type).inc()
+            if resource == PODS.name:
+                for rid in self.placer.confirm(member):
+                    log.info("event=hold_confirmed member=%s reservation=%s", member, rid)
+            NODE_CLASSES.labels(member).set(cap.class_count)
+            FREE_NPUS.labels(member).set(cap.free_total(NPU_RESOURCE))
 
     @staticmethod
     def _apply(event: WatchEvent, upsert: _Apply, remove: _Apply) -> None:

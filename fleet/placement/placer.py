@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fleet.ascend import NPU_RESOURCE
@@ -21,10 +21,16 @@ from fleet.placement.demand import Demand
 from fleet.placement.explain import explain_members
 from fleet.placement.fit import Placement, Strategy, allowed, choose, fit_member, gang_fits
 from fleet.placement.metrics import DECISION_SECONDS, DECISIONS, RESERVE_CONFLICTS
-from fleet.placement.reservations import MemoryReservations, Reservation, ReservationStore, summed_takes
+from fleet.placement.reservations import (
+    MemoryReservations,
+    Reservation,
+    ReservationStore,
+    Takes,
+    summed_takes,
+)
 from fleet.policy import ClusterAffinity
 
-__all__ = ["DEFAULT_TTL", "Decision", "Placer"]
+__all__ = ["DEFAULT_TTL", "Decision", "PlaceRequest", "Placer"]
 
 log = logging.getLogger("fleet.placement")
 
@@ -58,6 +64,18 @@ class Decision:
     @property
     def member(self) -> str:
         return self.placement.member
+
+
+@dataclass(frozen=True)
+class PlaceRequest:
+    """One job for :meth:`Placer.place_many` (the arguments :meth:`Placer.place` takes)."""
+
+    demand: Demand
+    reservation_id: str
+    job: str
+    strategy: Strategy = "pack"
+    affinity: ClusterAffinity | None = None
+    avoid: Collection[str] = ()
 
 
 class Placer:
@@ -211,6 +229,71 @@ class Placer:
         (_PLACED if decision is not None else _NOFIT).inc()
         return decision
 
+    def place_many(self, requests: Sequence[PlaceRequest]) -> list[Decision | None]:
+        """:meth:`place` of many jobs at once (the caller has run :meth:`sync` this round): each
+        decided in memory over the holds decided before it, all held in one exchange with the
+        store. A hold the store refuses (another writer took the capacity) has its member read
+        again and that job decided alone, as :meth:`place` does. Results are in request order.
+        """
+        started = time.perf_counter()
+        results: list[Decision | None] = [None] * len(requests)
+        made: list[tuple[int, Decision, Takes]] = []
+        for i, request in enumerate(requests):
+            placement = self.decide(
+                request.demand, strategy=request.strategy, affinity=request.affinity, avoid=request.avoid
+            )
+            if placement is None:
+                continue
+            reservation = self._reservation(placement, request.reservation_id, request.job)
+            basis = self._basis(placement)
+            self._own_write(placement.member, add=reservation)  # the next decision sees it
+            made.append((i, Decision(placement, reservation), basis))
+        refused: list[int] = []
+        stale: set[str] = set()
+        replies = self.store.reserve_many([(d.reservation, basis) for _, d, basis in made], self.clock())
+        for (i, decision, _), held in zip(made, replies, strict=True):
+            if held:
+                results[i] = decision
+                continue
+            log.info("event=hold_refused job=%s member=%s", requests[i].job, decision.member)
+            RESERVE_CONFLICTS.labels(decision.member).inc()
+            self._own_write(decision.member, drop=decision.reservation.id)
+            refused.append(i)
+            stale.add(decision.member)
+        if stale:
+            self.sync(stale)
+        for i in refused:
+            request = requests[i]
+            results[i] = self._place(
+                request.demand,
+                reservation_id=request.reservation_id,
+                job=request.job,
+                strategy=request.strategy,
+                affinity=request.affinity,
+                avoid=request.avoid,
+            )
+        if requests:
+            elapsed = (time.perf_counter() - started) / len(requests)
+            for result in results:
+                DECISION_SECONDS.observe(elapsed)
+                (_PLACED if result is not None else _NOFIT).inc()
+        return results
+
+    def _reservation(self, placement: Placement, reservation_id: str, job: str) -> Reservation:
+        return Reservation(
+            id=reservation_id,
+            member=placement.member,
+            job=job,
+            takes=placement.takes,
+            pods=placement.pods,
+            expires_at=self.clock() + self.ttl,
+        )
+
+    def _basis(self, placement: Placement) -> Takes:
+        """What the store checks the hold against: the nodes' free capacity before any hold."""
+        cap = self._members[placement.member]
+        return {node: cap.unheld_free(node) for node in placement.takes}
+
     def _place(
         self,
         demand: Demand,
@@ -225,18 +308,8 @@ class Placer:
             placement = self.decide(demand, strategy=strategy, affinity=affinity, avoid=avoid)
             if placement is None:
                 return None
-            cap = self._members[placement.member]
-            now = self.clock()
-            reservation = Reservation(
-                id=reservation_id,
-                member=placement.member,
-                job=job,
-                takes=placement.takes,
-                pods=placement.pods,
-                expires_at=now + self.ttl,
-            )
-            basis = {node: cap.unheld_free(node) for node in placement.takes}
-            if self.store.reserve(reservation, basis, now):
+            reservation = self._reservation(placement, reservation_id, job)
+            if self.store.reserve(reservation, self._basis(placement), self.clock()):
                 self._own_write(placement.member, add=reservation)
                 log.debug(
                     "event=placed job=%s member=%s reservation=%s pods=%d nodes=%d",
@@ -260,7 +333,8 @@ class Placer:
         self._own_write(member, drop=reservation_id)
 
     def _own_write(self, member: str, *, add: Reservation | None = None, drop: str | None = None) -> None:
-        """Lay a hold this placer just made or dropped over ``member``'s capacity, in memory.
+        """Lay a hold this placer just made or dropped (or holds it just ended: ``_holds``
+        already changed) over ``member``'s capacity, in memory.
 
         No round trip: the holds kept here get the change, and the member is marked for one
         read at the next :meth:`sync`, which brings in what expired or what others wrote
@@ -272,7 +346,9 @@ class Placer:
         if holds is None or member not in self._members:
             self._seen.pop(member, None)
             self.sync([member])
-            return
+            holds = self._holds.get(member)
+            if holds is None or member not in self._members:
+                return
         if add is not None:
             holds[add.id] = add
         if drop is not None:
@@ -292,8 +368,11 @@ class Placer:
             return []
         holds = self._holds.get(member) or {}
         done = [rid for rid, r in holds.items() if cap.bound_pods(rid) >= r.pods]
-        for rid in done:
-            self.release(member, rid)
+        if done:
+            self.store.release_many(member, done)
+            for rid in done:
+                holds.pop(rid, None)
+            self._own_write(member)
         return done
 
     def explain(

@@ -86,6 +86,10 @@ return tonumber(redis.call('GET', K_VERSION) or '0')
 )
 
 
+#: One script call: its keys and its arguments.
+_Call = tuple[list[str], list[str | int | float]]
+
+
 def _field(node: str, resource: str) -> str:
     return f"{node}|{resource}"
 
@@ -100,15 +104,28 @@ class RedisReservations:
         self._release = client.register_script(_RELEASE)
         self._version = client.register_script(_VERSION)
 
-    def reserve(self, reservation: Reservation, basis: Takes, now: float) -> bool:
+    def _reserve_call(self, reservation: Reservation, basis: Takes, now: float) -> _Call:
         args: list[str | int | float] = [now, reservation.id, reservation.to_json(), reservation.expires_at]
         for node, amounts in sorted(reservation.takes.items()):
             for resource, amount in sorted(amounts.items()):
                 args += [_field(node, resource), amount, basis.get(node, {}).get(resource, 0)]
-        return bool(self._reserve(keys=[self.keys.base(reservation.member)], args=args))
+        return [self.keys.base(reservation.member)], args
+
+    def reserve(self, reservation: Reservation, basis: Takes, now: float) -> bool:
+        keys, args = self._reserve_call(reservation, basis, now)
+        return bool(self._reserve(keys=keys, args=args))
+
+    def reserve_many(self, items: Sequence[tuple[Reservation, Takes]], now: float) -> list[bool]:
+        calls = [self._reserve_call(reservation, basis, now) for reservation, basis in items]
+        return [bool(reply) for reply in run_script_many(self.client, self._reserve, calls)]
 
     def release(self, member: str, reservation_id: str) -> bool:
         return bool(self._release(keys=[self.keys.base(member)], args=[reservation_id]))
+
+    def release_many(self, member: str, reservation_ids: Sequence[str]) -> list[bool]:
+        base = self.keys.base(member)
+        calls: list[_Call] = [([base], [rid]) for rid in reservation_ids]
+        return [bool(reply) for reply in run_script_many(self.client, self._release, calls)]
 
     def held(self, member: str, now: float) -> dict[str, dict[str, int]]:
         self._version(keys=[self.keys.base(member)], args=[now])

@@ -104,8 +104,17 @@ class ReservationStore(Protocol):
         """Hold ``reservation`` if it fits ``basis``; ``True`` also when it is already held."""
         ...
 
+    def reserve_many(self, items: Sequence[tuple[Reservation, Takes]], now: float) -> list[bool]:
+        """:meth:`reserve` of each ``(reservation, basis)`` in order, in one exchange: a later
+        one is checked against the holds the earlier ones made."""
+        ...
+
     def release(self, member: str, reservation_id: str) -> bool:
         """Drop a reservation (confirmed, dispatched elsewhere, or abandoned)."""
+        ...
+
+    def release_many(self, member: str, reservation_ids: Sequence[str]) -> list[bool]:
+        """:meth:`release` of each of ``member``'s ``reservation_ids``, in one exchange."""
         ...
 
     def held(self, member: str, now: float) -> dict[str, dict[str, int]]:
@@ -174,6 +183,12 @@ class MemoryReservations:
             return False
         self._apply(r, -1)
         return True
+
+    def reserve_many(self, items: Sequence[tuple[Reservation, Takes]], now: float) -> list[bool]:
+        return [self.reserve(reservation, basis, now) for reservation, basis in items]
+
+    def release_many(self, member: str, reservation_ids: Sequence[str]) -> list[bool]:
+        return [self.release(member, rid) for rid in reservation_ids]
 
     def held(self, member: str, now: float) -> dict[str, dict[str, int]]:
         self._expire(now)

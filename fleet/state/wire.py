@@ -18,6 +18,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Final
 
+from fleet import fastjson
 from fleet.apiserver.resources import Obj, ResourceType
 from fleet.apiserver.store import MODIFIED, already_exists, conflict, not_found, selector_view
 from fleet.state.errors import Fenced
@@ -146,7 +147,7 @@ _V1: Final = b"1"
 def encode(obj: Obj) -> bytes:
     """The blob the write script stores after the resourceVersion (which ``obj`` must not hold)."""
     packer = zlib.compressobj(6, zdict=_ZDICT_V1)
-    return _V1 + packer.compress(json.dumps(obj, separators=(",", ":")).encode()) + packer.flush()
+    return _V1 + packer.compress(fastjson.dumps(obj)) + packer.flush()
 
 
 def decode(raw: Any) -> Obj:
@@ -156,7 +157,7 @@ def decode(raw: Any) -> Obj:
     if blob[:1] != _V1:
         raise ValueError(f"stored object in an unknown encoding (version byte {blob[:1]!r})")
     unpacker = zlib.decompressobj(zdict=_ZDICT_V1)
-    obj: Obj = json.loads(unpacker.decompress(blob[1:]) + unpacker.flush())
+    obj: Obj = fastjson.loads(unpacker.decompress(blob[1:]) + unpacker.flush())
     obj.setdefault("metadata", {})["resourceVersion"] = rv.decode()
     return obj
 
@@ -177,9 +178,9 @@ class Write:
         meta = self.obj["metadata"]
         meta.pop("resourceVersion", None)
         body = encode(self.obj)
-        old = ""
+        old = b""
         if self.event == MODIFIED and self.old is not None:
-            old = json.dumps(selector_view(self.rt, self.old), separators=(",", ":"))
+            old = fastjson.dumps(selector_view(self.rt, self.old))
         fence_key, fence_token = self.fence or ("", "")
         args: list[str | int | bytes] = [
             self.op,
@@ -232,7 +233,7 @@ def decode_entry(entry_id: Any, fields: Any) -> Change:
         int(text(entry_id).split("-", 1)[0]),
         text(values["type"]),
         decode(values["object"]),
-        json.loads(old) if old else None,
+        fastjson.loads(old) if old else None,
     )
 
 

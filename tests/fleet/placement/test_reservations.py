@@ -7,9 +7,17 @@ from typing import Any
 
 import pytest
 import redis
+from prometheus_client import REGISTRY
 
 from fleet.ascend import NPU_RESOURCE
-from fleet.placement import MemberCapacity, MemoryReservations, Placer, Reservation, ReservationStore
+from fleet.placement import (
+    MemberCapacity,
+    MemoryReservations,
+    Placer,
+    PlaceRequest,
+    Reservation,
+    ReservationStore,
+)
 from fleet.placement.redis_store import RedisReservations
 from tests.fleet.placement.factory import demand, job, node, pod
 
@@ -140,3 +148,77 @@ def test_release_gives_capacity_back(store_factory: Callable[[], ReservationStor
     assert decision is not None and placer.decide(d) is None
     placer.release("m", decision.reservation.id)
     assert placer.decide(d) is not None
+
+
+def test_a_rounds_placements_see_each_other_and_are_held_together(
+    store_factory: Callable[[], ReservationStore],
+) -> None:
+    """place_many: each decision is made over the holds of those before it in the round."""
+    clock = Clock()
+    placer = _placer(store_factory(), clock, {"m1": [node("a0", 8)], "m2": [node("b0", 8)]})
+    d = demand(job(workers=1, npus=8))  # two 8-NPU pods: a whole member each
+    small = demand(job(workers=0, npus=8))  # one 8-NPU pod
+    requests = [
+        PlaceRequest(small, reservation_id="u1/1", job="default/one"),
+        PlaceRequest(small, reservation_id="u2/1", job="default/two"),
+        PlaceRequest(small, reservation_id="u3/1", job="default/three"),
+        PlaceRequest(d, reservation_id="u4/1", job="default/four"),
+    ]
+    one, two, three, four = placer.place_many(requests)
+    assert one is not None and two is not None
+    assert {one.member, two.member} == {"m1", "m2"}  # the second saw the first's hold
+    assert three is None and four is None  # nothing left, in memory as in the store
+    assert _taken(placer.store, "m1", clock.now) == {"a0": 8}
+    assert _taken(placer.store, "m2", clock.now) == {"b0": 8}
+    assert {r.id for m in ("m1", "m2") for r in placer.store.reservations(m, clock.now)} == {"u1/1", "u2/1"}
+
+
+def test_a_hold_refused_in_a_round_is_decided_again_alone(
+    store_factory: Callable[[], ReservationStore],
+) -> None:
+    """Another dispatcher took capacity after this one's snapshot: the refused job is re-decided
+    on what is really free, the others of the round keep their holds."""
+    clock = Clock()
+    members = {"m1": [node("a0", 8), node("a1", 8)], "m2": [node("b0", 8)]}
+    mine, other = _placer(store_factory(), clock, members), _placer(store_factory(), clock, members)
+    small = demand(job(workers=0, npus=8))
+    mine.sync()
+    assert other.place(small, reservation_id="x/1", job="default/x") is not None  # unseen by mine
+    refusals = _refusals()
+    results = mine.place_many(
+        [
+            PlaceRequest(small, reservation_id=f"u{i}/1", job=f"default/j{i}", strategy="spread")
+            for i in range(3)
+        ]
+    )
+    placed = [r for r in results if r is not None]
+    assert len(placed) == 2  # 3 nodes, one taken by the other dispatcher
+    assert results[0] is not None and results[1] is not None and results[2] is None
+    store = mine.store
+    held = {**_taken(store, "m1", clock.now), **_taken(store, "m2", clock.now)}
+    assert held == {"a0": 8, "a1": 8, "b0": 8}  # every node held once, by someone
+    assert _refusals() == refusals + 1  # the store refused the stale decision once
+
+
+def _refusals() -> float:
+    return sum(
+        REGISTRY.get_sample_value("fleet_placement_reserve_conflicts_total", {"member": m}) or 0.0
+        for m in ("m1", "m2")
+    )
+
+
+def test_batched_reserve_and_release_act_in_order(store_factory: Callable[[], ReservationStore]) -> None:
+    store = store_factory()
+    basis = {"n0": {NPU_RESOURCE: 8}}
+    first = Reservation("u/1", "m", "default/a", {"n0": {NPU_RESOURCE: 6}}, 1, expires_at=2000.0)
+    second = Reservation("u/2", "m", "default/b", {"n0": {NPU_RESOURCE: 4}}, 1, expires_at=2000.0)
+    third = Reservation("u/3", "m", "default/c", {"n0": {NPU_RESOURCE: 2}}, 1, expires_at=2000.0)
+    assert store.reserve_many([(first, basis), (second, basis), (third, basis)], 1000.0) == [
+        True,
+        False,
+        True,
+    ]
+    assert store.held("m", 1000.0) == {"n0": {NPU_RESOURCE: 8}}
+    assert store.release_many("m", ["u/1", "u/2", "u/3"]) == [True, False, True]
+    assert store.held("m", 1000.0) == {}
+    assert store.reserve_many([], 1000.0) == []

@@ -1,0 +1,75 @@
+"""The RQ task that creates member copies, run in this process against a simulated member over
+HTTP: a batch's member calls go out concurrently, yet every item gets its own outcome, in order,
+and a second run adopts what the first created."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from fleet.api.kinds import FLEET_ASCENDJOB
+from fleet.dispatch.context import Context, install
+from fleet.dispatch.tasks import CREATE_CONCURRENCY, propagate_batch
+from fleet.jobs import current_state, submit
+from fleet.jobs.phases import FleetReason, Phase
+from fleet.jobs.status import set_state
+from fleet.workloads.labels import ATTEMPT_LABEL, JOB_UID_LABEL
+from tests.fleet.placement.factory import job
+from tests.support.sim import CARD_POOL, RunningSim, running_sim, small_topology
+
+
+@pytest.fixture
+def member() -> Iterator[RunningSim]:
+    with running_sim(small_topology({"m1": CARD_POOL}, jobDurationSeconds=3600)) as sim:
+        yield sim
+
+
+def _admitted_on(ctx: Context, name: str, member: str) -> dict[str, Any]:
+    """A submitted job as the dispatcher leaves it: Admitted, attempt 1, bound for ``member``."""
+    obj = job(name, workers=0, npus=1)
+    obj["metadata"]["namespace"] = "default"
+    stored = submit(ctx.objects, ctx.ledger, obj)
+
+    def admit(obj: dict[str, Any]) -> dict[str, Any]:
+        status = obj.setdefault("status", {})
+        status.update(attempt=1, cluster=member)
+        set_state(status, "Admitted", FleetReason.ADMITTED, f"placed on {member}")
+        return obj
+
+    out = ctx.objects.mutate(FLEET_ASCENDJOB, "default", stored["metadata"]["name"], admit)
+    assert out is not None
+    return out
+
+
+def test_a_batch_is_created_concurrently_with_one_outcome_per_item_in_order(
+    member: RunningSim, fake_redis: redis.Redis
+) -> None:
+    ctx = Context(fake_redis, member.kubeconfig)
+    install(ctx)
+    try:
+        count = CREATE_CONCURRENCY * 2 + 3
+        objs = [_admitted_on(ctx, f"t{i}", "m1") for i in range(count)]
+        uids = [o["metadata"]["uid"] for o in objs]
+        items: list[Any] = [(f"default/t{i}", uid, 1, "m1", None) for i, uid in enumerate(uids)]
+        items[5] = (items[5][0], items[5][1], 2, "m1", None)  # an attempt the job is not at
+        outcomes = propagate_batch(items)
+        assert outcomes == ["created"] * 5 + ["superseded"] + ["created"] * (count - 6)
+        copies = {c["metadata"]["name"]: c for c in ctx.member("m1").list_jobs(namespace="default")}
+        assert sorted(copies) == sorted(f"t{i}" for i in range(count) if i != 5)
+        for i, obj in enumerate(objs):
+            stored = ctx.objects.get(FLEET_ASCENDJOB, "default", f"t{i}")
+            if i == 5:
+                assert current_state(stored) == Phase.ADMITTED
+                continue
+            assert current_state(stored) == Phase.DISPATCHED
+            labels = copies[f"t{i}"]["metadata"]["labels"]
+            assert labels[JOB_UID_LABEL] == obj["metadata"]["uid"] and labels[ATTEMPT_LABEL] == "1"
+        # Run again (a task that ran twice): the copies are adopted, nothing is created twice.
+        again = propagate_batch([items[0], items[1]])
+        assert again == ["adopted", "adopted"]
+        assert len(ctx.member("m1").list_jobs(namespace="default")) == count - 1
+    finally:
+        ctx.close()
