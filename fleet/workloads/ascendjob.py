@@ -175,9 +175,13 @@ class AscendJobAdapter:
         return job, errors
 
     def validate(self, obj: Mapping[str, Any]) -> list[FieldError]:
+        return self._check(obj)[1]
+
+    def _check(self, obj: Mapping[str, Any]) -> tuple[Demand | None, list[FieldError]]:
+        """Every rule at once: the job's demand (None when any rule failed) and what failed."""
         job, errors = self._parse(obj)
         if job is None:
-            return errors
+            return None, errors
         framework = job.metadata.labels.get(FRAMEWORK_LABEL)
         allowed = ", ".join(FRAMEWORKS)
         fpath = f"metadata.labels.{FRAMEWORK_LABEL}"
@@ -230,28 +234,23 @@ class AscendJobAdapter:
                     f"must be between 1 and the job's {total} replicas",
                 )
             )
+        demand: Demand | None = None
         try:
-            build_demand(
+            demand = build_demand(
                 job.metadata.name,
                 _replica_templates(obj, job, leader or ""),
+                min_available=min_available if not errors else None,
                 annotations=job.metadata.annotations,
             )
         except DemandError as exc:
             errors.append(FieldError(exc.path, exc.message))
-        return errors
+        return (demand if not errors else None), errors
 
     def demand(self, obj: Mapping[str, Any]) -> Demand:
-        errors = self.validate(obj)
-        if errors:
+        demand, errors = self._check(obj)
+        if errors or demand is None:
             raise InvalidWorkload(errors)
-        job = AscendJob.model_validate(obj)
-        leader = FRAMEWORKS[job.metadata.labels[FRAMEWORK_LABEL]]
-        return build_demand(
-            job.metadata.name,
-            _replica_templates(obj, job, leader),
-            min_available=job.min_available,
-            annotations=job.metadata.annotations,
-        )
+        return demand
 
     def map_status(self, member_obj: Mapping[str, Any]) -> WorkloadStatus:
         status = member_obj.get("status") or {}
