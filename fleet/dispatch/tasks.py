@@ -40,8 +40,11 @@ EXCLUDE_REFUSED_SECONDS: Final = 3600.0
 #: How long a member that could not be reached is avoided for that job.
 EXCLUDE_UNAVAILABLE_SECONDS: Final = 60.0
 
-#: Member calls a worker makes at once for one batch (each waits on the member's answer).
-CREATE_CONCURRENCY: Final = 8
+#: Member calls a worker makes at once for one batch (each waits on the member's answer). More
+#: hides more of a distant member's latency; on the benchmark's two shared cores, 8 delayed the
+#: simulated members' watch streams enough to double the status-sync latency for 5% more
+#: throughput (docs/benchmarks.md).
+CREATE_CONCURRENCY: Final = 4
 _MADE: Final = ("created", "adopted")
 _pool: list[ThreadPoolExecutor] = []
 
