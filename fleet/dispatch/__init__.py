@@ -11,16 +11,17 @@ Dispatcher (:mod:`~fleet.dispatch.dispatcher`), one leader at a time
     through the quota ledger, places and holds each admitted one on its member
     (:class:`fleet.placement.Placer`, reservations in Redis), records ``Admitted`` with the
     member and the new attempt on the fleet object, marks it in flight, and enqueues its
-    propagation on RQ. A round is one batch: one read of its candidates, one pipeline of
-    ``Admitted`` writes and one of Events, one RQ job per member. A job that does not fit or is
+    propagation on RQ. A round is one batch: one read of its candidates, one pipeline of holds
+    (decided in memory, each over those before it), one of ``Admitted`` writes and one of
+    Events, one RQ job per member (all enqueued in one pipeline). A job that does not fit or is
     refused by quota stays queued, its ``Queued`` condition carrying the exact reason. The
     capacity it decides on comes from its own node and pod watches of every member
     (:class:`fleet.placement.feeder.CapacityFeeder`).
 
 Workers (:mod:`~fleet.dispatch.tasks`, run by RQ)
     ``propagate_batch`` (``propagate`` for one): create the member copies of the attempts the
-    round sent to one member (one read of their fleet objects, one pipeline of ``Dispatched``
-    writes), each named and labelled after the
+    round sent to one member (one read of their fleet objects, the member calls a few at a
+    time, one pipeline of ``Dispatched`` writes), each named and labelled after the
     fleet job (:mod:`fleet.workloads.labels`), optionally pinned to the planned nodes. Creation
     is idempotent: an existing copy of the same uid and attempt is adopted, an older attempt's
     copy is deleted first, another job's copy is a conflict. A permanent refusal (422, 403, a
