@@ -351,22 +351,21 @@ class Dispatcher:
         """Place the admitted jobs and record it: one pipeline of fleet-object writes, one of
         Events, one propagation per member for the whole round."""
         plans: list[_Plan] = []
-        requests: list[PlaceRequest] = []
-        for c in admitted:
-            attempt = attempt_of(c.obj) + 1
-            requests.append(
-                PlaceRequest(
-                    c.demand,
-                    reservation_id=job_pod_key(str(c.obj["metadata"]["uid"]), attempt),
-                    job=c.key,
-                    strategy=c.policy.spec.placement.strategy,
-                    affinity=c.policy.spec.placement.cluster_affinity,
-                    avoid=c.avoid,
-                )
+        attempts = [attempt_of(c.obj) + 1 for c in admitted]
+        requests = [
+            PlaceRequest(
+                c.demand,
+                reservation_id=job_pod_key(str(c.obj["metadata"]["uid"]), attempt),
+                job=c.key,
+                strategy=c.policy.spec.placement.strategy,
+                affinity=c.policy.spec.placement.cluster_affinity,
+                avoid=c.avoid,
             )
+            for c, attempt in zip(admitted, attempts, strict=True)
+        ]
         with self.lock:  # synced at the start of this round; all holds in one exchange
             decisions = self.placer.place_many(requests)
-        for c, request, decision in zip(admitted, requests, decisions, strict=True):
+        for c, attempt, request, decision in zip(admitted, attempts, requests, decisions, strict=True):
             if decision is None:
                 self.ctx.ledger.requeue(c.key, fence=self._ledger_fence)
                 self._no_fit(c.key, c.obj, c.demand, policy=c.policy, avoid=c.avoid, epoch=epoch, now=now)
@@ -378,7 +377,6 @@ class Dispatcher:
                 f"({c.policy.spec.placement.strategy}): {placement.pods} pods on {len(placement.takes)} nodes"
             )
             pin = placement.nodes_by_replica_type() if self.settings.pin else None
-            attempt = attempt_of(c.obj) + 1
             rid = request.reservation_id
             plans.append(_Plan(c, attempt, decision.member, rid, message, dict(pin) if pin else None))
         if not plans:

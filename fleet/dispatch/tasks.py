@@ -7,6 +7,7 @@ the package docstring for the rules of creation (adopt, replace an older attempt
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -46,14 +47,12 @@ EXCLUDE_UNAVAILABLE_SECONDS: Final = 60.0
 #: throughput (docs/benchmarks.md).
 CREATE_CONCURRENCY: Final = 4
 _MADE: Final = ("created", "adopted")
-_pool: list[ThreadPoolExecutor] = []
 
 
+@functools.cache
 def _creators() -> ThreadPoolExecutor:
     """The process's threads for member calls (made on first use: RQ may fork after import)."""
-    if not _pool:
-        _pool.append(ThreadPoolExecutor(CREATE_CONCURRENCY, thread_name_prefix="propagate"))
-    return _pool[0]
+    return ThreadPoolExecutor(CREATE_CONCURRENCY, thread_name_prefix="propagate")
 
 
 #: One attempt to create: (fleet job key, uid, attempt, member, nodes to pin per replica type).

@@ -5,7 +5,7 @@ to that member's :class:`~fleet.placement.capacity.MemberCapacity` (which stays 
 pod events the member's holds whose pods are now bound are ended (what one read of a stream
 brought is applied as one batch, with one check of the holds). Watch callbacks run on the
 watchers' threads, so the feeder and the decision loop share :attr:`CapacityFeeder.lock`: hold
-it around :meth:`Placer.place`.
+it around :meth:`Placer.place` and :meth:`Placer.place_many`.
 """
 
 from __future__ import annotations

@@ -112,15 +112,14 @@ class RedisReservations:
         return [self.keys.base(reservation.member)], args
 
     def reserve(self, reservation: Reservation, basis: Takes, now: float) -> bool:
-        keys, args = self._reserve_call(reservation, basis, now)
-        return bool(self._reserve(keys=keys, args=args))
+        return self.reserve_many([(reservation, basis)], now)[0]
 
     def reserve_many(self, items: Sequence[tuple[Reservation, Takes]], now: float) -> list[bool]:
         calls = [self._reserve_call(reservation, basis, now) for reservation, basis in items]
         return [bool(reply) for reply in run_script_many(self.client, self._reserve, calls)]
 
     def release(self, member: str, reservation_id: str) -> bool:
-        return bool(self._release(keys=[self.keys.base(member)], args=[reservation_id]))
+        return self.release_many(member, [reservation_id])[0]
 
     def release_many(self, member: str, reservation_ids: Sequence[str]) -> list[bool]:
         base = self.keys.base(member)
