@@ -216,14 +216,7 @@ class Placer:
         try:
             if not synced:
                 self.sync()
-            decision = self._place(
-                demand,
-                reservation_id=reservation_id,
-                job=job,
-                strategy=strategy,
-                affinity=affinity,
-                avoid=avoid,
-            )
+            decision = self._place(PlaceRequest(demand, reservation_id, job, strategy, affinity, avoid))
         finally:
             DECISION_SECONDS.observe(time.perf_counter() - started)
         (_PLACED if decision is not None else _NOFIT).inc()
@@ -263,15 +256,7 @@ class Placer:
         if stale:
             self.sync(stale)
         for i in refused:
-            request = requests[i]
-            results[i] = self._place(
-                request.demand,
-                reservation_id=request.reservation_id,
-                job=request.job,
-                strategy=request.strategy,
-                affinity=request.affinity,
-                avoid=request.avoid,
-            )
+            results[i] = self._place(requests[i])
         if requests:
             elapsed = (time.perf_counter() - started) / len(requests)
             for result in results:
@@ -294,18 +279,13 @@ class Placer:
         cap = self._members[placement.member]
         return {node: cap.unheld_free(node) for node in placement.takes}
 
-    def _place(
-        self,
-        demand: Demand,
-        *,
-        reservation_id: str,
-        job: str,
-        strategy: Strategy,
-        affinity: ClusterAffinity | None,
-        avoid: Collection[str],
-    ) -> Decision | None:
+    def _place(self, request: PlaceRequest) -> Decision | None:
+        """Decide and hold one job, deciding again (after reading the member) when refused."""
+        job, reservation_id = request.job, request.reservation_id
         for _ in range(_ATTEMPTS):
-            placement = self.decide(demand, strategy=strategy, affinity=affinity, avoid=avoid)
+            placement = self.decide(
+                request.demand, strategy=request.strategy, affinity=request.affinity, avoid=request.avoid
+            )
             if placement is None:
                 return None
             reservation = self._reservation(placement, reservation_id, job)
