@@ -35,6 +35,7 @@ import multiprocessing
 import os
 import platform
 import queue
+import shutil
 import signal
 import statistics
 import tempfile
@@ -264,6 +265,18 @@ def main() -> None:
     )
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="dispatch-bench-"))
+    try:
+        figures = _run(args, tmp)
+    except BaseException:
+        print(f"the roles' and Redis' logs are kept in {tmp}")
+        raise
+    shutil.rmtree(tmp, ignore_errors=True)
+    print(json.dumps(figures))
+
+
+def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """Run the benchmark with its Redis data and the roles' logs under ``tmp``; print the
+    figures as lines and return them."""
     server = RedisServer(tmp)
     server.start()
     try:
@@ -274,8 +287,7 @@ def main() -> None:
             f"change streams {memory['streams']:.0f} B (a ring of the last changes, bounded)"
         )
         if args.memory_only:
-            print(json.dumps({"benchmark": "dispatch-memory", "jobs": args.memory_jobs, **memory}))
-            return
+            return {"benchmark": "dispatch-memory", "jobs": args.memory_jobs, **memory}
         with running_sim(_topology(args.members, args.nodes)) as sim:
             client = redis_from_url(server.url)
             objects = Objects(client)
@@ -402,7 +414,7 @@ def main() -> None:
     )
     print(f"sync latency: p50 {figures['sync_latency_p50_ms']} ms, p99 {figures['sync_latency_p99_ms']} ms")
     print(f"failover: {len(victims)} jobs of {victim} running elsewhere {failover:.2f} s after it went down")
-    print(json.dumps(figures))
+    return figures
 
 
 if __name__ == "__main__":
