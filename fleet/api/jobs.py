@@ -32,9 +32,8 @@ from fleet.api.errors import invalid
 from fleet.apiserver.errors import Cause
 from fleet.apiserver.resources import Obj, ResourceType
 from fleet.apiserver.store import WatchEvent, update_target
-from fleet.jobs.phases import FleetReason
-from fleet.jobs.submit import PRIORITY_ANNOTATION, Prepared, prepare
-from fleet.state import Objects, RedisStore, record_event
+from fleet.jobs.submit import PRIORITY_ANNOTATION, Prepared, prepare, queue_accepted
+from fleet.state import Objects, RedisStore
 from fleet.workloads import InvalidWorkload, UnknownKind
 from queues import InvalidRequest, Ledger, UnboundJob
 from queues.records import request_args, score_of
@@ -42,9 +41,6 @@ from queues.records import request_args, score_of
 __all__ = ["JobBackend"]
 
 log = logging.getLogger("fleet.api.jobs")
-
-#: The component named on the Events the API records.
-COMPONENT = "fleet"
 
 
 class JobBackend:
@@ -79,18 +75,10 @@ class JobBackend:
 
     def _queue(self, prepared: Prepared, stored: Obj) -> None:
         try:
-            self.ledger.enqueue(prepared.key, prepared.leaf, prepared.request, prepared.priority)
+            queue_accepted(self.objects, self.ledger, prepared, stored)
         except (redis.ConnectionError, redis.TimeoutError) as error:
             # Stored, hence accepted: the dispatcher's reconcile queues it.
             log.warning("event=enqueue_deferred job=%s error=%r", prepared.key, error)
-            return
-        record_event(
-            self.objects,
-            stored,
-            reason=FleetReason.SUBMITTED,
-            message=f"queued in {stored['status']['queue']}",
-            component=COMPONENT,
-        )
 
     async def create(self, rt: ResourceType, obj: Obj, *, dry_run: bool = False) -> Obj:
         prepared = await asyncio.to_thread(self._prepare, rt, obj)

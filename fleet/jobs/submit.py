@@ -29,6 +29,7 @@ __all__ = [
     "enqueue",
     "job_key",
     "prepare",
+    "queue_accepted",
     "queue_of",
     "quota_request",
     "split_key",
@@ -37,6 +38,8 @@ __all__ = [
 
 #: Held on every fleet job until Fleet has released its quota and purged its member copy.
 FINALIZER: Final = "fleet.io/dispatch"
+#: The component named on the Events of submission.
+COMPONENT: Final = "fleet"
 #: Queue priority of a job (an integer; higher first). Jobs without it have priority 0.
 PRIORITY_ANNOTATION: Final = "fleet.io/priority"
 
@@ -121,15 +124,24 @@ def submit(
     if dry_run:
         return prepared.obj
     stored = objects.create(FLEET_ASCENDJOB, prepared.obj)
+    queue_accepted(objects, ledger, prepared, stored)
+    return stored
+
+
+def queue_accepted(objects: Objects, ledger: Ledger, prepared: Prepared, stored: dict[str, Any]) -> None:
+    """The second step of accepting a job (``stored``, the object :func:`prepare` made and the
+    store created): queue it on its leaf, then record its ``Submitted`` Event.
+
+    A failure here leaves the job stored, hence accepted: the dispatcher's reconcile queues it.
+    """
     ledger.enqueue(prepared.key, prepared.leaf, prepared.request, prepared.priority)
     record_event(
         objects,
         stored,
         reason=FleetReason.SUBMITTED,
         message=f"queued in {stored['status']['queue']}",
-        component="fleet",
+        component=COMPONENT,
     )
-    return stored
 
 
 def enqueue(ledger: Ledger, obj: Mapping[str, Any]) -> Prepared:
