@@ -165,6 +165,11 @@ class Observer:
                 if state:
                     self.member.setdefault(obj["metadata"]["name"], {}).setdefault(state, (now, event.member))
 
+    def member_running(self) -> int:
+        """How many jobs were seen Running in a member."""
+        with self.lock:
+            return sum(1 for seen in self.member.values() if "Running" in seen)
+
     def fleet_times(self, state: str) -> list[float]:
         with self.lock:
             return [s[state] for s in self.fleet.values() if state in s]
@@ -349,6 +354,8 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 cpu_after = _cpu_by_process(pids)
                 cpu = {"submitters": round(submitter_cpu, 1)}
                 cpu |= {name: round(cpu_after[name] - cpu_before[name], 1) for name in pids}
+                # The member side too (its watches may trail the syncer's), so every job has both.
+                _wait("all Running in the members", lambda: observer.member_running() >= args.jobs, 60)
                 with observer.lock:
                     lat = sorted(
                         observer.fleet[n]["Running"] - observer.member[n]["Running"][0]
