@@ -88,6 +88,12 @@ class KubeconfigClients:
                 config_dict=self._parsed.config, active_context=name
             )
             loader.load_and_set(configuration)  # type: ignore[no-untyped-call]  # as load_kube_config
+            if "expiry" not in vars(loader):
+                # Credentials that never expire (a token, a token file, a certificate): the
+                # loader's hook, run before every request, would only set the same values again,
+                # and setting ``host`` re-reads the proxy environment: a tenth of the CPU of a
+                # member call. Expiring ones (an exec plugin's, an auth provider's) keep it.
+                configuration.refresh_api_key_hook = None
         except (ConfigException, OSError, ValueError) as exc:
             raise MemberConfigError(f"kubeconfig {self.path}: context {name}: {exc}") from None
         configuration.retries = False  # Caller owns retries

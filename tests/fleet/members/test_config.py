@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,52 @@ def test_member_name_is_required(tmp_path: Path) -> None:
 def test_bad_settings_name_the_field(overrides: dict[str, object], message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         MemberSettings().with_overrides(overrides)
+
+
+def _bearer(member: Member) -> str:
+    """The Authorization header the member's client would send now."""
+    headers: dict[str, str] = {}
+    member.api_client.update_params_for_auth(headers, [], ["BearerToken"], "/", "GET", None)
+    return headers["authorization"]
+
+
+def test_a_static_token_is_sent_on_every_request(tmp_path: Path) -> None:
+    members = load_members(write_kubeconfig(tmp_path / "kc", {"m": "http://127.0.0.1:7001"}))
+    try:
+        assert [_bearer(members["m"]) for _ in range(3)] == [f"Bearer {TOKEN}"] * 3
+    finally:
+        members["m"].close()
+
+
+def test_an_expiring_token_is_refreshed_before_a_request(tmp_path: Path) -> None:
+    """An exec plugin's token that expires is fetched again (the client's own refresh hook)."""
+    counter = tmp_path / "calls"
+    plugin = tmp_path / "plugin.py"
+    plugin.write_text(
+        "import datetime, json, pathlib\n"
+        f"p = pathlib.Path({str(counter)!r})\n"
+        "n = int(p.read_text()) + 1 if p.exists() else 1\n"
+        "p.write_text(str(n))\n"
+        "soon = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=1)\n"
+        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential',\n"
+        "  'status': {'token': f'token-{n}', 'expirationTimestamp': soon.strftime('%Y-%m-%dT%H:%M:%SZ')}}))\n"
+    )
+    path = write_kubeconfig(tmp_path / "kc", {"m": "http://127.0.0.1:7001"})
+    config = yaml.safe_load(path.read_text())
+    for user in config["users"]:
+        user["user"] = {
+            "exec": {
+                "apiVersion": "client.authentication.k8s.io/v1",
+                "command": sys.executable,
+                "args": [str(plugin)],
+                "interactiveMode": "Never",
+            }
+        }
+    path.write_text(yaml.safe_dump(config))
+    members = load_members(path)
+    try:
+        first, second = _bearer(members["m"]), _bearer(members["m"])
+        assert first.startswith("Bearer token-") and second.startswith("Bearer token-")
+        assert first != second  # it expires within the client's skew: fetched again
+    finally:
+        members["m"].close()
