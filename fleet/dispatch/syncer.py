@@ -97,6 +97,10 @@ class SyncerSettings:
     purge_again_after: float = 30.0
     #: How often every fleet job is read again (a safety net under the change stream).
     resync_every: float = 60.0
+    #: While the fleet's jobs change, the deletion follower reads their change stream at most
+    #: this often: one wake-up for the changes of many jobs rather than one per change (it
+    #: reads them all to find the few deletions), for at most this much delay on a deletion.
+    deletions_every: float = 0.25
     policy_refresh: float = 2.0
 
 
@@ -603,12 +607,16 @@ class Syncer:
             try:
                 if since is None:
                     since = self._resync()
+                began = time.monotonic()
+                before = since
                 events, since = self.ctx.objects.changes(
                     FLEET_ASCENDJOB, since, block_ms=1000, deleting_only=True
                 )
                 for event in events:
                     if event.type != DELETED and event.object is not None:
                         self._maybe_delete(event.object)
+                if since != before:  # the stream moved: let more changes gather before the next read
+                    stop.wait(max(0.0, began + self.settings.deletions_every - time.monotonic()))
             except Gone:
                 since = None
             except Exception:  # Redis away or restarted: list again once it answers
