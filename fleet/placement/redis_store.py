@@ -87,7 +87,7 @@ return tonumber(redis.call('GET', K_VERSION) or '0')
 
 
 #: One script call: its keys and its arguments.
-_Call = tuple[list[str], list[str | int | float]]
+_Call = tuple[list[str], list[str | int | float | bytes]]
 
 
 def _field(node: str, resource: str) -> str:
@@ -105,7 +105,12 @@ class RedisReservations:
         self._version = client.register_script(_VERSION)
 
     def _reserve_call(self, reservation: Reservation, basis: Takes, now: float) -> _Call:
-        args: list[str | int | float] = [now, reservation.id, reservation.to_json(), reservation.expires_at]
+        args: list[str | int | float | bytes] = [
+            now,
+            reservation.id,
+            reservation.to_json(),
+            reservation.expires_at,
+        ]
         for node, amounts in sorted(reservation.takes.items()):
             for resource, amount in sorted(amounts.items()):
                 args += [_field(node, resource), amount, basis.get(node, {}).get(resource, 0)]

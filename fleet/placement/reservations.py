@@ -19,11 +19,12 @@ Stores are pluggable: :class:`MemoryReservations` for one process and the pure t
 from __future__ import annotations
 
 import heapq
-import json
 from collections import deque
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from fleet import fastjson
 
 __all__ = [
     "MemoryReservations",
@@ -52,8 +53,8 @@ class Reservation:
     pods: int
     expires_at: float
 
-    def to_json(self) -> str:
-        return json.dumps(
+    def to_json(self) -> bytes:
+        return fastjson.dumps(
             {
                 "id": self.id,
                 "member": self.member,
@@ -61,13 +62,12 @@ class Reservation:
                 "takes": {n: dict(v) for n, v in self.takes.items()},
                 "pods": self.pods,
                 "expires_at": self.expires_at,
-            },
-            sort_keys=True,
+            }
         )
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> Reservation:
-        data: dict[str, Any] = json.loads(raw)
+        data: dict[str, Any] = fastjson.loads(raw)
         return cls(
             id=str(data["id"]),
             member=str(data["member"]),
