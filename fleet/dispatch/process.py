@@ -11,13 +11,12 @@ import socket
 import threading
 from pathlib import Path
 
-from rq import SimpleWorker
-
 from fleet import collector
 from fleet.connections import redis_from_url
 from fleet.dispatch.context import Context, install
 from fleet.dispatch.dispatcher import Dispatcher, DispatcherSettings
 from fleet.dispatch.syncer import Syncer, SyncerSettings
+from fleet.dispatch.worker import Worker
 from fleet.placement import Placer
 from fleet.placement.feeder import CapacityFeeder
 
@@ -65,7 +64,7 @@ def run_worker(
     log.info("event=worker_members members=%d", len(ctx.members))  # built now, not on the first task
     install(ctx)
     collector.tune()
-    worker = SimpleWorker(
+    worker = Worker(
         [ctx.queue, ctx.purge_queue], connection=ctx.client, name=name or f"fleet-worker-{_holder()}"
     )
     try:
