@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
+from typing import Any
 
 import redis
+from redis.commands.core import Script
 
 from queues.keys import DEFAULT_KEYS, Keys
 from queues.records import (
@@ -58,12 +60,25 @@ class PendingQueues:
     ) -> JobState | None:
         """Queue ``job`` on ``leaf``; idempotent. Returns the job's state before the call
         (ABSENT when it was queued now), or None when the call went into ``pipeline``."""
+        script, keys, args = self.enqueue_call(job, leaf, request, priority)
+        if pipeline is not None:
+            script(keys=keys, args=args, client=pipeline)
+            return None
+        return self.enqueue_outcome(script(keys=keys, args=args))
+
+    def enqueue_call(
+        self, job: str, leaf: str, request: Mapping[str, int], priority: int = 0
+    ) -> tuple[Script, list[str], list[str]]:
+        """:meth:`enqueue` as (script, keys, args), not sent: for a caller that sends it with
+        other scripts' runs in one round trip of its own; :meth:`enqueue_outcome` reads the reply."""
         check_job(job)
         args = [job, leaf, score_of(priority), *request_args(request)]
-        if pipeline is not None:
-            self._scripts.enqueue(keys=[self.keys.meta], args=args, client=pipeline)
-            return None
-        reply = self._scripts.enqueue(keys=[self.keys.meta], args=args)
+        return self._scripts.enqueue, [self.keys.meta], args
+
+    @staticmethod
+    def enqueue_outcome(reply: Any) -> JobState:
+        """What an enqueue's reply says: the job's state before it (ABSENT: queued now), or
+        ``LedgerError``."""
         if reply[0] == -1:
             raise LedgerError(text(reply[1]))
         return JobState.ABSENT if reply[0] == 1 else JobState(text(reply[1]))

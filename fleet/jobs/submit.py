@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from fleet.api.kinds import FLEET_ASCENDJOB
+from fleet.connections import run_scripts
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import set_state
 from fleet.placement import Demand
-from fleet.state import Objects, record_event
+from fleet.state import Objects, event_call, record_event
 from fleet.workloads import FieldError, InvalidWorkload, adapter_for
 from queues import ElasticQuotaTree, Ledger, leaf_in, queue_name
 
@@ -130,18 +131,25 @@ def submit(
 
 def queue_accepted(objects: Objects, ledger: Ledger, prepared: Prepared, stored: dict[str, Any]) -> None:
     """The second step of accepting a job (``stored``, the object :func:`prepare` made and the
-    store created): queue it on its leaf, then record its ``Submitted`` Event.
+    store created): queue it on its leaf and record its ``Submitted`` Event, both in one round
+    trip when the ledger and the objects share a Redis client (they always do in Fleet).
 
     A failure here leaves the job stored, hence accepted: the dispatcher's reconcile queues it.
+    So the Event is recorded even if the queueing failed (the two are sent together): it says
+    where the job waits, which the reconcile makes true.
     """
-    ledger.enqueue(prepared.key, prepared.leaf, prepared.request, prepared.priority)
-    record_event(
-        objects,
-        stored,
-        reason=FleetReason.SUBMITTED,
-        message=f"queued in {stored['status']['queue']}",
-        component=COMPONENT,
+    message = f"queued in {stored['status']['queue']}"
+    if ledger.client is not objects.client:
+        ledger.enqueue(prepared.key, prepared.leaf, prepared.request, prepared.priority)
+        record_event(objects, stored, reason=FleetReason.SUBMITTED, message=message, component=COMPONENT)
+        return
+    enqueue = ledger.pending.enqueue_call(prepared.key, prepared.leaf, prepared.request, prepared.priority)
+    event, settle = event_call(
+        objects, stored, reason=FleetReason.SUBMITTED, message=message, component=COMPONENT
     )
+    queued, recorded = run_scripts(objects.client, [enqueue, event])
+    settle(recorded)
+    ledger.pending.enqueue_outcome(queued)
 
 
 def enqueue(ledger: Ledger, obj: Mapping[str, Any]) -> Prepared:

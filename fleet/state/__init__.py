@@ -12,9 +12,10 @@ objects, versions and changes. Two faces over one storage:
 :class:`RedisStore` (:mod:`fleet.state.aio`)
     The serving core's ``Store`` over ``redis.asyncio``: what ``build_app`` serves on each API
     replica, with selectors, paging, watch and bookmarks.
-:func:`record_event`, :func:`events_for`, :func:`delete_events_for` (:mod:`fleet.state.events`)
+Events (:mod:`fleet.state.events`)
     Kubernetes Events about fleet objects, aggregated as Kubernetes does; what ``kubectl
-    describe`` shows.
+    describe`` shows: :func:`record_event` (:func:`event_call` to send one with other writes),
+    :func:`events_for`, :func:`delete_events_for`.
 
 Key layout (:mod:`fleet.state.keys`)
     Under ``fleet:{quota}:state:``, per kind (``group/plural``: ``mindxdl.gitee.com/ascendjobs``,
@@ -67,7 +68,14 @@ One slot
 
 from fleet.state.aio import RedisStore
 from fleet.state.errors import Fenced
-from fleet.state.events import delete_events_for, event_name, events_for, record_event, record_events
+from fleet.state.events import (
+    delete_events_for,
+    event_call,
+    event_name,
+    events_for,
+    record_event,
+    record_events,
+)
 from fleet.state.keys import DEFAULT_STATE_KEYS, StateKeys
 from fleet.state.objects import Fence, Objects
 
@@ -79,6 +87,7 @@ __all__ = [
     "RedisStore",
     "StateKeys",
     "delete_events_for",
+    "event_call",
     "event_name",
     "events_for",
     "record_event",

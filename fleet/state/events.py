@@ -9,7 +9,8 @@ Repeats are aggregated as Kubernetes' event recorder does: the Event's name is t
 and 16 hex digits of a hash of (object uid, reason, message), so a repeat meets the Event it
 repeats and bumps its ``count`` and ``lastTimestamp`` instead of adding another. Most events
 are first occurrences, so a create is tried first (one round trip, and many of them share one
-pipeline in :func:`record_events`); its ``AlreadyExists`` turns it into the bump.
+pipeline in :func:`record_events`, or go with other writes in :func:`event_call`); its
+``AlreadyExists`` turns it into the bump.
 
 :func:`events_for` reads the Events of one object (a scan of the kind's hash for the object's
 name prefix, filtered by uid), oldest first, which is what describe shows.
@@ -21,18 +22,19 @@ object they are about, so they never outgrow the jobs that exist.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fleet.apiserver.errors import AlreadyExists
 from fleet.apiserver.kinds import EVENT
 from fleet.apiserver.resources import Obj
 from fleet.apiserver.store import now_rfc3339
+from fleet.connections import ScriptCall
 from fleet.state.keys import field_name, kind_name
 from fleet.state.objects import Fence, Objects
 from fleet.state.wire import decode
 
-__all__ = ["delete_events_for", "event_name", "events_for", "record_event", "record_events"]
+__all__ = ["delete_events_for", "event_call", "event_name", "events_for", "record_event", "record_events"]
 
 
 def event_name(involved: Obj, reason: str, message: str) -> str:
@@ -58,6 +60,31 @@ def record_event(
 ) -> None:
     """Record that ``reason``/``message`` happened to ``involved`` (a stored object)."""
     record_events(objects, [(involved, reason, message)], type=type, component=component, fence=fence)
+
+
+def event_call(
+    objects: Objects,
+    involved: Obj,
+    *,
+    type: str = "Normal",
+    reason: str,
+    message: str,
+    component: str,
+    fence: Fence | None = None,
+) -> tuple[ScriptCall, Callable[[Any], None]]:
+    """:func:`record_event` in two halves, for a caller that sends the Event's create with other
+    scripts' runs in one round trip (:func:`fleet.connections.run_scripts`): the create, and the
+    function to give its reply (a repeat then bumps the Event it repeats, one more round trip)."""
+    event = _new_event(involved, reason, message, type, component)
+    call, result = objects.create_call(EVENT, event, fence=fence)
+
+    def settle(reply: Any) -> None:
+        try:
+            result(reply)
+        except AlreadyExists:
+            _repeat(objects, event, fence)
+
+    return call, settle
 
 
 def record_events(

@@ -43,7 +43,7 @@ from fleet.apiserver.store import (
     updated_object,
     write_type,
 )
-from fleet.connections import run_script_many
+from fleet.connections import ScriptCall, run_script_many
 from fleet.state.errors import Fenced
 from fleet.state.keys import DEFAULT_STATE_KEYS, StateKeys, field_name, kind_name
 from fleet.state.scripts import write_script
@@ -208,6 +208,17 @@ class Objects:
                 if attempt == (_NAME_TRIES if generated else 1) - 1:
                     raise
         raise AssertionError("unreachable")
+
+    def create_call(
+        self, rt: ResourceType, obj: Obj, *, fence: Fence | None = None
+    ) -> tuple[ScriptCall, Callable[[Any], Obj]]:
+        """:meth:`create` of a named object as a script call, not sent, for a caller that sends
+        it with other scripts' runs in one round trip of its own
+        (:func:`fleet.connections.run_scripts`), and the function that reads its reply: the
+        stored object, or ``AlreadyExists``."""
+        write = Write(rt, new_object(rt, obj), PUT, "", ADDED, fence=_pair(fence))
+        keys, args = write.keys_and_args(self.keys, self.history)
+        return (self._script, keys, args), write.result
 
     def create_many(
         self, rt: ResourceType, objs: Sequence[Obj], *, fence: Fence | None = None

@@ -126,6 +126,25 @@ def test_admit_and_release_are_idempotent(ledger: Ledger) -> None:
     assert_invariants(ledger)
 
 
+def test_an_enqueue_sent_by_the_caller_answers_as_enqueue_does(ledger: Ledger) -> None:
+    """enqueue_call/enqueue_outcome: the same write and the same answers, sent by the caller."""
+    ledger.apply(make_tree(two_teams()))
+
+    def sent(job: str, leaf: str, priority: int = 0) -> JobState:
+        script, keys, args = ledger.pending.enqueue_call(job, leaf, {"cpu": CPU}, priority)
+        return ledger.pending.enqueue_outcome(script(keys=keys, args=args))
+
+    assert sent("late", "a") is JobState.ABSENT
+    assert sent("urgent", "a", priority=5) is JobState.ABSENT
+    assert sent("late", "a") is JobState.PENDING
+    assert ledger.pending.peek("a", 10) == ["urgent", "late"]
+    assert ledger.pending.record("late") == ledger.pending.records()["late"]
+    with pytest.raises(LedgerError, match="no-such-leaf is not in the applied ElasticQuotaTree"):
+        sent("lost", "no-such-leaf")
+    assert "lost" not in ledger.pending.records()
+    assert_invariants(ledger)
+
+
 def test_a_job_is_never_both_pending_and_admitted(ledger: Ledger) -> None:
     ledger.apply(make_tree(two_teams()))
     ledger.enqueue("p", "a", {"cpu": CPU})
