@@ -736,7 +736,11 @@ class MemoryStore:
                 if event is not None:
                     yield event
             while True:
-                if next_bookmark is None:
+                if not watcher.queue.empty() and (next_bookmark is None or loop.time() < next_bookmark):
+                    # Under load a change is usually waiting: take it without the task and timer
+                    # that awaiting the queue with a bookmark deadline costs per event.
+                    change = watcher.queue.get_nowait()
+                elif next_bookmark is None:
                     change = await watcher.queue.get()
                 else:
                     try:

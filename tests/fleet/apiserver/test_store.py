@@ -275,6 +275,31 @@ def test_bookmarks_carry_the_current_version() -> None:
     run(scenario())
 
 
+def test_a_busy_watch_delivers_every_change_in_order_and_its_bookmark_when_due() -> None:
+    """Changes waiting in a watcher's queue are taken at once; a bookmark that falls due
+    meanwhile still goes out, carrying only what was delivered before it."""
+
+    async def scenario() -> None:
+        store = MemoryStore.with_default_namespaces()
+        start = str(store.resource_version)
+        first = await store.create(NODE, {"metadata": {"name": "n0"}})
+        events = store.watch(NODE, None, resource_version=start, bookmark_interval=0.05)
+        assert [e.object["metadata"]["name"] for e in await take(events, 1)] == ["n0"]
+        for i in range(1, 20):
+            await store.create(NODE, {"metadata": {"name": f"n{i}"}})
+        await asyncio.sleep(0.06)  # the bookmark is due, 19 changes wait
+        seen = await take(events, 20)
+        marks = [e for e in seen if e.type == "BOOKMARK"]
+        assert [e.object["metadata"]["name"] for e in seen if e.type != "BOOKMARK"] == [
+            f"n{i}" for i in range(1, 20)
+        ]
+        assert len(marks) == 1
+        assert marks[0].object["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+        await events.aclose()  # type: ignore[attr-defined]
+
+    run(scenario())
+
+
 def test_many_in_process_watchers_each_get_every_change() -> None:
     async def scenario() -> None:
         store = MemoryStore.with_default_namespaces()
