@@ -2,7 +2,8 @@
 
 ``redis_client`` is parametrised over both lanes so that one test proves the same behaviour (and
 the same Lua) on fakeredis and on real Redis. With ``CI=true`` a missing ``redis-server`` fails
-the run instead of skipping the real lane.
+the run instead of skipping the real lane. ``round_trips`` counts the requests a test's process
+sends to Redis.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import fakeredis
 import pytest
 import redis
+from redis.connection import AbstractConnection
 
 from tests.support.redis_server import REDIS_SERVER, RedisServer
 
@@ -70,3 +73,17 @@ def redis_client(request: pytest.FixtureRequest) -> redis.Redis:
     fixture = "fake_redis" if request.param == "fakeredis" else "real_redis"
     client: redis.Redis = request.getfixturevalue(fixture)
     return client
+
+
+@pytest.fixture
+def round_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """How many requests the process sends to Redis (a pipeline is one), in ``[0]``."""
+    count = [0]
+    send = AbstractConnection.send_packed_command
+
+    def counted(self: AbstractConnection, command: Any, check_health: bool = True) -> None:
+        count[0] += 1
+        send(self, command, check_health)  # type: ignore[no-untyped-call]
+
+    monkeypatch.setattr(AbstractConnection, "send_packed_command", counted)
+    yield count

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
-from redis.connection import AbstractConnection
 from rq import Queue, SimpleWorker, get_current_job
 from rq.worker import BaseWorker
 
@@ -89,20 +87,6 @@ def test_a_state_set_in_a_pipeline_that_never_ran_is_written_again(redis_client:
     redis_client.hset(worker.key, "state", "busy")  # as if it had run
     worker.set_state("idle")
     assert redis_client.hget(worker.key, "state") == b"idle"
-
-
-@pytest.fixture
-def round_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """How many requests the process sends to Redis (a pipeline is one)."""
-    count = [0]
-    send = AbstractConnection.send_packed_command
-
-    def counted(self: AbstractConnection, command: Any, check_health: bool = True) -> None:
-        count[0] += 1
-        send(self, command, check_health)  # type: ignore[no-untyped-call]
-
-    monkeypatch.setattr(AbstractConnection, "send_packed_command", counted)
-    yield count
 
 
 def test_a_task_costs_far_fewer_round_trips_than_with_rqs_simple_worker(

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 import redis
-from redis.connection import AbstractConnection
 
 from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.jobs import current_state, submit
@@ -22,20 +19,6 @@ def job(name: str, **kwargs: Any) -> dict[str, Any]:
     obj = factory.job(name, **kwargs)
     obj["metadata"]["namespace"] = "default"
     return obj
-
-
-@pytest.fixture
-def round_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """How many requests the process sends to Redis (a pipeline is one)."""
-    count = [0]
-    send = AbstractConnection.send_packed_command
-
-    def counted(self: AbstractConnection, command: Any, check_health: bool = True) -> None:
-        count[0] += 1
-        send(self, command, check_health)  # type: ignore[no-untyped-call]
-
-    monkeypatch.setattr(AbstractConnection, "send_packed_command", counted)
-    yield count
 
 
 def _submitted(objects: Objects, stored: dict[str, Any]) -> list[tuple[str, str, int]]:
