@@ -18,8 +18,8 @@ The server-set metadata semantics are module-level functions (:func:`new_object`
 :func:`updated_object`, :func:`deletion`, :func:`write_type`) that every store calls, so
 MemoryStore and the Redis stores of :mod:`fleet.state` cannot drift apart: a store only decides
 how to read the current object and how to write the result atomically. The watch and list
-helpers (:class:`ObjectFilter`, :func:`selector_view`, :func:`select_page`, the continue tokens)
-are shared the same way.
+helpers (:class:`ObjectFilter`, :func:`selector_view`, :class:`Page` and :func:`select_page`, the
+continue tokens) are shared the same way.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ __all__ = [
     "MODIFIED",
     "MemoryStore",
     "ObjectFilter",
+    "Page",
     "Store",
     "WatchEvent",
     "already_exists",
@@ -474,6 +475,47 @@ def decode_continue(token: str) -> tuple[int, tuple[str, str]]:
         raise BadRequest("continue key is not valid: the continue parameter is malformed") from None
 
 
+class Page:
+    """One list page being filled, one object at a time: the definition of paging that
+    :func:`select_page` applies to a sequence and that a store reading its objects in windows
+    (:mod:`fleet.state`) applies window by window, so both page alike.
+
+    Offer the objects in (namespace, name) order; :meth:`offer` says when the page is full (a
+    further matching object exists, so a continue token follows). ``limit`` None or 0 means no
+    limit; a negative one is a ``BadRequest``.
+    """
+
+    def __init__(self, flt: ObjectFilter, *, limit: int | None, start: tuple[str, str] | None) -> None:
+        if limit is not None and limit < 0:
+            raise BadRequest(f"limit: {limit} must not be negative")
+        self.flt = flt
+        self.limit = limit
+        self.start = start
+        self.items: list[Obj] = []
+        #: Set when a matching object beyond the page was seen: the list continues.
+        self.full = False
+
+    def offer(self, obj: Obj) -> bool:
+        """Take ``obj`` if it belongs on the page; True once the page is full (stop offering)."""
+        meta = obj["metadata"]
+        if self.start is not None and (meta.get("namespace") or "", meta["name"]) <= self.start:
+            return False
+        if not self.flt.matches(obj):
+            return False
+        if self.limit and len(self.items) == self.limit:
+            self.full = True
+            return True
+        self.items.append(obj)
+        return False
+
+    def token(self, list_rv: int) -> str | None:
+        """The continue token after this page (None when the list ends with it)."""
+        if not self.full:
+            return None
+        last = self.items[-1]["metadata"]
+        return encode_continue(list_rv, last.get("namespace") or "", last["name"])
+
+
 def select_page(
     objects: Iterable[Obj],
     flt: ObjectFilter,
@@ -485,20 +527,11 @@ def select_page(
     """One page of a list: the objects (given in (namespace, name) order) after ``start`` that
     match, at most ``limit`` of them, and the continue token when more may follow. The objects
     are returned as given (a store clones them when it must)."""
-    if limit is not None and limit < 0:
-        raise BadRequest(f"limit: {limit} must not be negative")
-    items: list[Obj] = []
+    page = Page(flt, limit=limit, start=start)
     for obj in objects:
-        meta = obj["metadata"]
-        if start is not None and (meta.get("namespace") or "", meta["name"]) <= start:
-            continue
-        if not flt.matches(obj):
-            continue
-        if limit and len(items) == limit:
-            last = items[-1]["metadata"]
-            return items, encode_continue(list_rv, last.get("namespace") or "", last["name"])
-        items.append(obj)
-    return items, None
+        if page.offer(obj):
+            break
+    return page.items, page.token(list_rv)
 
 
 @dataclass(frozen=True)

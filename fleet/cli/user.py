@@ -186,7 +186,11 @@ def describe() -> None:
 def _events(endpoint: Endpoint, job: Mapping[str, Any]) -> list[dict[str, Any]]:
     meta = job["metadata"]
     response: Any = endpoint.core.list_namespaced_event(
-        meta["namespace"], _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+        meta["namespace"],
+        # What kubectl describe asks: the server reads this object's Events, not the namespace's.
+        field_selector=f"involvedObject.name={meta['name']},involvedObject.namespace={meta['namespace']}",
+        _preload_content=False,
+        _request_timeout=REQUEST_TIMEOUT,
     )
     listing = json.loads(response.data or b"{}")
     mine = []

@@ -13,31 +13,49 @@ objects, versions and changes. Two faces over one storage:
     The serving core's ``Store`` over ``redis.asyncio``: what ``build_app`` serves on each API
     replica, with selectors, paging, watch and bookmarks.
 Events (:mod:`fleet.state.events`)
-    Kubernetes Events about fleet objects, aggregated as Kubernetes does; what ``kubectl
-    describe`` shows: :func:`record_event` (:func:`event_call` to send one with other writes),
+    Kubernetes Events about fleet objects, aggregated as Kubernetes does (one Event per object,
+    source, type and reason, with a count, the first and the last time and the latest message);
+    what ``kubectl describe`` shows: :func:`record_event` (:func:`event_call` to send one with other writes),
     :func:`events_for`, :func:`delete_events_for`.
 
 Key layout (:mod:`fleet.state.keys`)
     Under ``fleet:{quota}:state:``, per kind (``group/plural``: ``mindxdl.gitee.com/ascendjobs``,
     ``core/events``): ``objects:<kind>``, a hash from ``namespace/name`` (or ``name``) to the
     object's JSON; ``versions:<kind>``, the same fields to their resourceVersion, so the write
-    script checks a precondition without decoding JSON; ``changes:<kind>``, a stream of changes.
-    Once: ``version``, the counter every kind takes its resourceVersions from (one sequence, as
-    in Kubernetes, so a list of one kind and a watch of another compare), ``floors`` (per kind,
-    the version below which its stream was trimmed) and ``lease:<name>`` for fencing tokens.
+    script checks a precondition without decoding JSON; ``changes:<kind>``, a stream of changes;
+    ``index:<kind>``, a sorted set of ``namespace\\0name`` at score 0 whose lexicographic order is
+    list order; for Events also ``involved:<kind>``, of
+    ``involvedName\\0involvedNamespace\\0namespace\\0name``. Once: ``version``, the counter every
+    kind takes its resourceVersions from (one sequence, as in Kubernetes, so a list of one kind and
+    a watch of another compare), ``floors`` (per kind, the version below which its stream was
+    trimmed), ``lease:<name>`` for fencing tokens and ``reindex:<kind>`` (the lock of a rebuild of
+    an involved index).
+
+Lists cost their page
+    A list page reads a window of ``index:<kind>`` from its continue token (``lua/page.lua``:
+    ``ZRANGEBYLEX``, ``HMGET`` and the version counter in one atomic step) and, when selectors
+    skip objects, further windows until the page is full; a namespace is a range of the index;
+    ``kubectl describe``'s Events (a fieldSelector on ``involvedObject.name``) are a range of
+    ``involved:core/events``. Neither reads nor decodes the rest of the kind (see
+    :class:`~fleet.state.wire.PageRead`, which both faces drive). The indexes are kept by the
+    write script in the step that writes the object; data stored before they existed is
+    detected (``ZCARD != HLEN``, two O(1) reads in every page read) and indexed again: the kind's
+    index in that read, in Lua; the involved index by Python (it must read the JSON) with
+    ``lua/reindex.lua``, the API replica in the background, while lists fall back to reading the
+    kind (or the namespace), so an upgrade needs no manual step.
 
 Write path
     The semantics of server-set metadata (uid, creationTimestamp, generation, generateName, the
-    status split, the kept fields, finalizers and deletionTimestamp) are the module-level
-    functions of :mod:`fleet.apiserver.store` that MemoryStore uses too, so they live in one
-    place. A write reads the current object, computes the new one with them, and hands it to
-    ``lua/write.lua``, which in one atomic step checks the fence, checks that the object is still
-    at the version read (or absent, for a create), takes the next version from the counter,
-    writes both hashes and appends the change to the kind's stream. The object's JSON carries a
-    per-write placeholder where its resourceVersion goes; the script substitutes the new version
-    as plain text (no JSON in Lua). A precondition that fails means someone wrote in between:
-    a conditional update (the caller sent a resourceVersion) gets ``Conflict``, an unconditional
-    one or :meth:`Objects.mutate` reads again and retries, as the Kubernetes API server does.
+    status split, the kept fields, finalizers and deletionTimestamp) are the module-level functions
+    of :mod:`fleet.apiserver.store` that MemoryStore uses too, so they live in one place. A write
+    reads the current object, computes the new one with them, and hands it to ``lua/write.lua``,
+    which in one atomic step checks the fence, checks that the object is still at the version read
+    (or absent, for a create), takes the next version from the counter, writes both hashes and the
+    kind's indexes and appends the change to the kind's stream. The object's JSON carries a
+    per-write placeholder where its resourceVersion goes; the script substitutes the new version as
+    plain text (no JSON in Lua). A precondition that fails means someone wrote in between: a
+    conditional update (the caller sent a resourceVersion) gets ``Conflict``, an unconditional one
+    or :meth:`Objects.mutate` reads again and retries, as the Kubernetes API server does.
 
 Watch via streams
     Each change is a stream entry with ID ``<resourceVersion>-0`` holding the event type, the

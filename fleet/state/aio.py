@@ -5,9 +5,18 @@ what one replica writes, the others list and watch. Writes run the same script a
 :class:`~fleet.state.objects.Objects` and compute server-set metadata with the same functions
 as MemoryStore (:mod:`fleet.apiserver.store`), so the three stores cannot disagree.
 
-Lists read the kind's object hash and the version counter in one MULTI, so the list's
-resourceVersion is exactly the state it shows, and then filter and page with the shared helpers
-(continue tokens carry that version; once the kind's history has moved past it, 410).
+Lists read what their page holds, not the kind: a page is windows of the kind's index in list
+order (``lua/page.lua``: ``ZRANGEBYLEX`` from the continue token's position, ``HMGET``, with the
+version counter in the same atomic step), decoded and filtered until the page is full; the
+Events of one object (``kubectl describe``) are one range of the Events' involved index. See
+:class:`~fleet.state.wire.PageRead`, which the sync :meth:`Objects.list_page
+<fleet.state.objects.Objects.list_page>` drives too, and :class:`~fleet.apiserver.store.Page`,
+the paging MemoryStore applies. The list's resourceVersion is read with its first window;
+continue tokens carry it, and once the kind's history has moved past it, 410. A list without a
+limit of a whole kind reads the kind's hash and the counter in one MULTI, as it always did.
+When an index is found short (objects stored before it existed), the list reads the kind's hash
+instead, as lists did before the indexes, and the store rebuilds the index in the background, a
+batch at a time.
 
 Watch: each kind's change stream is read by one *pump* task per store (per API replica), not
 by every watcher: the pump blocks on ``XREAD`` and puts each change on the queue of every
@@ -30,6 +39,7 @@ import builtins
 import contextlib
 import logging
 import random
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Final
@@ -49,22 +59,43 @@ from fleet.apiserver.store import (
     bookmark,
     check_subresource,
     conflict,
-    decode_continue,
     deletion,
-    expired_continue,
     new_object,
     not_found,
     parse_resource_version,
-    select_page,
     too_old,
     update_target,
     updated_object,
     write_type,
 )
-from fleet.state.keys import DEFAULT_STATE_KEYS, StateKeys, field_name, kind_name
-from fleet.state.objects import Fence, order
-from fleet.state.scripts import async_write_script
-from fleet.state.wire import DELETE, PUT, Change, Write, decode, decode_entry, read_entries, text
+from fleet.state.keys import (
+    DEFAULT_STATE_KEYS,
+    INVOLVED_INDEX,
+    INVOLVED_KINDS,
+    NAMES_INDEX,
+    StateKeys,
+    field_name,
+    kind_name,
+)
+from fleet.state.objects import Fence
+from fleet.state.scripts import async_script, async_write_script
+from fleet.state.wire import (
+    DELETE,
+    PUT,
+    REINDEX_BATCH,
+    REINDEX_RETRY_S,
+    REINDEX_TTL_MS,
+    Change,
+    PageRead,
+    Write,
+    decode,
+    decode_entry,
+    order,
+    read_entries,
+    reindex_batch,
+    reindex_source,
+    text,
+)
 
 __all__ = ["RedisStore"]
 
@@ -116,6 +147,11 @@ class RedisStore:
         self.history = history
         self.block_ms = block_ms
         self._script = async_write_script(client, keys)
+        self._page = async_script(client, keys, "page")
+        self._reindex = async_script(client, keys, "reindex")
+        self._reindexing: dict[tuple[str, str], asyncio.Task[bool]] = {}
+        #: (kind, index) -> loop time after which a rebuild that did not complete may run again.
+        self._reindex_due: dict[tuple[str, str], float] = {}
         self._pumps: dict[str, _Pump] = {}
         self._stopping: set[asyncio.Task[None]] = set()
         self._rng = random.Random()
@@ -146,37 +182,78 @@ class RedisStore:
         limit: int | None = None,
         continue_token: str | None = None,
     ) -> tuple[builtins.list[Obj], str, str | None]:
-        flt = ObjectFilter(rt, namespace, label_selector, field_selector)
-        start: tuple[str, str] | None = None
-        list_rv: int | None = None
-        if continue_token:
-            list_rv, start = decode_continue(continue_token)
+        read = PageRead(
+            self.keys,
+            rt,
+            namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            limit=limit,
+            continue_token=continue_token,
+        )
+        while not read.done:
+            if read.whole:
+                pipe = self.client.pipeline(transaction=True)
+                pipe.hgetall(self.keys.objects(read.kind))
+                pipe.get(self.keys.version)
+                pipe.hget(self.keys.floors, read.kind)
+                read.feed_whole(*await pipe.execute())
+            else:
+                read.feed(await self._page(keys=[self.keys.version], args=read.args()))
+        for index in read.unindexed:
+            self._start_reindex(rt, index)
+        return read.result()
+
+    def _start_reindex(self, rt: ResourceType, index: str) -> None:
+        """Rebuild one of the kind's indexes in the background: one rebuild per index and store
+        at a time, and not again for a while after one (if the index is short again so soon,
+        writers that do not keep it are still at work: a rolling upgrade)."""
+        key = (kind_name(rt.key), index)
+        task = self._reindexing.get(key)
+        if task is not None and not task.done():
+            return
+        if asyncio.get_running_loop().time() < self._reindex_due.get(key, 0.0):
+            return
+        self._reindexing[key] = asyncio.create_task(
+            self._reindex_task(rt, index), name=f"fleet-state-reindex:{index}:{key[0]}"
+        )
+
+    async def _reindex_task(self, rt: ResourceType, index: str) -> bool:
+        done = await self.reindex(rt, index)
+        self._reindex_due[kind_name(rt.key), index] = asyncio.get_running_loop().time() + REINDEX_RETRY_S
+        return done
+
+    async def reindex(self, rt: ResourceType, index: str = NAMES_INDEX) -> bool:
+        """:meth:`Objects.reindex <fleet.state.objects.Objects.reindex>` on this store's client,
+        yielding to the loop between batches."""
         kind = kind_name(rt.key)
-        objects = self.keys.objects(kind)
-        pinned = flt.fields.value_of("metadata.name")
-        one = pinned is not None and (namespace is not None or not rt.namespaced)
-        pipe = self.client.pipeline(transaction=True)
-        if one:
-            pipe.hget(objects, field_name(namespace if rt.namespaced else None, str(pinned)))
-        else:
-            pipe.hgetall(objects)
-        pipe.get(self.keys.version)
-        pipe.hget(self.keys.floors, kind)
-        found, version, floor = await pipe.execute()
-        if list_rv is None:
-            list_rv = int(version or 0)
-        elif floor is not None and list_rv < int(text(floor)):
-            raise expired_continue()
-        if one:
-            candidates = [] if found is None else [decode(found)]
-        else:
-            prefix = f"{namespace}/" if namespace and rt.namespaced else None
-            candidates = [
-                decode(raw) for key, raw in found.items() if prefix is None or text(key).startswith(prefix)
-            ]
-            candidates.sort(key=order)
-        items, token = select_page(candidates, flt, limit=limit, start=start, list_rv=list_rv)
-        return items, str(list_rv), token
+        if index == INVOLVED_INDEX and kind not in INVOLVED_KINDS:
+            return False
+        token = uuid.uuid4().hex
+        keys = [self.keys.version]
+        head: builtins.list[str | int | bytes] = [kind, index]
+        try:
+            if not await self._reindex(keys=keys, args=[*head, "begin", token, REINDEX_TTL_MS]):
+                return False
+            source = reindex_source(self.keys, kind, index)
+            cursor = 0
+            while True:
+                cursor, found = await self.client.hscan(source, cursor, count=REINDEX_BATCH[index])
+                batch = reindex_batch(index, found)
+                args = [*head, "add", token, REINDEX_TTL_MS, *batch]
+                if batch and not await self._reindex(keys=keys, args=args):
+                    return False
+                if not cursor:
+                    break
+            done = bool(await self._reindex(keys=keys, args=[*head, "end", token, REINDEX_TTL_MS]))
+            log.info("event=state_reindexed kind=%s index=%s complete=%s", kind, index, done)
+            return done
+        except (redis.RedisError, OSError) as error:
+            log.warning("event=state_reindex_error kind=%s index=%s error=%r", kind, index, error)
+            return False
+        except Exception:  # a background task: say why; lists keep falling back to the kind
+            log.exception("event=state_reindex_error kind=%s index=%s", kind, index)
+            return False
 
     # --- writes --------------------------------------------------------------------------------
 
@@ -391,8 +468,13 @@ class RedisStore:
                 backoff = min(backoff * 2, 2.0)
 
     async def close(self) -> None:
-        """Stop the stream readers (open watches stop receiving changes); call before closing
-        the client."""
+        """Stop the stream readers (open watches stop receiving changes) and any index rebuild;
+        call before closing the client."""
+        rebuilds, self._reindexing = list(self._reindexing.values()), {}
+        for rebuild in rebuilds:
+            rebuild.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await rebuild
         pumps, self._pumps = list(self._pumps.values()), {}
         for pump in pumps:
             self._stop(pump)

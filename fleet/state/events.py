@@ -5,18 +5,32 @@ a cluster-scoped object, as Kubernetes does), shaped as the API server's events 
 ``involvedObject`` (apiVersion, kind, name, namespace, uid), ``reason``, ``message``, ``type``,
 ``firstTimestamp``/``lastTimestamp``, ``count``, ``source.component``, ``reportingComponent``.
 
-Repeats are aggregated as Kubernetes' event recorder does: the Event's name is the object's name
-and 16 hex digits of a hash of (object uid, reason, message), so a repeat meets the Event it
-repeats and bumps its ``count`` and ``lastTimestamp`` instead of adding another. Most events
-are first occurrences, so a create is tried first (one round trip, and many of them share one
-pipeline in :func:`record_events`, or go with other writes in :func:`event_call`); its
-``AlreadyExists`` turns it into the bump.
+Repeats are aggregated as Kubernetes' event recorder aggregates them: one Event per object and
+reason, with a count and the last time. The key is upstream's ``EventAggregatorByReasonFunc``
+(k8s.io/client-go/tools/record/events_cache.go, used by the ``EventCorrelator`` every
+client-go recorder runs): the source component, the involved object (kind, namespace, name,
+uid, apiVersion), the type and the reason, and not the message. The Event's name is the object's
+name and 16 hex digits of a hash of that key, so an occurrence meets the Event it repeats and
+bumps it: ``count`` + 1, ``lastTimestamp`` now, ``message`` the latest one; ``firstTimestamp``
+stays. A job refused for quota a thousand times, with a message that names the usage of the
+moment each time, is one Event that says so, not a thousand.
 
-:func:`events_for` reads the Events of one object (a scan of the kind's hash for the object's
-name prefix, filtered by uid), oldest first, which is what describe shows.
-:func:`delete_events_for` removes them once the object itself is gone: Kubernetes bounds its
-Events with a TTL, Fleet (on Redis 7.0, which cannot expire a hash field) by the life of the
-object they are about, so they never outgrow the jobs that exist.
+Upstream differs in two details that do not fit a server-side store: its aggregator is a
+per-process LRU cache that starts aggregating after 10 distinct messages in 10 minutes and
+then writes a new Event whose message is prefixed ``(combined from similar events): ``; Fleet
+aggregates from the first repeat, keeps the latest message as it is (so describe shows the
+current reason), and since the Event is found by name in Redis every process (dispatcher
+replicas across restarts, syncers, workers) aggregates into the same one.
+
+Most events are first occurrences, so a create is tried first (one round trip, and many of
+them share one pipeline in :func:`record_events`, or go with other writes in
+:func:`event_call`); its ``AlreadyExists`` turns it into the bump.
+
+:func:`events_for` reads the Events of one object (a range of the Events' involved index, see
+:mod:`fleet.state.keys`, filtered by uid: the object's Events, not the kind's), oldest first,
+which is what describe shows. :func:`delete_events_for` removes them once the object itself
+is gone: Kubernetes bounds its Events with a TTL, Fleet (on Redis 7.0, which cannot expire a
+hash field) by the life of the object they are about, so they never outgrow the jobs that exist.
 """
 
 from __future__ import annotations
@@ -30,17 +44,30 @@ from fleet.apiserver.kinds import EVENT
 from fleet.apiserver.resources import Obj
 from fleet.apiserver.store import now_rfc3339
 from fleet.connections import ScriptCall
-from fleet.state.keys import field_name, kind_name
 from fleet.state.objects import Fence, Objects
-from fleet.state.wire import decode
 
 __all__ = ["delete_events_for", "event_call", "event_name", "events_for", "record_event", "record_events"]
 
 
-def event_name(involved: Obj, reason: str, message: str) -> str:
-    """``<object-name>.<16 hex>``: the same for every repeat of (uid, reason, message)."""
+def event_name(involved: Obj, reason: str, *, type: str = "Normal", component: str = "") -> str:
+    """``<object-name>.<16 hex>``: the same for every occurrence of ``reason`` (of ``type``,
+    reported by ``component``) about ``involved``, whatever its message: upstream's aggregation
+    key (``EventAggregatorByReasonFunc``; see the module's docstring)."""
     meta = involved.get("metadata") or {}
-    digest = hashlib.sha256("\0".join((meta.get("uid", ""), reason, message)).encode()).hexdigest()
+    key = (
+        component,
+        "",  # source.host: Fleet's components do not report one
+        str(involved.get("kind", "")),
+        str(meta.get("namespace") or ""),
+        str(meta["name"]),
+        str(meta.get("uid", "")),
+        str(involved.get("apiVersion", "")),
+        type,
+        reason,
+        component,  # reportingController
+        "",  # reportingInstance
+    )
+    digest = hashlib.sha256("\0".join(key).encode()).hexdigest()
     return f"{meta['name']}.{digest[:16]}"
 
 
@@ -115,7 +142,10 @@ def _new_event(involved: Obj, reason: str, message: str, type: str, component: s
     if meta.get("namespace"):
         reference["namespace"] = meta["namespace"]
     return {
-        "metadata": {"name": event_name(involved, reason, message), "namespace": _namespace(involved)},
+        "metadata": {
+            "name": event_name(involved, reason, type=type, component=component),
+            "namespace": _namespace(involved),
+        },
         "involvedObject": reference,
         "reason": reason,
         "message": message,
@@ -130,12 +160,14 @@ def _new_event(involved: Obj, reason: str, message: str, type: str, component: s
 
 
 def _repeat(objects: Objects, event: Obj, fence: Fence | None) -> None:
-    """Count one more occurrence of ``event`` (whose first one is stored, or was meanwhile)."""
+    """Count one more occurrence of ``event`` (whose first one is stored, or was meanwhile): the
+    stored Event takes its message and time; its first time stays."""
     meta = event["metadata"]
 
     def bump(stored: Obj) -> Obj:
         stored["count"] = int(stored.get("count") or 1) + 1
         stored["lastTimestamp"] = now_rfc3339()
+        stored["message"] = event["message"]
         stored["type"] = event["type"]
         return stored
 
@@ -150,19 +182,19 @@ def _repeat(objects: Objects, event: Obj, fence: Fence | None) -> None:
 
 
 def events_for(objects: Objects, involved: Mapping[str, Any]) -> list[Obj]:
-    """The Events about ``involved`` (matched by uid), oldest first, as describe lists them."""
+    """The Events about ``involved`` (matched by name, namespace and uid, in the namespace its
+    Events go to), oldest first, as describe lists them: one range of the Events' involved
+    index, whatever the kind holds (while that index is being rebuilt, the namespace)."""
     meta = involved.get("metadata") or {}
-    uid = meta.get("uid")
-    pattern = _glob_escape(field_name(_namespace(involved), meta["name"])) + ".*"
-    key = objects.keys.objects(kind_name(EVENT.key))
-    found: dict[bytes, Obj] = {}  # by field: a scan may return a field twice
-    for field, raw in objects.client.hscan_iter(key, match=pattern, count=1000):
-        event = decode(raw)
-        if (event.get("involvedObject") or {}).get("uid") == uid:
-            found[field] = event
-    return sorted(
-        found.values(), key=lambda e: (e.get("lastTimestamp") or "", int(e["metadata"]["resourceVersion"]))
+    selector = ",".join(
+        (
+            f"involvedObject.name={meta['name']}",
+            f"involvedObject.namespace={meta.get('namespace') or ''}",
+            f"involvedObject.uid={meta.get('uid') or ''}",
+        )
     )
+    found, _, _ = objects.list_page(EVENT, _namespace(involved), field_selector=selector)
+    return sorted(found, key=lambda e: (e.get("lastTimestamp") or "", int(e["metadata"]["resourceVersion"])))
 
 
 def delete_events_for(objects: Objects, involved: Mapping[str, Any]) -> int:
@@ -173,7 +205,3 @@ def delete_events_for(objects: Objects, involved: Mapping[str, Any]) -> int:
         if objects.delete(EVENT, meta.get("namespace"), meta["name"]) is not None:
             deleted += 1
     return deleted
-
-
-def _glob_escape(text: str) -> str:
-    return "".join("\\" + c if c in "*?[]\\" else c for c in text)

@@ -1,4 +1,4 @@
-"""Every Redis key name of the fleet's object storage, for Python and (through :meth:`StateKeys.lua`)
+r"""Every Redis key name of the fleet's object storage, for Python and (through :meth:`StateKeys.lua`)
 for the Lua write script.
 
 All keys carry the quota ledger's hash tag (``fleet:{quota}:state:...``), so the objects, the
@@ -14,6 +14,26 @@ Per kind, named by :func:`kind_name` (``mindxdl.gitee.com/ascendjobs``, ``core/e
 ``changes:<kind>``
     Stream: one entry per change with ID ``<resourceVersion>-0`` (fields ``type``, ``object``,
     ``old``), trimmed to about ``history`` entries: what watches resume from.
+``index:<kind>``
+    Sorted set, every member at score 0: one :func:`index_member` per object,
+    ``namespace\0name`` (``name`` when cluster-scoped). Redis orders equal scores by the members'
+    bytes, and ``\0`` sorts below every character a name or namespace may hold, so the set's
+    lexicographic order is list order, ``(namespace, name)`` (a namespace that is a prefix of
+    another, ``team`` and ``team-a``, comes first, as in Python; the field's ``/`` would sort
+    after ``-`` and get it wrong). A page is a ``ZRANGEBYLEX`` window and an ``HMGET``; a
+    namespace is the range ``[ns\0`` .. ``(ns\1``. Kept by the write script in the step that
+    writes the object hash (ZADD when a field is new, ZREM when it goes). A read that finds
+    ``ZCARD != HLEN`` (data written before the index existed, or by an older writer) reads the
+    kind's hash instead, as lists did before the index, and has the index rebuilt
+    (``lua/reindex.lua``, a batch at a time, so Redis is never blocked for long).
+``involved:<kind>``
+    Only for Events (:data:`INVOLVED_KINDS`). Sorted set at score 0 of :func:`involved_member`,
+    ``involvedName\0involvedNamespace\0eventNamespace\0eventName``: the Events about one object
+    are one lexicographic range (:func:`involved_range`), which is what ``kubectl describe`` asks
+    for (a fieldSelector on ``involvedObject.name`` and ``.namespace``). The write script keeps it
+    from members Python computes (it cannot read the compressed JSON), in every write of an
+    Event; a read that finds it short falls back to reading the kind, and Python rebuilds it
+    (``lua/reindex.lua`` adds only members whose object is still at the version Python read).
 
 And once:
 
@@ -24,6 +44,9 @@ And once:
     continue token from an older version gets 410 Gone).
 ``lease:<name>``
     String: the fencing token of the current holder of a lease.
+``reindex:<index>:<kind>``
+    String: the token of the process rebuilding the kind's ``index`` or ``involved`` index, with a
+    TTL (one rebuild at a time; a rebuilder that dies frees it so).
 """
 
 from __future__ import annotations
@@ -33,7 +56,27 @@ from typing import Final
 
 from queues import DEFAULT_KEYS
 
-__all__ = ["DEFAULT_STATE_KEYS", "StateKeys", "field_name", "kind_name"]
+__all__ = [
+    "DEFAULT_STATE_KEYS",
+    "INVOLVED_INDEX",
+    "INVOLVED_KINDS",
+    "NAMES_INDEX",
+    "StateKeys",
+    "field_name",
+    "index_member",
+    "involved_member",
+    "involved_range",
+    "kind_name",
+    "namespace_range",
+]
+
+#: Sorts below every character of a name or namespace: the separator of index members.
+SEPARATOR: Final = "\0"
+#: The kinds whose objects are indexed by their ``involvedObject`` (name, namespace).
+INVOLVED_KINDS: Final = frozenset({"core/events"})
+#: The names of a kind's indexes (their keys' prefixes): list order, and Events by object.
+NAMES_INDEX: Final = "index"
+INVOLVED_INDEX: Final = "involved"
 
 
 def kind_name(key: tuple[str, str]) -> str:
@@ -45,6 +88,36 @@ def kind_name(key: tuple[str, str]) -> str:
 def field_name(namespace: str | None, name: str) -> str:
     """The hash field of one object: ``namespace/name``, or ``name`` when cluster-scoped."""
     return f"{namespace}/{name}" if namespace else name
+
+
+def index_member(namespace: str | None, name: str) -> bytes:
+    r"""The object's member of ``index:<kind>``: ``namespace\0name``, or ``name`` (cluster-scoped).
+
+    Its byte order is list order (:func:`fleet.state.objects.order`): for names and namespaces
+    without ``\0``, comparing ``a\0b`` with ``c\0d`` byte-wise is comparing ``(a, b)`` with
+    ``(c, d)``, and UTF-8 keeps the order of code points.
+    """
+    return (f"{namespace}{SEPARATOR}{name}" if namespace else name).encode()
+
+
+def namespace_range(namespace: str) -> tuple[bytes, bytes]:
+    """``ZRANGEBYLEX`` bounds of one namespace's members of ``index:<kind>``."""
+    return b"[" + namespace.encode() + b"\0", b"(" + namespace.encode() + b"\1"
+
+
+def involved_member(involved_name: str, involved_namespace: str, namespace: str, name: str) -> bytes:
+    r"""An Event's member of ``involved:core/events``: the involved object's name and namespace
+    (``""`` when it has none), then the Event's own ``index_member``."""
+    return SEPARATOR.join((involved_name, involved_namespace, namespace, name)).encode()
+
+
+def involved_range(involved_name: str, involved_namespace: str | None) -> tuple[bytes, bytes]:
+    """``ZRANGEBYLEX`` bounds of the Events about objects named ``involved_name`` (in
+    ``involved_namespace``, or in any namespace when None)."""
+    prefix = involved_name.encode() + b"\0"
+    if involved_namespace is not None:
+        prefix += involved_namespace.encode() + b"\0"
+    return b"[" + prefix, b"(" + prefix[:-1] + b"\1"
 
 
 @dataclass(frozen=True)
@@ -80,6 +153,20 @@ class StateKeys:
         """Stream: ``<rv>-0`` -> type, object, old (the previous version's selector view)."""
         return f"{self.base}changes:{kind}"
 
+    def index(self, kind: str) -> str:
+        """Sorted set (score 0): :func:`index_member` of every object, in list order."""
+        return f"{self.base}index:{kind}"
+
+    def involved(self, kind: str) -> str:
+        """Sorted set (score 0): :func:`involved_member` of every Event (kinds of
+        :data:`INVOLVED_KINDS` only)."""
+        return f"{self.base}involved:{kind}"
+
+    def reindex(self, index: str, kind: str) -> str:
+        """String: the token of the process rebuilding index ``index`` (:data:`NAMES_INDEX` or
+        :data:`INVOLVED_INDEX`) of ``kind``, with a TTL."""
+        return f"{self.base}reindex:{index}:{kind}"
+
     def lease(self, name: str) -> str:
         """String: the fencing token of the holder of lease ``name``."""
         return f"{self.base}lease:{name}"
@@ -94,6 +181,20 @@ class StateKeys:
                 "local function k_objects(kind) return BASE .. 'objects:' .. kind end",
                 "local function k_versions(kind) return BASE .. 'versions:' .. kind end",
                 "local function k_changes(kind) return BASE .. 'changes:' .. kind end",
+                "local function k_index(kind) return BASE .. 'index:' .. kind end",
+                "local function k_involved(kind) return BASE .. 'involved:' .. kind end",
+                "local function k_reindex(index, kind) return BASE .. 'reindex:' .. index .. ':' .. kind end",
+                # index_member() and its inverse, over the hash field (namespace/name or name)
+                "local function index_member(field)",
+                "  local at = string.find(field, '/', 1, true)",
+                "  if not at then return field end",
+                "  return string.sub(field, 1, at - 1) .. '\\0' .. string.sub(field, at + 1)",
+                "end",
+                "local function member_field(member)",
+                "  local at = string.find(member, '\\0', 1, true)",
+                "  if not at then return member end",
+                "  return string.sub(member, 1, at - 1) .. '/' .. string.sub(member, at + 1)",
+                "end",
                 "",
             ]
         )

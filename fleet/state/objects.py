@@ -17,6 +17,8 @@ checks it first and writes nothing when the lease has moved on, raising :class:`
 from __future__ import annotations
 
 import builtins
+import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -29,7 +31,6 @@ from fleet.apiserver.store import (
     ADDED,
     DELETED,
     MODIFIED,
-    ObjectFilter,
     WatchEvent,
     check_subresource,
     clone,
@@ -45,11 +46,34 @@ from fleet.apiserver.store import (
 )
 from fleet.connections import ScriptCall, run_script_many
 from fleet.state.errors import Fenced
-from fleet.state.keys import DEFAULT_STATE_KEYS, StateKeys, field_name, kind_name
-from fleet.state.scripts import write_script
-from fleet.state.wire import DELETE, PUT, Write, decode, decode_entry, read_entries, text
+from fleet.state.keys import (
+    DEFAULT_STATE_KEYS,
+    INVOLVED_INDEX,
+    INVOLVED_KINDS,
+    NAMES_INDEX,
+    StateKeys,
+    field_name,
+    kind_name,
+)
+from fleet.state.scripts import script, write_script
+from fleet.state.wire import (
+    DELETE,
+    PUT,
+    REINDEX_BATCH,
+    REINDEX_RETRY_S,
+    REINDEX_TTL_MS,
+    PageRead,
+    Write,
+    decode,
+    decode_entry,
+    order,
+    read_entries,
+    reindex_batch,
+    reindex_source,
+    text,
+)
 
-__all__ = ["Fence", "Fenced", "Objects"]
+__all__ = ["Fence", "Fenced", "Objects", "order"]
 
 #: How often a write that lost a race re-reads and tries again before giving up with Conflict.
 _RETRIES: Final = 100
@@ -116,12 +140,6 @@ def _deleting(fields: Any) -> bool:
     return bool(fields.get(b"deleting") or fields.get("deleting"))
 
 
-def order(obj: Obj) -> tuple[str, str]:
-    """List order: namespace, then name (cluster-scoped objects have namespace ``""``)."""
-    meta = obj["metadata"]
-    return (meta.get("namespace") or "", meta["name"])
-
-
 class Objects:
     """Fleet objects in Redis, read and written synchronously. Thread-safe as the client is."""
 
@@ -134,6 +152,10 @@ class Objects:
         self.keys = keys
         self.history = history
         self._script = write_script(client, keys)
+        self._page = script(client, keys, "page")
+        self._reindex = script(client, keys, "reindex")
+        #: (kind, index) -> when a rebuild of ours that did not complete may be tried again.
+        self._reindex_due: dict[tuple[tuple[str, str], str], float] = {}
 
     # --- reads ---------------------------------------------------------------------------------
 
@@ -163,21 +185,96 @@ class Objects:
         self, rt: ResourceType, namespace: str | None = None, *, label_selector: str | None = None
     ) -> tuple[builtins.list[Obj], str]:
         """The objects (in one namespace, or all), ordered by namespace and name, and the
-        resourceVersion they were read at (a watch from it misses nothing)."""
-        flt = ObjectFilter(rt, namespace, label_selector, None)
-        pipe = self.client.pipeline(transaction=True)
-        pipe.hgetall(self.keys.objects(kind_name(rt.key)))
-        pipe.get(self.keys.version)
-        raw, version = pipe.execute()
-        prefix = f"{namespace}/" if namespace and rt.namespaced else None
-        items = [
-            obj
-            for field, value in raw.items()
-            if prefix is None or text(field).startswith(prefix)
-            if flt.matches(obj := decode(value))
-        ]
-        items.sort(key=order)
-        return items, text(version or 0)
+        resourceVersion they were read at (a watch from it misses nothing).
+
+        One namespace is one range of the kind's index (the other namespaces are neither read
+        nor decoded); the whole kind is its hash, read with the counter in one MULTI.
+        """
+        items, version, _ = self.list_page(rt, namespace, label_selector=label_selector)
+        return items, version
+
+    def list_page(
+        self,
+        rt: ResourceType,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+    ) -> tuple[builtins.list[Obj], str, str | None]:
+        """One page of a list, as the API serves it (:meth:`RedisStore.list
+        <fleet.state.aio.RedisStore.list>`, the same reads): the objects, the list's
+        resourceVersion, and the continue token for the next page (None at the end). A page
+        costs what it holds (and what its selectors skip), not the kind; Events with a
+        fieldSelector on ``involvedObject.name`` cost the Events of that object.
+        """
+
+        def new_read() -> PageRead:
+            return PageRead(
+                self.keys,
+                rt,
+                namespace,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                limit=limit,
+                continue_token=continue_token,
+            )
+
+        read = self._drive(new_read())
+        if read.unindexed and all([self._reindex_now(rt, index) for index in sorted(read.unindexed)]):
+            read = self._drive(new_read())
+        return read.result()
+
+    def _drive(self, read: PageRead) -> PageRead:
+        """Send the reads ``read`` asks for until it is done."""
+        while not read.done:
+            if read.whole:
+                pipe = self.client.pipeline(transaction=True)
+                pipe.hgetall(self.keys.objects(read.kind))
+                pipe.get(self.keys.version)
+                pipe.hget(self.keys.floors, read.kind)
+                read.feed_whole(*pipe.execute())
+            else:
+                read.feed(self._page(keys=[self.keys.version], args=read.args()))
+        return read
+
+    def _reindex_now(self, rt: ResourceType, index: str) -> bool:
+        """:meth:`reindex`, unless one of ours did not complete less than a while ago."""
+        due = self._reindex_due.get((rt.key, index), 0.0)
+        if time.monotonic() < due:
+            return False
+        done = self.reindex(rt, index)
+        if not done:
+            self._reindex_due[rt.key, index] = time.monotonic() + REINDEX_RETRY_S
+        return done
+
+    def reindex(self, rt: ResourceType, index: str = NAMES_INDEX) -> bool:
+        """Rebuild one of the kind's indexes (:data:`~fleet.state.keys.NAMES_INDEX`, or for
+        Events :data:`~fleet.state.keys.INVOLVED_INDEX`) from its objects, a batch at a time,
+        as a read that found it short asks: data written before the index existed. Writers go on
+        meanwhile and keep their own members (``lua/reindex.lua``). True when the index is
+        complete afterwards; False when another process is rebuilding it, when writers that do
+        not keep it still run, or when the kind has no such index (reads then fall back to the
+        kind's hash, which is what lists cost before the indexes)."""
+        kind = kind_name(rt.key)
+        if index == INVOLVED_INDEX and kind not in INVOLVED_KINDS:
+            return False
+        token = uuid.uuid4().hex
+        keys = [self.keys.version]
+        head: builtins.list[str | int | bytes] = [kind, index]
+        if not self._reindex(keys=keys, args=[*head, "begin", token, REINDEX_TTL_MS]):
+            return False
+        source = reindex_source(self.keys, kind, index)
+        cursor = 0
+        while True:
+            cursor, found = self.client.hscan(source, cursor, count=REINDEX_BATCH[index])
+            batch = reindex_batch(index, found)
+            if batch and not self._reindex(keys=keys, args=[*head, "add", token, REINDEX_TTL_MS, *batch]):
+                return False
+            if not cursor:
+                break
+        return bool(self._reindex(keys=keys, args=[*head, "end", token, REINDEX_TTL_MS]))
 
     def resource_version(self) -> str:
         """The last resourceVersion handed out (of any kind)."""

@@ -1,8 +1,10 @@
-"""The write script, assembled once and registered once per Redis client (sync or asyncio).
+"""The Lua scripts, assembled once and registered once per Redis client (sync or asyncio).
 
-The script is ``fleet/state/lua/write.lua`` prefixed with the key names of
-:class:`~fleet.state.keys.StateKeys`. redis-py's ``Script`` sends ``EVALSHA`` and loads the body
-on ``NOSCRIPT`` by itself, so a Redis restart or failover needs nothing from us.
+Each script is ``fleet/state/lua/<name>.lua`` prefixed with the key names of
+:class:`~fleet.state.keys.StateKeys`: ``write`` (every write of an object), ``page`` (every
+read of a list page) and ``reindex`` (the rebuild of the Events' involved index). redis-py's
+``Script`` sends ``EVALSHA`` and loads the body on ``NOSCRIPT`` by itself, so a Redis restart or
+failover needs nothing from us.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from redis.commands.core import AsyncScript, Script
 
 from fleet.state.keys import StateKeys
 
-__all__ = ["async_write_script", "source", "write_script"]
+__all__ = ["async_script", "async_write_script", "script", "source", "write_script"]
 
 
 @cache
@@ -30,25 +32,37 @@ def source(name: str, keys: StateKeys) -> str:
     return keys.lua() + _read(name)
 
 
-_SYNC: weakref.WeakKeyDictionary[redis.Redis, dict[StateKeys, Script]] = weakref.WeakKeyDictionary()
-_ASYNC: weakref.WeakKeyDictionary[redis.asyncio.Redis, dict[StateKeys, AsyncScript]] = (
+_SYNC: weakref.WeakKeyDictionary[redis.Redis, dict[tuple[StateKeys, str], Script]] = (
+    weakref.WeakKeyDictionary()
+)
+_ASYNC: weakref.WeakKeyDictionary[redis.asyncio.Redis, dict[tuple[StateKeys, str], AsyncScript]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def write_script(client: redis.Redis, keys: StateKeys) -> Script:
-    """The write script registered on ``client`` (registered on first use, then reused)."""
+def script(client: redis.Redis, keys: StateKeys, name: str) -> Script:
+    """Script ``name`` registered on ``client`` (registered on first use, then reused)."""
     per_client = _SYNC.setdefault(client, {})
-    found = per_client.get(keys)
+    found = per_client.get((keys, name))
     if found is None:
-        found = per_client[keys] = client.register_script(source("write", keys))
+        found = per_client[keys, name] = client.register_script(source(name, keys))
     return found
+
+
+def async_script(client: redis.asyncio.Redis, keys: StateKeys, name: str) -> AsyncScript:
+    """Script ``name`` registered on an asyncio ``client``."""
+    per_client = _ASYNC.setdefault(client, {})
+    found = per_client.get((keys, name))
+    if found is None:
+        found = per_client[keys, name] = client.register_script(source(name, keys))
+    return found
+
+
+def write_script(client: redis.Redis, keys: StateKeys) -> Script:
+    """The write script registered on ``client``."""
+    return script(client, keys, "write")
 
 
 def async_write_script(client: redis.asyncio.Redis, keys: StateKeys) -> AsyncScript:
     """The write script registered on an asyncio ``client``."""
-    per_client = _ASYNC.setdefault(client, {})
-    found = per_client.get(keys)
-    if found is None:
-        found = per_client[keys] = client.register_script(source("write", keys))
-    return found
+    return async_script(client, keys, "write")

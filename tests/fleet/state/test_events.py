@@ -34,7 +34,7 @@ def test_an_event_has_the_shape_describe_reads(redis_client: redis.Redis) -> Non
     assert listed == [event]
 
 
-def test_repeats_bump_the_count_and_new_messages_add_events(redis_client: redis.Redis) -> None:
+def test_repeats_bump_the_count_and_new_reasons_add_events(redis_client: redis.Redis) -> None:
     objects = Objects(redis_client)
     job = objects.create(ASCENDJOB, {"metadata": {"name": "train", "namespace": "team-a"}, "spec": {}})
     for _ in range(3):

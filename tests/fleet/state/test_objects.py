@@ -11,6 +11,7 @@ import redis
 
 from fleet.apiserver import ASCENDJOB, EVENT, NODE, AlreadyExists, Conflict, Gone, Invalid, NotFound
 from fleet.state import Fence, Fenced, Objects
+from fleet.state.keys import INVOLVED_INDEX
 
 
 def job(name: str, namespace: str = "team-a", **labels: str) -> dict[str, Any]:
@@ -358,7 +359,10 @@ def test_every_key_lives_in_the_quota_ledgers_slot(redis_client: redis.Redis) ->
     for i in range(150):
         objects.create(EVENT, {"metadata": {"name": f"e{i}", "namespace": "n"}, "reason": "R"})
     objects.create(NODE, {"metadata": {"name": "n"}})
+    objects.list_page(EVENT, "n", limit=10)
+    assert objects.reindex(EVENT, INVOLVED_INDEX)  # takes and drops its lock
     keys = [k.decode() if isinstance(k, bytes) else k for k in redis_client.keys("*")]
-    assert len(keys) == 8  # version, floors, and objects/versions/changes for two kinds
+    # version, floors; objects/versions/changes/index for two kinds; involved for Events
+    assert len(keys) == 11
     assert {key_slot(k.encode()) for k in keys} == {key_slot(DEFAULT_KEYS.meta.encode())}
     assert all(k.startswith("fleet:{quota}:state:") for k in keys)
