@@ -4,6 +4,8 @@
 
 * AscendJob -> :class:`~fleet.api.jobs.JobBackend` (submission through the ledger);
 * ElasticQuotaTree -> :class:`~fleet.api.quota_tree.TreeBackend` (checked, applied to the ledger);
+* PriorityClass -> :class:`~fleet.api.priority_classes.PriorityClassBackend` (defaulted; checked
+  against the stored class and the other defaults);
 * Queue and MemberCluster -> computed views (:mod:`~fleet.api.quota_queues`, :mod:`~fleet.api.members`);
 * Event and PropagationPolicy -> the plain object store (:class:`fleet.state.RedisStore`).
 
@@ -29,9 +31,10 @@ from starlette.applications import Starlette
 from fleet.api.auth import FleetAuthorizer, Identity, TokenAuthenticator
 from fleet.api.jobs import JobBackend
 from fleet.api.keys import DEFAULT_API_KEYS, ApiKeys
-from fleet.api.kinds import ELASTIC_QUOTA_TREE, FLEET_ASCENDJOB, MEMBER_CLUSTER, QUEUE
+from fleet.api.kinds import ELASTIC_QUOTA_TREE, FLEET_ASCENDJOB, MEMBER_CLUSTER, PRIORITY_CLASS, QUEUE
 from fleet.api.members import MemberNames, member_kind
 from fleet.api.metrics import QuotaCollector
+from fleet.api.priority_classes import PriorityClassBackend
 from fleet.api.quota_queues import queue_kind
 from fleet.api.quota_tree import TreeBackend
 from fleet.api.registry import fleet_registry
@@ -89,6 +92,7 @@ def build_fleet_api(
         {
             FLEET_ASCENDJOB.key: JobBackend(objects_store, ledger, objects),
             ELASTIC_QUOTA_TREE.key: TreeBackend(objects_store, ledger, aclient, keys=api_keys),
+            PRIORITY_CLASS.key: PriorityClassBackend(objects_store),
             QUEUE.key: queue_kind(ledger, version, interval=poll_interval),
             MEMBER_CLUSTER.key: member_kind(
                 members, aclient, version, keys=dispatch_keys, interval=poll_interval

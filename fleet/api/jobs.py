@@ -2,9 +2,13 @@
 
 ``create`` is how a job is accepted (see :mod:`fleet.jobs.submit`): :func:`~fleet.jobs.submit.prepare`
 validates it with its workload adapter (each ``FieldError`` one 422 cause), resolves its quota
-leaf (a namespace no tree node binds is a 422 naming it) and sets its first status (``Queued``)
-and the finalizer; the ledger's own argument checks (priority range, request) run too, so that
-nothing that the ledger would refuse is ever stored. Then the object is stored (``RedisStore``;
+leaf (a namespace no tree node binds is a 422 naming it), resolves its priority through the
+fleet's PriorityClasses (:mod:`fleet.jobs.priority`; a class that does not exist is refused as
+Kubernetes' Priority admission plugin refuses a pod: 403 Forbidden, ``no PriorityClass with name
+<name> was found``, after the field ``spec.runPolicy.schedulingPolicy.priorityClass``, which the
+Status's causes name too) and sets its first status (``Queued``, the resolved priority) and the
+finalizer; the ledger's own argument checks (priority range, request) run too, so that nothing
+that the ledger would refuse is ever stored. Then the object is stored (``RedisStore``;
 ``AlreadyExists`` is a 409) and queued on its leaf, and a ``Submitted`` Event is recorded. A
 process that dies between storing and queueing loses nothing: the dispatcher's reconcile queues
 a stored job that the ledger lacks. A dry run stops after the store's own dry run.
@@ -29,10 +33,12 @@ from typing import Any
 import redis
 
 from fleet.api.errors import invalid
+from fleet.api.priority_classes import refused
 from fleet.apiserver.errors import Cause
 from fleet.apiserver.resources import Obj, ResourceType
 from fleet.apiserver.store import WatchEvent, update_target
-from fleet.jobs.submit import PRIORITY_ANNOTATION, Prepared, prepare, queue_accepted
+from fleet.jobs.priority import PRIORITY_ANNOTATION, PriorityClassNotFound, priority_classes
+from fleet.jobs.submit import Prepared, prepare, queue_accepted
 from fleet.state import Objects, RedisStore
 from fleet.workloads import InvalidWorkload, UnknownKind
 from queues import InvalidRequest, Ledger, UnboundJob
@@ -50,12 +56,17 @@ class JobBackend:
         self.store = store
         self.ledger = ledger
         self.objects = objects
+        self.classes = priority_classes(objects)
 
     # --- submission ----------------------------------------------------------------------------
 
     def _prepare(self, rt: ResourceType, obj: Mapping[str, Any]) -> Prepared:
         try:
-            prepared = prepare(obj, self.ledger)
+            prepared = prepare(obj, self.ledger, self.classes)
+        except PriorityClassNotFound as error:
+            name = str((obj.get("metadata") or {}).get("name") or "")
+            reason = f"{error.field}: {error}"
+            raise refused(rt, name, reason, [Cause(error.field, str(error), "FieldValueNotFound")]) from None
         except InvalidWorkload as error:
             raise invalid(rt, dict(obj), [Cause(e.path, e.message) for e in error.errors]) from None
         except UnknownKind as error:

@@ -1,15 +1,17 @@
 """The kinds the fleet serves and stores, beyond the member kinds of :mod:`fleet.apiserver.kinds`.
 
 Storage identity is ``(group, plural)``: the fleet's AscendJob shares the member kind's identity
-and differs only in how it prints (STATE, CLUSTER, QUEUE, AGE). The dispatcher, workers and
-syncers read and write these kinds through :class:`fleet.state.Objects`.
+and differs only in how it prints (STATE, CLUSTER, QUEUE, AGE; PRIORITY with ``-o wide``). The
+dispatcher, workers and syncers read and write these kinds through :class:`fleet.state.Objects`.
 
-Stored kinds: AscendJob, Event, PropagationPolicy and the ElasticQuotaTree (Kube Queue's group,
-``scheduling.sigs.k8s.io/v1beta1``). Computed, read-only kinds of Fleet's own group
-(``fleet.io/v1alpha1``): MemberCluster (one per member of the kubeconfig, its health as the
-syncer last probed it) and Queue (one per quota tree node, from the ledger). They have no
-``create``/``update``/``delete`` verbs, so discovery tells kubectl so; the API answers 405.
-This module only describes the kinds; their behaviour lives in the backends of :mod:`fleet.api`.
+Stored kinds: AscendJob, Event, PropagationPolicy, the ElasticQuotaTree (Kube Queue's group,
+``scheduling.sigs.k8s.io/v1beta1``) and Kubernetes' own PriorityClass (``scheduling.k8s.io/v1``,
+cluster-scoped: what a job's ``priorityClass`` names, see :mod:`fleet.jobs.priority`). Computed,
+read-only kinds of Fleet's own group (``fleet.io/v1alpha1``): MemberCluster (one per member of the
+kubeconfig, its health as the syncer last probed it) and Queue (one per quota tree node, from the
+ledger). They have no ``create``/``update``/``delete`` verbs, so discovery tells kubectl so; the
+API answers 405. This module only describes the kinds; their behaviour lives in the backends of
+:mod:`fleet.api`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import replace
 from typing import Any, Final
 
 from fleet.apiserver.kinds import ASCENDJOB, EVENT
+from fleet.apiserver.patch import MergeRule
 from fleet.apiserver.resources import Obj, PrinterColumn, ResourceType
 from fleet.apiserver.tables import json_path, since
 from fleet.policy import API_VERSION as POLICY_API_VERSION
@@ -34,6 +37,7 @@ __all__ = [
     "FLEET_GROUP",
     "FLEET_VERSION",
     "MEMBER_CLUSTER",
+    "PRIORITY_CLASS",
     "PROPAGATION_POLICY",
     "QUEUE",
     "READ_VERBS",
@@ -60,6 +64,13 @@ FLEET_ASCENDJOB: Final = replace(
         PrinterColumn("Cluster", "string", ".status.cluster", "The member cluster of the current attempt."),
         PrinterColumn("Queue", "string", ".status.queue", "The quota queue the job waits or runs in."),
         _AGE,
+        PrinterColumn(
+            "Priority",
+            "integer",
+            ".status.priority",
+            "The priority resolved at submission (its PriorityClass, the default class, or the annotation).",
+            priority=1,
+        ),
     ),
     description="A distributed training job on Ascend NPUs, queued by Fleet and run in one member cluster.",
 )
@@ -105,6 +116,77 @@ ELASTIC_QUOTA_TREE: Final = ResourceType(
         "namespaces bound to leaves. Only one, in kube-system; its status shows use per node."
     ),
     verbs=("create", "get", "list", "patch", "update", "watch"),
+)
+
+
+def _priority_class_row(obj: Obj) -> list[Any]:
+    policy = obj.get("preemptionPolicy")
+    value = obj.get("value")
+    return [
+        obj["metadata"]["name"],
+        value if isinstance(value, int) and not isinstance(value, bool) else 0,
+        obj.get("globalDefault") is True,
+        since(obj["metadata"].get("creationTimestamp")),
+        policy if isinstance(policy, str) else "",
+    ]
+
+
+_OBJECT_META = "Standard object's metadata."
+
+#: Kubernetes' PriorityClass, served as kube-apiserver serves it (``scheduling.k8s.io/v1``,
+#: cluster-scoped, short name ``pc``): fields ``value``, ``globalDefault``, ``description`` and
+#: ``preemptionPolicy`` at the top level, no spec or status. The columns are kube-apiserver's
+#: (``printPriorityClass`` in ``pkg/printers/internalversion/printers.go``: NAME, VALUE,
+#: GLOBAL-DEFAULT, AGE, PREEMPTIONPOLICY). Validation: :func:`fleet.api.validation.validate_priority_class`;
+#: the checks against other objects (the stored one on update, the other defaults) and defaulting:
+#: :class:`fleet.api.priority_classes.PriorityClassBackend`.
+PRIORITY_CLASS: Final = ResourceType(
+    group="scheduling.k8s.io",
+    version="v1",
+    kind="PriorityClass",
+    plural="priorityclasses",
+    singular="priorityclass",
+    namespaced=False,
+    short_names=("pc",),
+    printer_columns=(
+        PrinterColumn("Name", "string", ".metadata.name", _OBJECT_META, format="name"),
+        PrinterColumn(
+            "Value",
+            "integer",
+            ".value",
+            "value represents the integer value of this priority class. This is the actual priority "
+            "that pods receive when they have the name of this class in their pod spec.",
+        ),
+        PrinterColumn(
+            "Global-Default",
+            "boolean",
+            ".globalDefault",
+            "globalDefault specifies whether this PriorityClass should be considered as the default "
+            "priority for pods that do not have any priority class.",
+        ),
+        PrinterColumn(
+            "Age",
+            "string",
+            ".metadata.creationTimestamp",
+            "CreationTimestamp is a timestamp representing the server time when this object was created.",
+        ),
+        PrinterColumn(
+            "PreemptionPolicy",
+            "string",
+            ".preemptionPolicy",
+            "preemptionPolicy is the Policy for preempting pods with lower priority. One of Never, "
+            "PreemptLowerPriority. Defaults to PreemptLowerPriority if unset.",
+        ),
+    ),
+    table_row=_priority_class_row,
+    top_level=("value", "globalDefault", "description", "preemptionPolicy"),
+    # kubectl sends strategic merge patches for built-in kinds; a PriorityClass has no lists
+    # beyond metadata's.
+    strategic={"metadata.finalizers": MergeRule(), "metadata.ownerReferences": MergeRule("uid")},
+    description=(
+        "PriorityClass defines mapping from a priority class name to the priority integer value. "
+        "Fleet resolves a job's priorityClass through it at submission."
+    ),
 )
 
 

@@ -9,10 +9,11 @@ from fleet.api.kinds import (
     FLEET_ASCENDJOB,
     FLEET_EVENT,
     MEMBER_CLUSTER,
+    PRIORITY_CLASS,
     PROPAGATION_POLICY,
     QUEUE,
 )
-from fleet.api.validation import validate_job, validate_policy
+from fleet.api.validation import validate_job, validate_policy, validate_priority_class
 from fleet.apiserver.resources import Registry
 
 __all__ = ["fleet_registry"]
@@ -20,13 +21,15 @@ __all__ = ["fleet_registry"]
 
 def fleet_registry() -> Registry:
     """AscendJob (adapter validation), Event, PropagationPolicy (model validation), the
-    ElasticQuotaTree, and the computed MemberCluster and Queue kinds."""
+    ElasticQuotaTree, PriorityClass (kube-apiserver's validation), and the computed MemberCluster
+    and Queue kinds."""
     return Registry(
         [
             replace(FLEET_ASCENDJOB, validate=validate_job),
             FLEET_EVENT,
             replace(PROPAGATION_POLICY, validate=validate_policy),
             ELASTIC_QUOTA_TREE,
+            replace(PRIORITY_CLASS, validate=validate_priority_class),
             MEMBER_CLUSTER,
             QUEUE,
         ]

@@ -4,7 +4,9 @@ The serving core runs a kind's hook after its own metadata checks and answers 42
 every cause at once. AscendJob delegates to its workload adapter (each
 :class:`fleet.workloads.FieldError` is one cause, field path and all); PropagationPolicy to
 :class:`fleet.policy.PropagationPolicy`, whose strict model refuses unknown fields, so a misspelt
-toleration is an error rather than a silent default.
+toleration is an error rather than a silent default. PriorityClass follows kube-apiserver's
+``ValidatePriorityClass`` (``pkg/apis/scheduling/validation/validation.go``); its checks against
+the stored object and the other classes are in :mod:`fleet.api.priority_classes`.
 """
 
 from __future__ import annotations
@@ -15,10 +17,27 @@ from pydantic import ValidationError
 
 from fleet.apiserver.errors import Cause
 from fleet.apiserver.resources import Obj
+from fleet.apiserver.validation import invalid, required
+from fleet.jobs.priority import (
+    HIGHEST_USER_DEFINABLE_PRIORITY,
+    PREEMPTION_POLICIES,
+    SYSTEM_PRIORITY_CLASS_PREFIX,
+    SYSTEM_PRIORITY_CLASSES,
+)
 from fleet.policy import PropagationPolicy
 from fleet.workloads import UnknownKind, adapter_for
 
-__all__ = ["field_path", "pydantic_causes", "validate_job", "validate_policy"]
+__all__ = [
+    "field_path",
+    "forbidden",
+    "immutable",
+    "pydantic_causes",
+    "validate_job",
+    "validate_policy",
+    "validate_priority_class",
+]
+
+_INT32 = (-(2**31), 2**31 - 1)
 
 
 def field_path(loc: tuple[int | str, ...]) -> str:
@@ -62,3 +81,79 @@ def validate_policy(obj: Obj) -> list[Cause]:
     except ValidationError as error:
         return pydantic_causes(error)
     return []
+
+
+def forbidden(field: str, detail: str) -> Cause:
+    """``field.Forbidden`` as Kubernetes words it: ``<field>: Forbidden: <detail>``."""
+    return Cause(field, f"Forbidden: {detail}", "FieldValueForbidden")
+
+
+def immutable(field: str, value: Any) -> Cause:
+    """``ValidateImmutableField``'s error: ``<field>: Invalid value: <value>: field is immutable``."""
+    return invalid(field, value, "field is immutable")
+
+
+def _system_class_error(name: str, value: Any, global_default: bool) -> str | None:
+    """Why ``name`` may not be used (``IsKnownSystemPriorityClass``), or None."""
+    known = SYSTEM_PRIORITY_CLASSES.get(name)
+    if known is None:
+        return f"{name} is not a known system priority class"
+    if value != known:
+        return f"value of {name} PriorityClass must be {known}"
+    if global_default:
+        return f"globalDefault of {name} PriorityClass must be false"
+    return None
+
+
+def validate_priority_class(obj: Obj) -> list[Cause]:
+    """A PriorityClass as kube-apiserver validates one (``ValidatePriorityClass``): ``value`` an
+    int32, required; a name with the ``system-`` prefix only for the two system classes, exactly
+    as Kubernetes defines them; other classes at most ``HighestUserDefinablePriority``
+    (1000000000); ``preemptionPolicy`` ``PreemptLowerPriority`` or ``Never``; ``globalDefault`` a
+    boolean and ``description`` a string (what decoding the typed object checks)."""
+    causes: list[Cause] = []
+    value = obj.get("value")
+    number: int | None = None
+    if value is None:
+        causes.append(required("value"))
+    elif not isinstance(value, int) or isinstance(value, bool):
+        causes.append(invalid("value", value, "must be an integer"))
+    elif not _INT32[0] <= value <= _INT32[1]:
+        causes.append(invalid("value", value, "must be a 32-bit integer"))
+    else:
+        number = value
+    global_default = obj.get("globalDefault")
+    if global_default is not None and not isinstance(global_default, bool):
+        causes.append(invalid("globalDefault", global_default, "must be a boolean"))
+    description = obj.get("description")
+    if description is not None and not isinstance(description, str):
+        causes.append(invalid("description", description, "must be a string"))
+    name = (obj.get("metadata") or {}).get("name")
+    if isinstance(name, str) and name.startswith(SYSTEM_PRIORITY_CLASS_PREFIX):
+        why = _system_class_error(name, value, global_default is True)
+        if why is not None:
+            causes.append(
+                forbidden(
+                    "metadata.name",
+                    f"priority class names with '{SYSTEM_PRIORITY_CLASS_PREFIX}' prefix are reserved "
+                    f"for system use only. error: {why}",
+                )
+            )
+    elif number is not None and number > HIGHEST_USER_DEFINABLE_PRIORITY:
+        limit = HIGHEST_USER_DEFINABLE_PRIORITY
+        causes.append(forbidden("value", f"maximum allowed value of a user defined priority is {limit}"))
+    if "preemptionPolicy" in obj and obj["preemptionPolicy"] is not None:
+        policy = obj["preemptionPolicy"]
+        if policy == "":
+            causes.append(required("preemptionPolicy"))
+        elif policy not in PREEMPTION_POLICIES:
+            supported = ", ".join(f'"{p}"' for p in PREEMPTION_POLICIES)
+            shown = f'"{policy}"' if isinstance(policy, str) else repr(policy)
+            causes.append(
+                Cause(
+                    "preemptionPolicy",
+                    f"Unsupported value: {shown}: supported values: {supported}",
+                    "FieldValueNotSupported",
+                )
+            )
+    return causes

@@ -6,21 +6,34 @@ its quota leaf in the ledger. If a process dies between the two, the dispatcher'
 the stored job missing from the ledger and queues it then, so an accepted job is never lost
 (:meth:`fleet.dispatch.dispatcher.Dispatcher.reconcile`). Everything the ledger needs (leaf,
 request, priority) is derived from the stored object, so queueing is repeatable and idempotent.
+
+Priority is resolved once, at submission (:func:`prepare`: the job's PriorityClass, the default
+class, the annotation; see :mod:`fleet.jobs.priority`), and recorded in the stored object's status;
+queueing a stored job again (:func:`enqueue`) uses what was recorded, whatever happened to the
+classes since.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.connections import run_scripts
 from fleet.jobs.phases import FleetReason, Phase
+from fleet.jobs.priority import (
+    PRIORITY_ANNOTATION,
+    JobPriority,
+    PriorityClasses,
+    job_priority,
+    priority_classes,
+    resolve,
+)
 from fleet.jobs.status import set_state
 from fleet.placement import Demand
 from fleet.state import Objects, event_call, record_event
-from fleet.workloads import FieldError, InvalidWorkload, adapter_for
+from fleet.workloads import adapter_for
 from queues import ElasticQuotaTree, Ledger, leaf_in, queue_name
 
 __all__ = [
@@ -41,8 +54,6 @@ __all__ = [
 FINALIZER: Final = "fleet.io/dispatch"
 #: The component named on the Events of submission.
 COMPONENT: Final = "fleet"
-#: Queue priority of a job (an integer; higher first). Jobs without it have priority 0.
-PRIORITY_ANNOTATION: Final = "fleet.io/priority"
 
 
 def job_key(obj: Mapping[str, Any]) -> str:
@@ -62,18 +73,6 @@ def quota_request(demand: Demand) -> dict[str, int]:
     return {r: demand.total(r) for r in sorted(resources) if demand.total(r) > 0}
 
 
-def _priority(obj: Mapping[str, Any]) -> int:
-    raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(PRIORITY_ANNOTATION)
-    if raw is None:
-        return 0
-    try:
-        return int(str(raw))
-    except ValueError:
-        raise InvalidWorkload(
-            [FieldError(f"metadata.annotations[{PRIORITY_ANNOTATION}]", f"{raw!r} is not an integer")]
-        ) from None
-
-
 def queue_of(tree: ElasticQuotaTree | None, leaf: str) -> str:
     """The derived queue a leaf's jobs wait in (``root-child-2``) under the applied ``tree``."""
     return queue_name(tree.paths().get(leaf, leaf) if tree is not None else leaf)
@@ -89,14 +88,29 @@ class Prepared:
     request: dict[str, int]
     priority: int
     demand: Demand
+    #: The whole of what was resolved (``priority`` is its value), as recorded in ``obj``'s status.
+    resolved: JobPriority = field(default_factory=JobPriority)
 
 
-def prepare(obj: Mapping[str, Any], ledger: Ledger) -> Prepared:
-    """Validate ``obj`` and derive its queueing; raises ``InvalidWorkload``, ``UnknownKind`` or
-    ``queues.UnboundJob`` (no quota node binds its namespace) and changes nothing."""
+#: What :func:`prepare` resolves PriorityClasses through: a shared resolver, the objects (their
+#: shared resolver is used), or None (the fleet has no PriorityClass).
+Classes = PriorityClasses | Objects | None
+
+
+def prepare(obj: Mapping[str, Any], ledger: Ledger, classes: Classes = None) -> Prepared:
+    """Validate a job being submitted and derive its queueing, its priority resolved through
+    ``classes`` (:func:`fleet.jobs.priority.resolve`) and recorded in the status it will be
+    stored with. Raises ``InvalidWorkload``, ``UnknownKind``, ``queues.UnboundJob`` (no quota
+    node binds its namespace) or :class:`~fleet.jobs.priority.PriorityClassNotFound`, and
+    changes nothing."""
     adapter = adapter_for(obj)
     demand = adapter.demand(obj)
-    priority = _priority(obj)
+    if isinstance(classes, Objects):
+        classes = priority_classes(classes)
+    return _derive(obj, ledger, demand, resolve(obj, classes))
+
+
+def _derive(obj: Mapping[str, Any], ledger: Ledger, demand: Demand, priority: JobPriority) -> Prepared:
     meta = obj.get("metadata") or {}
     tree = ledger.tree()
     leaf = leaf_in(tree, str(meta.get("namespace") or "default"), meta.get("labels") or {})
@@ -109,19 +123,21 @@ def prepare(obj: Mapping[str, Any], ledger: Ledger) -> Prepared:
     body["metadata"] = metadata
     queue = queue_of(tree, leaf)
     status: dict[str, Any] = {"queue": queue, "attempt": 0}
+    priority.record(status)
     set_state(status, Phase.QUEUED, FleetReason.SUBMITTED, f"waiting in queue {queue}")
     body["status"] = status
-    return Prepared(body, job_key(body), leaf, quota_request(demand), priority, demand)
+    return Prepared(body, job_key(body), leaf, quota_request(demand), priority.value, demand, priority)
 
 
 def submit(
     objects: Objects, ledger: Ledger, obj: Mapping[str, Any], *, dry_run: bool = False
 ) -> dict[str, Any]:
     """Accept a job: validate it, store it ``Queued``, queue it on its leaf; returns the stored job.
+    Its priority is resolved through the PriorityClasses of ``objects``.
 
     Raises what :func:`prepare` raises, or the store's ``AlreadyExists``; nothing is written then.
     """
-    prepared = prepare(obj, ledger)
+    prepared = prepare(obj, ledger, objects)
     if dry_run:
         return prepared.obj
     stored = objects.create(FLEET_ASCENDJOB, prepared.obj)
@@ -153,7 +169,9 @@ def queue_accepted(objects: Objects, ledger: Ledger, prepared: Prepared, stored:
 
 
 def enqueue(ledger: Ledger, obj: Mapping[str, Any]) -> Prepared:
-    """Queue a stored job on its leaf (idempotent: a job already pending or admitted stays)."""
-    prepared = prepare(obj, ledger)
+    """Queue a stored job on its leaf (idempotent: a job already pending or admitted stays), with
+    the priority recorded at its submission (:func:`fleet.jobs.priority.job_priority`): the
+    PriorityClasses are not read again, so a class deleted or changed since changes nothing."""
+    prepared = _derive(obj, ledger, adapter_for(obj).demand(obj), job_priority(obj))
     ledger.enqueue(prepared.key, prepared.leaf, prepared.request, prepared.priority)
     return prepared

@@ -10,7 +10,9 @@ AscendJob, each failure one :class:`~fleet.workloads.base.FieldError` with its p
 * every template has a container named ``ascend`` with an image;
 * replica counts lie in 1..:data:`MAX_REPLICAS`, ``minAvailable`` in 1..total replicas;
 * quantities are valid Kubernetes quantities (requests within limits), the schedule policy
-  annotation is well formed.
+  annotation is well formed;
+* ``spec.runPolicy.schedulingPolicy.priorityClass``, when given, is a string: the name of a
+  PriorityClass, which Fleet resolves at submission (:mod:`fleet.jobs.priority`).
 
 The pydantic models read only the parts Fleet uses and allow any other field: users write full
 pod templates and the member copy carries them unchanged.
@@ -35,11 +37,13 @@ from fleet.placement.demand import Demand, DemandError, ReplicaTemplate, build_d
 from fleet.workloads.base import (
     FieldError,
     InvalidWorkload,
+    PriorityRequest,
     WorkloadStatus,
     fleet_labels,
     member_metadata,
     pin_to_nodes,
     register,
+    run_policy_priority_class,
 )
 
 __all__ = ["ASCEND_CONTAINER", "FRAMEWORKS", "MAX_REPLICAS", "AscendJobAdapter", "ascendjob"]
@@ -80,6 +84,9 @@ class ReplicaSpec(_Open):
 class SchedulingPolicy(_Open):
     min_available: int | None = Field(default=None, alias="minAvailable")
     queue: str | None = None
+    #: The PriorityClass of the job (the ascend-operator copies it into the PodGroup's
+    #: ``priorityClassName``); Fleet resolves it at submission (:mod:`fleet.jobs.priority`).
+    priority_class: str | None = Field(default=None, alias="priorityClass")
 
 
 class RunPolicy(_Open):
@@ -251,6 +258,10 @@ class AscendJobAdapter:
         if errors or demand is None:
             raise InvalidWorkload(errors)
         return demand
+
+    def priority_request(self, obj: Mapping[str, Any]) -> PriorityRequest:
+        """``spec.runPolicy.schedulingPolicy.priorityClass``, as MindCluster documents it."""
+        return run_policy_priority_class(obj)
 
     def map_status(self, member_obj: Mapping[str, Any]) -> WorkloadStatus:
         status = member_obj.get("status") or {}

@@ -13,14 +13,16 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 from fleet.placement.demand import Demand
 from fleet.workloads.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
 
 __all__ = [
+    "RUN_POLICY_PRIORITY_CLASS",
     "FieldError",
     "InvalidWorkload",
+    "PriorityRequest",
     "UnknownKind",
     "WorkloadAdapter",
     "WorkloadStatus",
@@ -29,6 +31,7 @@ __all__ = [
     "member_metadata",
     "pin_to_nodes",
     "register",
+    "run_policy_priority_class",
 ]
 
 #: Metadata the API server owns on the fleet object; a member copy must not carry it over.
@@ -96,6 +99,41 @@ class WorkloadStatus:
         return out
 
 
+#: Where AscendJob and the Kubeflow kinds name their priority class (``RunPolicy.SchedulingPolicy``
+#: of kubeflow/common, which MindCluster's ascend-operator copies into the PodGroup's
+#: ``priorityClassName``: ``newPodGroupSpec`` in ascend-operator ``pkg/controllers/v1/job.go``).
+RUN_POLICY_PRIORITY_CLASS: Final = "spec.runPolicy.schedulingPolicy.priorityClass"
+
+
+@dataclass(frozen=True)
+class PriorityRequest:
+    """What a job says about its priority, where its kind writes it (see :mod:`fleet.jobs.priority`
+    for how Fleet resolves it).
+
+    ``class_name``: a PriorityClass to resolve (AscendJob, PyTorchJob, TFJob, MPIJob:
+    ``spec.runPolicy.schedulingPolicy.priorityClass``); ``value``: a raw priority the kind carries
+    itself (T9k: ``spec.scheduler.t9kScheduler.priority``). ``field`` is the path of whichever is
+    set, for error messages. Empty: the job says nothing (the global default or the annotation).
+    """
+
+    class_name: str = ""
+    value: int | None = None
+    field: str = ""
+
+
+def run_policy_priority_class(obj: Mapping[str, Any]) -> PriorityRequest:
+    """The class named at :data:`RUN_POLICY_PRIORITY_CLASS` (kubeflow/common ``SchedulingPolicy``),
+    for the adapters of the kinds that write it there. An empty string names none, as an empty
+    ``priorityClassName`` does for a pod. Call it on a validated job (the adapter checks the type)."""
+    spec = obj.get("spec")
+    run = spec.get("runPolicy") if isinstance(spec, Mapping) else None
+    policy = run.get("schedulingPolicy") if isinstance(run, Mapping) else None
+    name = policy.get("priorityClass") if isinstance(policy, Mapping) else None
+    if isinstance(name, str) and name:
+        return PriorityRequest(class_name=name, field=RUN_POLICY_PRIORITY_CLASS)
+    return PriorityRequest()
+
+
 @runtime_checkable
 class WorkloadAdapter(Protocol):
     api_version: str
@@ -112,6 +150,11 @@ class WorkloadAdapter(Protocol):
 
     def demand(self, obj: Mapping[str, Any]) -> Demand:
         """The gang the job needs; raises :class:`InvalidWorkload` when it is invalid."""
+        ...
+
+    def priority_request(self, obj: Mapping[str, Any]) -> PriorityRequest:
+        """Where the job names its priority: a class to resolve or a raw value (Fleet resolves it
+        at submission, :func:`fleet.jobs.priority.resolve`); empty when it names none."""
         ...
 
     def map_status(self, member_obj: Mapping[str, Any]) -> WorkloadStatus:

@@ -1,0 +1,296 @@
+"""A job's priority: where it comes from, what is recorded on the job, how it is read back.
+
+One home for the names of priority (the annotation, the PriorityClass limits and preemption
+policies, the fields recorded on the fleet object) and for the rules below.
+
+Where a job's priority comes from (:func:`resolve`, at submission only)
+    A job's kind says where it names its priority; its workload adapter reports it
+    (:meth:`fleet.workloads.WorkloadAdapter.priority_request`): AscendJob, like the Kubeflow
+    kinds, names a PriorityClass at ``spec.runPolicy.schedulingPolicy.priorityClass`` (the
+    ascend-operator and the training-operator copy it into the Volcano PodGroup's
+    ``priorityClassName``); a T9k job would carry a raw value at
+    ``spec.scheduler.t9kScheduler.priority``. Fleet resolves the class through the
+    PriorityClass objects at the fleet (``kubectl apply`` them against the fleet), with the rules
+    of Kubernetes' Priority admission plugin (``plugin/pkg/admission/priority/admission.go``,
+    ``admitPod``):
+
+    1. A job naming a class gets that class's ``value`` and ``preemptionPolicy``. A class that
+       does not exist refuses the job, as the plugin refuses a pod: 403 Forbidden, ``no
+       PriorityClass with name <name> was found`` (:class:`PriorityClassNotFound`; the API adds
+       the field, ``spec.runPolicy.schedulingPolicy.priorityClass``). Nothing is stored or queued.
+    2. A job with a raw value of its own (T9k) gets it, with ``PreemptLowerPriority``.
+    3. A job naming none gets the ``globalDefault`` class, when there is one: its value, policy
+       and name (the plugin writes the default's name into the pod's ``priorityClassName`` too).
+       Should two classes be marked default (two API replicas racing), the one with the lowest
+       value wins, as in the plugin's ``getDefaultPriorityClass``.
+    4. Otherwise the ``fleet.io/priority`` annotation (:data:`PRIORITY_ANNOTATION`), Fleet's
+       older way of saying it: an integer, ``PreemptLowerPriority``.
+    5. Otherwise 0 (``DefaultPriorityWhenNoDefaultClassExists``) and ``PreemptLowerPriority``.
+
+    A job that names a class *and* carries the annotation gets the class: the annotation is a
+    fallback only, read when neither the job nor a default class says anything; it is then not
+    even checked. (Kubernetes refuses a pod whose own ``priority`` disagrees with its class; the
+    annotation is not the job's spec, so Fleet ignores it instead of refusing the job.)
+
+What is recorded (:meth:`JobPriority.record`)
+    Priority is fixed at submission, as a pod's ``spec.priority`` is: the resolved priority is
+    written into the fleet object's status when it is stored, ``status.priority`` (the integer),
+    ``status.priorityClassName`` (the class it came from, the default's included; absent when it
+    came from the annotation or is the implicit 0) and ``status.preemptionPolicy``. Everything
+    after submission (the dispatcher's reconcile, requeues, failover, preemption decisions) reads
+    those through :func:`job_priority`, never the PriorityClasses again: a class deleted or
+    re-created with another value later changes nothing for the jobs already accepted, as it
+    changes nothing for running pods.
+
+Cheap per submission (:class:`PriorityClasses`)
+    The classes of the fleet are few and rarely change, submissions are many (hundreds a second).
+    A :class:`PriorityClasses` keeps them in memory with the version it read them at, and before
+    each resolution asks the kind's change feed whether anything changed since
+    (:meth:`fleet.state.Objects.changes`: one small round trip, no JSON when nothing changed); it
+    reads them all again only when something did. Lookups are exact, not eventually consistent: a
+    class applied a moment ago on another replica is seen by the next submission.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Iterable, Mapping, MutableMapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from fleet.api.kinds import PRIORITY_CLASS
+from fleet.apiserver.errors import Gone
+from fleet.state import Objects
+from fleet.workloads import FieldError, InvalidWorkload, adapter_for
+
+__all__ = [
+    "DEFAULT_PRIORITY",
+    "HIGHEST_USER_DEFINABLE_PRIORITY",
+    "PREEMPTION_POLICIES",
+    "PREEMPT_LOWER_PRIORITY",
+    "PREEMPT_NEVER",
+    "PRIORITY_ANNOTATION",
+    "STATUS_PREEMPTION_POLICY",
+    "STATUS_PRIORITY",
+    "STATUS_PRIORITY_CLASS",
+    "SYSTEM_PRIORITY_CLASSES",
+    "SYSTEM_PRIORITY_CLASS_PREFIX",
+    "ClassInfo",
+    "JobPriority",
+    "PriorityClassNotFound",
+    "PriorityClasses",
+    "annotation_priority",
+    "global_default",
+    "job_priority",
+    "priority_classes",
+    "resolve",
+]
+
+#: Queue priority of a job as Fleet's own annotation says it (an integer; higher first): the
+#: fallback when the job names no PriorityClass and no class is the global default.
+PRIORITY_ANNOTATION: Final = "fleet.io/priority"
+
+#: ``core/v1`` PreemptionPolicy values, in the order Kubernetes lists them in its errors.
+PREEMPT_LOWER_PRIORITY: Final = "PreemptLowerPriority"
+PREEMPT_NEVER: Final = "Never"
+PREEMPTION_POLICIES: Final = (PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER)
+
+#: Priority of a job that names nothing when no class is the default
+#: (``scheduling.DefaultPriorityWhenNoDefaultClassExists``).
+DEFAULT_PRIORITY: Final = 0
+#: The largest value a user-defined class may have (``scheduling.HighestUserDefinablePriority``);
+#: larger ones are for the system classes.
+HIGHEST_USER_DEFINABLE_PRIORITY: Final = 1_000_000_000
+#: Names with this prefix are reserved for the system classes (``scheduling.SystemPriorityClassPrefix``).
+SYSTEM_PRIORITY_CLASS_PREFIX: Final = "system-"
+#: The system classes and their values (``pkg/apis/scheduling/helpers.go``): the only names with
+#: the prefix that may be created, with exactly these values and ``globalDefault: false``. Unlike
+#: kube-apiserver, the fleet does not create them itself: training jobs are not system-critical.
+SYSTEM_PRIORITY_CLASSES: Final[Mapping[str, int]] = {
+    "system-node-critical": 2_000_001_000,
+    "system-cluster-critical": 2_000_000_000,
+}
+
+#: Fields of the fleet object's ``status`` that record what was resolved at submission.
+STATUS_PRIORITY: Final = "priority"
+STATUS_PRIORITY_CLASS: Final = "priorityClassName"
+STATUS_PREEMPTION_POLICY: Final = "preemptionPolicy"
+
+
+@dataclass(frozen=True)
+class ClassInfo:
+    """What resolution needs of one PriorityClass object."""
+
+    name: str
+    value: int
+    global_default: bool = False
+    preemption_policy: str = PREEMPT_LOWER_PRIORITY
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> ClassInfo | None:
+        """The class ``obj`` describes; None for an object without a usable name or value (the
+        API refuses those; this guards against objects written around it)."""
+        name = (obj.get("metadata") or {}).get("name")
+        value = obj.get("value")
+        if not isinstance(name, str) or not isinstance(value, int) or isinstance(value, bool):
+            return None
+        policy = obj.get("preemptionPolicy")
+        return cls(
+            name,
+            value,
+            obj.get("globalDefault") is True,
+            policy if policy in PREEMPTION_POLICIES else PREEMPT_LOWER_PRIORITY,
+        )
+
+
+def global_default(classes: Iterable[ClassInfo]) -> ClassInfo | None:
+    """The default class among ``classes``: of several (a race), the lowest value, then name."""
+    defaults = [c for c in classes if c.global_default]
+    return min(defaults, key=lambda c: (c.value, c.name)) if defaults else None
+
+
+@dataclass(frozen=True)
+class JobPriority:
+    """A job's priority as resolved at submission and recorded on the fleet object."""
+
+    value: int = DEFAULT_PRIORITY
+    class_name: str = ""
+    preemption_policy: str = PREEMPT_LOWER_PRIORITY
+
+    @property
+    def may_preempt(self) -> bool:
+        """Whether the job may preempt jobs of lower priority (``Never`` only waits)."""
+        return self.preemption_policy != PREEMPT_NEVER
+
+    @classmethod
+    def of_class(cls, pc: ClassInfo) -> JobPriority:
+        return cls(pc.value, pc.name, pc.preemption_policy)
+
+    def record(self, status: MutableMapping[str, Any]) -> None:
+        """Write it into a fleet object's ``status`` (the three ``STATUS_*`` fields)."""
+        status[STATUS_PRIORITY] = self.value
+        if self.class_name:
+            status[STATUS_PRIORITY_CLASS] = self.class_name
+        else:
+            status.pop(STATUS_PRIORITY_CLASS, None)
+        status[STATUS_PREEMPTION_POLICY] = self.preemption_policy
+
+
+class PriorityClassNotFound(Exception):
+    """A job names a PriorityClass that does not exist (Kubernetes answers 403 Forbidden)."""
+
+    def __init__(self, name: str, field: str) -> None:
+        super().__init__(f"no PriorityClass with name {name} was found")
+        self.name = name
+        self.field = field
+
+
+class PriorityClasses:
+    """The fleet's PriorityClasses for resolution, kept in memory and checked for changes before
+    each use (see the module docstring). Thread-safe; share one per :class:`~fleet.state.Objects`
+    (:func:`priority_classes`). ``objects=None``: a fleet without any class."""
+
+    def __init__(self, objects: Objects | None) -> None:
+        self.objects = objects
+        self._lock = threading.Lock()
+        #: (the resourceVersion the classes were read at, by name, the default).
+        self._read: tuple[str, dict[str, ClassInfo], ClassInfo | None] | None = None
+
+    def _current(self) -> tuple[dict[str, ClassInfo], ClassInfo | None]:
+        if self.objects is None:
+            return {}, None
+        read = self._read
+        if read is not None:
+            try:
+                changes, version = self.objects.changes(PRIORITY_CLASS, read[0], block_ms=0, count=1)
+            except Gone:  # the feed no longer reaches back to our read: read again
+                changes, version = [], ""
+            if version and not changes:
+                if version != read[0]:
+                    self._read = (version, read[1], read[2])
+                return read[1], read[2]
+        with self._lock:
+            items, version = self.objects.list(PRIORITY_CLASS)
+            by_name = {c.name: c for c in (ClassInfo.of(item) for item in items) if c is not None}
+            self._read = (version, by_name, global_default(by_name.values()))
+            return by_name, self._read[2]
+
+    def get(self, name: str) -> ClassInfo | None:
+        """The class named ``name``, as stored now; None when there is none."""
+        return self._current()[0].get(name)
+
+    def default(self) -> ClassInfo | None:
+        """The ``globalDefault`` class now, if any."""
+        return self._current()[1]
+
+    def snapshot(self) -> tuple[dict[str, ClassInfo], ClassInfo | None]:
+        """All classes by name and the default, as stored now (one consistent read)."""
+        by_name, default = self._current()
+        return dict(by_name), default
+
+
+_SHARED: weakref.WeakKeyDictionary[Objects, PriorityClasses] = weakref.WeakKeyDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def priority_classes(objects: Objects) -> PriorityClasses:
+    """The :class:`PriorityClasses` shared by everything that submits through ``objects``."""
+    with _SHARED_LOCK:
+        found = _SHARED.get(objects)
+        if found is None:
+            found = _SHARED[objects] = PriorityClasses(objects)
+        return found
+
+
+def annotation_priority(obj: Mapping[str, Any]) -> int | None:
+    """The :data:`PRIORITY_ANNOTATION` of ``obj``; None without it; ``InvalidWorkload`` when it
+    is not an integer."""
+    raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(PRIORITY_ANNOTATION)
+    if raw is None:
+        return None
+    try:
+        return int(str(raw))
+    except ValueError:
+        raise InvalidWorkload(
+            [FieldError(f"metadata.annotations[{PRIORITY_ANNOTATION}]", f"{raw!r} is not an integer")]
+        ) from None
+
+
+def resolve(obj: Mapping[str, Any], classes: PriorityClasses | None) -> JobPriority:
+    """The priority of a job being submitted, by the rules of the module docstring.
+
+    Raises :class:`PriorityClassNotFound` (a class it names does not exist), ``InvalidWorkload``
+    (the annotation, when it is used, is not an integer) or ``UnknownKind``. ``classes=None``:
+    the fleet has no PriorityClass at all.
+    """
+    request = adapter_for(obj).priority_request(obj)
+    if request.class_name:
+        found = classes.get(request.class_name) if classes is not None else None
+        if found is None:
+            raise PriorityClassNotFound(request.class_name, request.field)
+        return JobPriority.of_class(found)
+    if request.value is not None:
+        return JobPriority(request.value)
+    default = classes.default() if classes is not None else None
+    if default is not None:
+        return JobPriority.of_class(default)
+    annotated = annotation_priority(obj)
+    return JobPriority(DEFAULT_PRIORITY if annotated is None else annotated)
+
+
+def job_priority(obj: Mapping[str, Any]) -> JobPriority:
+    """The priority of a stored fleet job: what was recorded at its submission. Never reads the
+    PriorityClasses, so it neither fails nor changes when they change. A job stored before
+    priorities were recorded gets what it was queued with then: its annotation, or 0."""
+    status = obj.get("status") or {}
+    value = status.get(STATUS_PRIORITY)
+    if isinstance(value, int) and not isinstance(value, bool):
+        policy = status.get(STATUS_PREEMPTION_POLICY)
+        return JobPriority(
+            value,
+            str(status.get(STATUS_PRIORITY_CLASS) or ""),
+            policy if policy in PREEMPTION_POLICIES else PREEMPT_LOWER_PRIORITY,
+        )
+    annotated = annotation_priority(obj)
+    return JobPriority(DEFAULT_PRIORITY if annotated is None else annotated)
