@@ -60,6 +60,25 @@ class Keys:
         """Sorted set: the node's pending jobs, score -priority, member ``<seq><job>``."""
         return f"{self.base}queue:{name}"
 
+    def classes(self, leaf: str) -> str:
+        """Hash: the leaf's request classes with pending jobs -> how many (see :mod:`queues.heads`).
+
+        A class is what a job asks of the resources some node of the tree limits (its *governed*
+        request, ``huawei.com/Ascend910=8``; ``-`` for none): every job of a class gets the same
+        quota answer at the same moment, so the dispatcher looks at the head of each class, not
+        down a queue of jobs that would all be refused alike."""
+        return f"{self.base}classes:{leaf}"
+
+    def class_queue(self, leaf: str, cls: str) -> str:
+        """Sorted set: the pending jobs of one request class of a leaf, as in :meth:`queue`."""
+        return f"{self.base}cqueue:{leaf}|{cls}"
+
+    def running(self, leaf: str) -> str:
+        """Sorted set: the leaf's admitted jobs, score priority, member ``<recency><job>`` where
+        recency is 16 digits that grow smaller with every admission: within a priority the most
+        recently admitted sorts first, the order in which preemption takes its victims."""
+        return f"{self.base}running:{leaf}"
+
     def lua(self) -> str:
         """Lua functions that spell the same names inside the scripts."""
         return "\n".join(
@@ -72,6 +91,9 @@ class Keys:
                 "local K_ADMITTED = BASE .. 'admitted'",
                 "local function k_node(name) return BASE .. 'node:' .. name end",
                 "local function k_queue(name) return BASE .. 'queue:' .. name end",
+                "local function k_classes(leaf) return BASE .. 'classes:' .. leaf end",
+                "local function k_cqueue(leaf, cls) return BASE .. 'cqueue:' .. leaf .. '|' .. cls end",
+                "local function k_running(leaf) return BASE .. 'running:' .. leaf end",
                 "",
             ]
         )

@@ -11,11 +11,13 @@ from typing import Any
 import redis
 from redis.crc import key_slot
 
+from queues.heads import ClassHeads, RunningJob, parse_heads
 from queues.keys import DEFAULT_KEYS, Keys
 from queues.pending import PendingQueues, QueuePolicy
 from queues.quantity import format_quantity
 from queues.reasons import Refusal, refusal_from_reply
 from queues.records import (
+    SEQ_WIDTH,
     Fenced,
     InvalidRequest,
     JobRecord,
@@ -28,6 +30,7 @@ from queues.records import (
     text,
 )
 from queues.scripts import scripts_for
+from queues.snapshot import Snapshot
 from queues.tree import IMPLICIT_ROOT, ElasticQuotaTree, is_unlimited
 from queues.validation import Problem, Severity, TreeInvalid, validate
 
@@ -149,6 +152,8 @@ class Ledger:
         self.pending = PendingQueues(client, keys)
         self._scripts = scripts_for(client, keys)
         self._tree: tuple[int, ElasticQuotaTree] | None = None
+        self._names: list[str] | None = None
+        self._names_version = -1
 
     # -- the tree ---------------------------------------------------------------------------
 
@@ -431,6 +436,87 @@ class Ledger:
                 k: int(v) for k, v in fields if (k == "pending" or k.startswith("used:")) and int(v) != 0
             }
         return out
+
+    # -- what a scheduling cycle reads ------------------------------------------------------------
+
+    def epoch(self) -> int:
+        """A number that changes whenever usage, pending jobs or the tree change (one HGET)."""
+        return int(self.client.hget(self.keys.meta, "epoch") or 0)
+
+    def snapshot(self) -> Snapshot:
+        """Every node of the applied tree with its limits and usage, in one round trip (two
+        when the tree changed since this instance last read it); see :mod:`queues.snapshot`."""
+        names = self._node_names()
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hmget(self.keys.meta, "version", "epoch")
+        for name in names:
+            pipe.hgetall(self.keys.node(name))
+        replies = pipe.execute()
+        version, epoch = (int(v or 0) for v in replies[0])
+        if version != self._names_version:
+            self._names = None
+            return self.snapshot()
+        rows = {
+            name: {text(k): text(v) for k, v in raw.items()}
+            for name, raw in zip(names, replies[1:], strict=True)
+        }
+        if version == 0:
+            rows = {IMPLICIT_ROOT: rows.get(IMPLICIT_ROOT, {})}
+        return Snapshot.from_rows(rows, version=version, epoch=epoch)
+
+    def _node_names(self) -> list[str]:
+        if self._names is None:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.hget(self.keys.meta, "version")
+            pipe.smembers(self.keys.nodes)
+            version, members = pipe.execute()
+            self._names_version = int(version or 0)
+            self._names = sorted(text(n) for n in members) or [IMPLICIT_ROOT]
+        return self._names
+
+    def class_heads(self, leaves: Sequence[str], count: int = 8) -> dict[str, list[ClassHeads]]:
+        """Per leaf, its request classes with pending jobs and the first ``count`` jobs of each
+        (see :mod:`queues.heads`); one script run for all the leaves."""
+        if not leaves:
+            return {}
+        reply = self._scripts.heads(keys=[self.keys.meta], args=[str(count), *leaves])
+        return parse_heads(reply)
+
+    def running_jobs(self, leaves: Iterable[str]) -> dict[str, list[RunningJob]]:
+        """Per leaf, its admitted jobs with priority and request, most recently admitted first."""
+        names = list(leaves)
+        pipe = self.client.pipeline(transaction=False)
+        for leaf in names:
+            pipe.zrange(self.keys.running(leaf), 0, -1, withscores=True)
+        indexes = pipe.execute()
+        jobs = [text(job) for index in indexes for job, _ in index]
+        raws = self.client.hmget(self.keys.admitted, jobs) if jobs else []
+        records = dict(zip(jobs, raws, strict=True))
+        out: dict[str, list[RunningJob]] = {}
+        for leaf, index in zip(names, indexes, strict=True):
+            found = []
+            for raw_job, admission in index:
+                job = text(raw_job)
+                raw = records.get(job)
+                if raw is None:
+                    continue  # released since the index was read
+                record = decode_record(job, raw)
+                found.append(RunningJob(job, record.leaf, record.priority, int(admission), record.request))
+            found.sort(key=lambda r: -r.admission)
+            out[leaf] = found
+        return out
+
+    def position(self, job: str) -> tuple[int, int] | None:
+        """A pending job's place in its leaf's queue: (1-based position, queue length), or None."""
+        record = self.pending.record(job)
+        if record is None:
+            return None
+        member = f"{record.seq:0{SEQ_WIDTH}d}{job}"
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zrank(self.keys.queue(record.leaf), member)
+        pipe.zcard(self.keys.queue(record.leaf))
+        rank, length = pipe.execute()
+        return None if rank is None else (int(rank) + 1, int(length))
 
     def rebuild(self, *, fix: bool = False) -> list[Drift]:
         """Recompute usage, pending counts and queues from the job records; report the drift.

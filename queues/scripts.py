@@ -22,7 +22,7 @@ from queues.tree import IMPLICIT_ROOT
 
 __all__ = ["Scripts", "scripts_for"]
 
-NAMES = ("enqueue", "admit", "release", "requeue", "apply", "rebuild")
+NAMES = ("enqueue", "admit", "release", "requeue", "apply", "rebuild", "heads")
 
 
 @cache
@@ -44,6 +44,7 @@ class Scripts:
     requeue: Script
     apply: Script
     rebuild: Script
+    heads: Script
 
 
 _CACHE: weakref.WeakKeyDictionary[redis.Redis, dict[Keys, Scripts]] = weakref.WeakKeyDictionary()

@@ -10,6 +10,7 @@ loads, so nothing downstream ever sees a float. It dumps quantities back as Kube
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_serializer, field_validator
@@ -20,12 +21,18 @@ __all__ = [
     "API_VERSION",
     "IMPLICIT_ROOT",
     "KIND",
+    "PREEMPTION_ATTRIBUTE",
+    "PREEMPTION_VALUES",
     "QUOTA_LABEL",
+    "RECLAIM_ATTRIBUTE",
+    "RECLAIM_VALUES",
     "TREE_NAMESPACE",
     "ElasticQuotaTree",
+    "PreemptionPolicy",
     "QuotaNode",
     "UnboundJob",
     "is_unlimited",
+    "preemption_policy",
     "queue_name",
 ]
 
@@ -37,11 +44,52 @@ TREE_NAMESPACE = "kube-system"
 QUOTA_LABEL = "quota.scheduling.alibabacloud.com/name"
 #: The node every job belongs to while no tree is applied: queue order, no limits.
 IMPLICIT_ROOT = "root"
+#: Node attribute: may a waiting job preempt running jobs of its own leaf? ``LowerPriority``
+#: (the default: those of strictly lower priority) or ``Never``. Set on any node, it holds for
+#: the leaves below it unless a nearer node says otherwise (Kueue's ``withinClusterQueue``).
+PREEMPTION_ATTRIBUTE: Final = "fleet.io/preemption"
+PREEMPTION_VALUES: Final = ("LowerPriority", "Never")
+#: Node attribute: may a leaf below its ``min`` take back what siblings borrowed? ``Any`` (the
+#: default: the borrowers' jobs whatever their priority), ``LowerPriority`` (only jobs of lower
+#: priority than the waiting one) or ``Never`` (Kueue's ``reclaimWithinCohort``).
+RECLAIM_ATTRIBUTE: Final = "fleet.io/reclaim"
+RECLAIM_VALUES: Final = ("Any", "LowerPriority", "Never")
 
 
 def is_unlimited(resource: str, amount: int) -> bool:
     """Whether a ``max`` this large means "not limited" (Kube Queue's max-jobs convention, 2**53)."""
     return amount >= UNLIMITED or (resource == MAX_JOBS and amount >= MAX_JOBS_UNLIMITED)
+
+
+@dataclass(frozen=True)
+class PreemptionPolicy:
+    """What a leaf's waiting jobs may preempt (see the two attributes above)."""
+
+    within: str = PREEMPTION_VALUES[0]
+    reclaim: str = RECLAIM_VALUES[0]
+
+
+def preemption_policy(tree: ElasticQuotaTree | None, leaf: str) -> PreemptionPolicy:
+    """The policy of ``leaf``: each attribute from the nearest node up its chain that sets it."""
+    if tree is None:
+        return PreemptionPolicy()
+    found: dict[str, str] = {}
+    for _, _, node in tree.walk():  # root first: nearer nodes overwrite
+        if node.name == leaf or leaf in _descendants(node):
+            found.update(
+                {k: v for k, v in node.attributes.items() if k in (PREEMPTION_ATTRIBUTE, RECLAIM_ATTRIBUTE)}
+            )
+    return PreemptionPolicy(
+        found.get(PREEMPTION_ATTRIBUTE, PREEMPTION_VALUES[0]), found.get(RECLAIM_ATTRIBUTE, RECLAIM_VALUES[0])
+    )
+
+
+def _descendants(node: QuotaNode) -> set[str]:
+    out: set[str] = set()
+    for child in node.children:
+        out.add(child.name)
+        out |= _descendants(child)
+    return out
 
 
 def queue_name(path: str) -> str:

@@ -20,7 +20,17 @@ import yaml
 from pydantic import ValidationError
 
 from queues.quantity import format_quantity
-from queues.tree import IMPLICIT_ROOT, TREE_NAMESPACE, ElasticQuotaTree, QuotaNode, queue_name
+from queues.tree import (
+    IMPLICIT_ROOT,
+    PREEMPTION_ATTRIBUTE,
+    PREEMPTION_VALUES,
+    RECLAIM_ATTRIBUTE,
+    RECLAIM_VALUES,
+    TREE_NAMESPACE,
+    ElasticQuotaTree,
+    QuotaNode,
+    queue_name,
+)
 
 __all__ = [
     "Problem",
@@ -87,6 +97,14 @@ def _check_node(path: str, node: QuotaNode, problems: list[Problem]) -> None:
 
     if not _dns_label(node.name):
         error("name", f"name {node.name!r} must be a DNS-1123 label (lowercase letters, digits, '-')")
+    policies = ((PREEMPTION_ATTRIBUTE, PREEMPTION_VALUES), (RECLAIM_ATTRIBUTE, RECLAIM_VALUES))
+    for attribute, allowed in policies:
+        value = node.attributes.get(attribute)
+        if value is not None and value not in allowed:
+            error(
+                f"attributes.{attribute}",
+                f"attributes.{attribute}: {value!r} is not one of {', '.join(allowed)}",
+            )
     for field, amounts in (("min", node.min), ("max", node.max)):
         for resource, amount in amounts.items():
             if not is_resource_name(resource):

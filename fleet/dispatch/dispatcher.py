@@ -1,15 +1,28 @@
 """The dispatcher: the one leader that turns queued jobs into placed ones.
 
-See the package docstring for the round. What keeps it cheap per decision:
+See the package docstring for the round. A round is one *cycle* of :class:`queues.Planner`:
 
-* It reads only the first ``heads_per_leaf`` jobs of each leaf queue that has pending jobs, so a
-  million waiting jobs cost the same as a hundred.
-* A job that missed remembers why, in memory: a job that fit nowhere is not fitted again until
-  some member's capacity (or the holds on it) changed, a job refused by quota is retried after a
-  short pause, a job in backoff or excluded everywhere waits for its time. Only a changed reason
-  is written to the fleet object.
-* Admissions go to the ledger in one batch per round; the fit itself costs the number of node
-  classes per member and is cached per demand and capacity version.
+* It reads the tree in one round trip (:meth:`queues.Ledger.snapshot`) and, for every leaf with
+  waiting jobs, the first few jobs of each request class (:meth:`queues.Ledger.class_heads`), so
+  a million waiting jobs cost what a hundred do. Nothing changed since the last cycle that found
+  nothing to do (the ledger's epoch, the members' capacity, their health, no timer due): the
+  cycle stops there.
+* The planner picks the jobs to admit in fair order (leaves below their ``min`` first, then the
+  lowest share of quota), parks each class whose head the quota refuses until something that
+  could change the answer happens, bounds how long a leaf's head may be passed, and keeps
+  reservations for starving heads and preemptors. See :mod:`queues.planner`.
+* The picks' fleet objects are read in one round trip and checked against member capacity
+  (node by node, :class:`fleet.placement.Placer`); a job that fits nowhere remembers why, in
+  memory, and is not fitted again until some member's capacity (or the holds on it) changed.
+* The fitting ones are admitted through the ledger in one batch (the scripts stay the authority)
+  and placed: one pipeline of holds, one of ``Admitted`` writes, one of Events, one RQ job per
+  member.
+* Pending reasons are written only when they change (one per refused class head, the exact
+  refusal), with Kubernetes-style aggregated Events; ``kubectl describe`` of any waiting job
+  computes its position and blocker when asked (:mod:`fleet.api.computed`).
+* A refused leaf head that may preempt (its PriorityClass and its node's policy allow) gets the
+  fewest victims the simulation needs; they are marked and evicted by the workers, requeued once
+  their copies are gone (:mod:`fleet.dispatch.preemption`), at a bounded rate.
 
 Every write it makes carries the lease's fencing token: the ledger's scripts and the fleet
 object store refuse a stale one, so a leader that lost its lease without noticing writes
@@ -23,34 +36,53 @@ import logging
 import math
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from prometheus_client import Counter, Gauge, Histogram
-from rq import Queue
+from rq import Queue, Retry
 
 from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.dispatch.context import Context, policy_for
 from fleet.dispatch.handback import COMPONENT, inflight_entry
 from fleet.dispatch.lease import Lease
+from fleet.dispatch.preemption import PREEMPTED_BY, PREEMPTIONS, RUNNING_STATES, mark_victims
 from fleet.dispatch.tasks import Propagation, propagate_batch
+from fleet.jobs import job_priority
 from fleet.jobs.phases import FINISHED, FleetReason, Phase
-from fleet.jobs.status import attempt_of, current_state, last_condition, set_state
+from fleet.jobs.status import attempt_of, current_state, set_state
 from fleet.jobs.submit import enqueue, job_key, split_key
 from fleet.placement import Demand, Placer, PlaceRequest, job_pod_key
 from fleet.policy import PropagationPolicy
 from fleet.state import Fence, Fenced, record_event, record_events
 from fleet.workloads import InvalidWorkload, UnknownKind, adapter_for
 from queues import JobState, LedgerError
+from queues.heads import RunningJob, class_request
+from queues.planner import (
+    Blocked,
+    Pick,
+    Planner,
+    PlannerSettings,
+    PreemptionKind,
+    Refused,
+)
 from queues.records import Fenced as LedgerFenced
+from queues.snapshot import Snapshot
+from queues.tree import preemption_policy, queue_name
 
 __all__ = ["Dispatcher", "DispatcherSettings"]
 
 log = logging.getLogger("fleet.dispatch.dispatcher")
 
 DECISIONS = Counter("fleet_dispatch_decisions_total", "Dispatch decisions by outcome.", ["outcome"])
+REFUSALS = Counter(
+    "fleet_quota_refusals_total",
+    "Class heads refused for quota (each counted once per park), by kind: max, min (a sibling's "
+    "guarantee), order (strict queue), reserved (held for a starving head or a preemptor).",
+    ["kind"],
+)
 ROUND_SECONDS = Histogram(
     "fleet_dispatch_round_seconds",
     "Duration of one dispatch round.",
@@ -59,22 +91,25 @@ ROUND_SECONDS = Histogram(
 LEADER = Gauge("fleet_dispatcher_leader", "1 while this dispatcher holds the lease.")
 ADMISSION_WAIT = Histogram(
     "fleet_admission_wait_seconds",
-    "Time from submission to admission.",
-    buckets=(0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600),
+    "Time from submission to admission, by queue and priority.",
+    ["queue", "priority"],
+    buckets=(0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800, 3600),
 )
 
-_QUOTA_RETRY: Final = 0.25  # s before a quota refusal is tried again
-_MEMORY: Final = 100_000  # jobs whose last miss is remembered
+_MEMORY: Final = 100_000  # jobs whose last miss (or last pending message) is remembered
+#: A job preempted by another records it; the reason a job holds back others says this.
+QUOTA_RESERVED: Final = "QuotaReserved"
 
 
 @dataclass(frozen=True)
 class DispatcherSettings:
-    heads_per_leaf: int = 64
+    #: Jobs read per request class per cycle (the planner picks at most this many per class).
+    heads_per_class: int = 8
     max_batch: int = 512
     idle_wait: float = 0.02
-    #: A round that placed fewer than ``heads_per_leaf`` jobs starts the next this long after it
-    #: started: under a trickle of submissions, rounds (and the one RQ job per member each sends)
-    #: carry a few jobs each rather than one, for at most this much latency.
+    #: A round that placed fewer than ``heads_per_class`` jobs starts the next this long after
+    #: it started: under a trickle of submissions, rounds (and the one RQ job per member each
+    #: sends) carry a few jobs each rather than one, for at most this much latency.
     round_interval: float = 0.01
     lease_ttl: float = 10.0
     #: Seconds a propagation may take before the job is enqueued again (a worker died).
@@ -83,12 +118,18 @@ class DispatcherSettings:
     pin: bool = True
     policy_refresh: float = 2.0
     reconcile_every: float = 60.0
+    #: How long a leaf's head that fits its quota may be passed by later jobs (queues.planner).
+    starvation_seconds: float = 30.0
+    #: Victims taken per minute at most (no preemption storms).
+    preemptions_per_minute: int = 60
+    #: How long a preemptor keeps the quota its victims free for itself.
+    nomination_seconds: float = 120.0
 
 
 @dataclass
 class _Miss:
     reason: str
-    epoch: int  # capacity epoch when it missed (no fit); -1: quota or time based
+    epoch: int  # capacity epoch when it missed (no fit); -1: time based
     until: float  # do not try again before this time
     #: A no-fit is tried again at this time even if no capacity changed: an exclusion ends.
     wake: float = math.inf
@@ -101,6 +142,7 @@ class _Candidate:
     demand: Demand
     policy: PropagationPolicy
     avoid: frozenset[str]
+    pick: Pick
 
 
 @dataclass
@@ -146,14 +188,26 @@ class Dispatcher:
         self.settings = settings or DispatcherSettings()
         self.lock = lock or threading.RLock()
         self.lease = Lease(ctx.client, ctx.keys.lease, holder, ttl=self.settings.lease_ttl)
+        self.planner = Planner(
+            PlannerSettings(
+                starvation_seconds=self.settings.starvation_seconds,
+                max_picks=self.settings.max_batch,
+                nomination_seconds=self.settings.nomination_seconds,
+            )
+        )
         self._member_labels = member_labels or (lambda: {})
         self._misses: OrderedDict[str, _Miss] = OrderedDict()
         self._demands: OrderedDict[tuple[str, str], Demand] = OrderedDict()
+        self._said: OrderedDict[str, str] = OrderedDict()
         self._policies: list[PropagationPolicy] = []
         self._policies_at = 0.0
         self._down: frozenset[str] = frozenset()
         self._reconciled_at = 0.0
-        self._leaves: tuple[int, list[str]] | None = None
+        #: What the last cycle that found nothing to do saw; a cycle seeing the same is skipped.
+        self._idle: tuple[int, int, frozenset[str]] | None = None
+        #: The earliest time a timer (backoff, exclusion, starvation bound, nomination) is due.
+        self._wake = math.inf
+        self._victims_at: deque[float] = deque()
 
     # ---- the loop ---------------------------------------------------------------------------
 
@@ -178,7 +232,7 @@ class Dispatcher:
                     continue
                 if made == 0:
                     stop.wait(self.settings.idle_wait)
-                elif made < self.settings.heads_per_leaf:
+                elif made < self.settings.heads_per_class:
                     stop.wait(max(0.0, began + self.settings.round_interval - time.monotonic()))
         finally:
             self.lease.release()
@@ -190,6 +244,9 @@ class Dispatcher:
             return False
         LEADER.set(1)
         self._misses.clear()
+        self._said.clear()
+        self.planner.forget()
+        self._idle = None
         self.reconcile()
         return True
 
@@ -216,54 +273,61 @@ class Dispatcher:
         with self.lock:
             self.placer.sync()
             epoch = max((c.version for c in self.placer.members()), default=0)
-        candidates = self._candidates(now, epoch)
-        placed = self._decide(candidates, now, epoch) if candidates else 0
+        self._policy_list(now)
+        snap = self.ctx.ledger.snapshot()
+        seen = (snap.epoch, epoch, self._down)
+        if seen == self._idle and now < self._wake:
+            return 0
+        self._wake = math.inf
+        placed, busy = self._cycle(snap, now, epoch)
+        self._idle = None if busy else seen
         ROUND_SECONDS.observe(time.perf_counter() - started)
         return placed
 
+    # ---- the cycle ----------------------------------------------------------------------------
+
+    def _cycle(self, snap: Snapshot, now: float, epoch: int) -> tuple[int, bool]:
+        """Plan, admit and place; preempt for refused heads. Returns (placed, whether anything
+        happened that may let the next cycle do more)."""
+        active = [leaf for leaf in snap.leaves() if snap.nodes[leaf].pending > 0]
+        if not active:
+            return 0, False
+        heads = self.ctx.ledger.class_heads(active, self.settings.heads_per_class)
+        plan = self.planner.plan(snap.copy(), heads, now, skip=lambda job: self._skip(job, now, epoch))
+        for reservation in self.planner.reservations(now):
+            if reservation.why == "nominated":
+                self._wake = min(self._wake, reservation.until)
+        for leaf in active:
+            started = self.planner.starving_since(leaf)
+            if started is not None and now - started[1] < self.settings.starvation_seconds:
+                self._wake = min(self._wake, started[1] + self.settings.starvation_seconds)
+        self._say_refused(plan.refused, plan.blocked, snap)
+        placed = self._admit(plan.picks, now, epoch) if plan.picks else 0
+        preempted = self._preempt([r for r in plan.refused if r.leaf_head and r.never is None], now)
+        return placed, bool(plan.picks) or preempted > 0
+
     # ---- choosing what to look at ------------------------------------------------------------
 
-    def _leaf_names(self) -> list[str]:
-        version = self.ctx.ledger.version()
-        if self._leaves is None or self._leaves[0] != version:
-            tree = self.ctx.ledger.tree()
-            names = ["root"] if tree is None else [n.name for _, _, n in tree.walk() if n.is_leaf]
-            self._leaves = (version, names)
-        return self._leaves[1]
-
     def _skip(self, key: str, now: float, epoch: int) -> bool:
+        """Whether a job's last miss still stands; a skipped job's wake-up time is a timer of
+        the cycle (it runs then even if nothing else changed)."""
         miss = self._misses.get(key)
         if miss is None:
             return False
         if now < miss.until:
+            self._wake = min(self._wake, miss.until)
             return True
-        return miss.epoch >= 0 and miss.epoch == epoch and now < miss.wake
-
-    def _candidates(self, now: float, epoch: int) -> list[str]:
-        leaves = self._leaf_names()
-        counts = self.ctx.ledger.pending_counts()
-        chosen: list[str] = []
-        want = self.settings.heads_per_leaf
-        for leaf in leaves:
-            if not counts.get(leaf):
-                continue
-            look = want
-            while True:
-                ids = self.ctx.ledger.pending.peek(leaf, look)
-                fresh = [i for i in ids if not self._skip(i, now, epoch)]
-                if len(fresh) >= want or len(ids) < look or look >= want * 16:
-                    chosen.extend(fresh[:want])
-                    break
-                look *= 4
-            if len(chosen) >= self.settings.max_batch:
-                break
-        return chosen[: self.settings.max_batch]
+        if miss.epoch >= 0 and miss.epoch == epoch and now < miss.wake:
+            self._wake = min(self._wake, miss.wake)
+            return True
+        return False
 
     def _remember(self, key: str, miss: _Miss) -> None:
         self._misses[key] = miss
         self._misses.move_to_end(key)
         while len(self._misses) > _MEMORY:
             self._misses.popitem(last=False)
+        self._wake = min(self._wake, miss.until if miss.epoch < 0 else miss.wake)
 
     def _policy_list(self, now: float) -> list[PropagationPolicy]:
         if now - self._policies_at > self.settings.policy_refresh:
@@ -301,11 +365,14 @@ class Dispatcher:
 
     # ---- deciding -----------------------------------------------------------------------------
 
-    def _decide(self, keys: list[str], now: float, epoch: int) -> int:
-        policies = self._policy_list(now)
+    def _admit(self, picks: list[Pick], now: float, epoch: int) -> int:
+        """Check the planner's picks against capacity, admit the fitting ones in one batch
+        through the ledger (the authority), and place them."""
+        policies = self._policies
         fitting: list[_Candidate] = []
-        objs = self.ctx.objects.get_many(FLEET_ASCENDJOB, [split_key(key) for key in keys])
-        for key, obj in zip(keys, objs, strict=True):
+        objs = self.ctx.objects.get_many(FLEET_ASCENDJOB, [split_key(p.job) for p in picks])
+        for pick, obj in zip(picks, objs, strict=True):
+            key = pick.job
             if obj is None or obj["metadata"].get("deletionTimestamp"):
                 # Deleted: the syncer releases it; until then it is not ours to place.
                 self._remember(key, _Miss("deleted", -1, now + 1.0))
@@ -333,7 +400,7 @@ class Dispatcher:
             if not fits:
                 self._no_fit(key, obj, demand, policy=policy, avoid=avoid, epoch=epoch, now=now)
                 continue
-            fitting.append(_Candidate(key, obj, demand, policy, avoid))
+            fitting.append(_Candidate(key, obj, demand, policy, avoid, pick))
         if not fitting:
             return 0
         decisions = self.ctx.ledger.admit_pending_many([c.key for c in fitting], fence=self._ledger_fence)
@@ -342,9 +409,11 @@ class Dispatcher:
             if decision.admitted:
                 admitted.append(candidate)
             elif decision.refusal is not None:
+                # The model and the ledger disagree (the tree changed meanwhile): say so; the
+                # next cycle reads the ledger again.
                 DECISIONS.labels("quota").inc()
-                self._queued(candidate.key, candidate.obj, FleetReason.QUOTA_EXCEEDED, str(decision.refusal))
-                self._remember(candidate.key, _Miss("quota", -1, now + _QUOTA_RETRY))
+                self._say(candidate.key, FleetReason.QUOTA_EXCEEDED, str(decision.refusal))
+        self.planner.admitted(c.key for c in admitted)
         return self._place(admitted, now, epoch)
 
     def _place(self, admitted: list[_Candidate], now: float, epoch: int) -> int:
@@ -389,10 +458,13 @@ class Dispatcher:
                 self._undo(plan, stored)
                 continue
             self._misses.pop(plan.candidate.key, None)
+            self._said.pop(plan.candidate.key, None)
             DECISIONS.labels("placed").inc()
             created = _created_at(stored)
             if created is not None:
-                ADMISSION_WAIT.observe(max(0.0, now - created))
+                queue = str((stored.get("status") or {}).get("queue") or "")
+                priority = str(plan.candidate.pick.head.priority)
+                ADMISSION_WAIT.labels(queue, priority).observe(max(0.0, now - created))
             sent.append((plan, stored))
         self._send(
             [(p.candidate.key, str(obj["metadata"]["uid"]), p.attempt, p.member, p.pin) for p, obj in sent],
@@ -443,24 +515,175 @@ class Dispatcher:
             self.ctx.queue.enqueue_many(jobs, pipeline=pipe)
             pipe.execute()
 
+    # ---- preemption ---------------------------------------------------------------------------
+
+    def _preempt(self, refused: list[Refused], now: float) -> int:
+        """Find victims for refused leaf heads that may preempt, mark them and send their
+        evictions; returns how many were marked. See :mod:`queues.planner` for whom it takes."""
+        while self._victims_at and self._victims_at[0] < now - 60:
+            self._victims_at.popleft()
+        candidates = [r for r in refused if self.planner.nominated(r.job) is None]
+        if not candidates or len(self._victims_at) >= self.settings.preemptions_per_minute:
+            return 0
+        tree = self.ctx.ledger.tree()
+        objs = self.ctx.objects.get_many(FLEET_ASCENDJOB, [split_key(r.job) for r in candidates])
+        snap: Snapshot | None = None
+        running: dict[str, list[RunningJob]] | None = None
+        taken: set[str] = set()
+        marked_total = 0
+        for r, obj in zip(candidates, objs, strict=True):
+            if obj is None or current_state(obj) != Phase.QUEUED or obj["metadata"].get("deletionTimestamp"):
+                continue
+            if not job_priority(obj).may_preempt:
+                continue
+            node_policy = preemption_policy(tree, r.leaf)
+            kinds = []
+            if node_policy.within != "Never":
+                kinds.append(PreemptionKind.PRIORITY)
+            if node_policy.reclaim != "Never":
+                kinds.append(PreemptionKind.RECLAIM)
+            if not kinds:
+                continue
+            if snap is None:
+                snap = self.ctx.ledger.snapshot()
+                running = self.ctx.ledger.running_jobs(snap.leaves())
+            assert running is not None
+            pool = running
+            if node_policy.reclaim == "LowerPriority":
+                pool = {
+                    leaf: [j for j in jobs if leaf == r.leaf or j.priority < r.head.priority]
+                    for leaf, jobs in running.items()
+                }
+            request = class_request(r.cls)
+            exclude = set(taken)
+            preemptor = str((obj.get("status") or {}).get(PREEMPTED_BY) or "")
+            if preemptor:
+                exclude.add(preemptor)
+            for _ in range(3):  # victims not running yet are left out and the choice made again
+                found = self.planner.victims(
+                    snap, r.leaf, request, r.head.priority, pool, kinds=kinds, exclude=exclude
+                )
+                if found is None:
+                    break
+                kind, victims = found
+                if len(self._victims_at) + len(victims) > self.settings.preemptions_per_minute:
+                    found = None
+                    break
+                vobjs = self.ctx.objects.get_many(FLEET_ASCENDJOB, [split_key(v.job) for v in victims])
+                idle = [
+                    v.job
+                    for v, o in zip(victims, vobjs, strict=True)
+                    if o is None
+                    or current_state(o) not in RUNNING_STATES
+                    or o["metadata"].get("deletionTimestamp")
+                ]
+                if not idle:
+                    break
+                exclude.update(idle)
+                found = None
+            if found is None:
+                continue
+            queue = queue_name(snap.nodes[r.leaf].path)
+            why = (
+                f"priority {r.head.priority} over lower-priority jobs of {queue}"
+                if kind is PreemptionKind.PRIORITY
+                else f"reclaiming the guaranteed quota of {queue}"
+            )
+            marked = mark_victims(
+                self.ctx, obj, list(zip(victims, [o for o in vobjs if o is not None], strict=True)),
+                why=why, fence=self._fence,
+            )  # fmt: skip
+            if not marked:
+                continue
+            for victim, vobj in marked:
+                taken.add(victim.job)
+                self._victims_at.append(now)
+                snap.release(victim.leaf, victim.request, to_queue=True)
+                self.ctx.purge_queue.enqueue(
+                    "fleet.dispatch.tasks.evict",
+                    str((vobj.get("status") or {}).get("cluster")),
+                    vobj["metadata"].get("namespace"),
+                    vobj["metadata"]["name"],
+                    str(vobj["metadata"]["uid"]),
+                    attempt_of(vobj),
+                    retry=Retry(max=8, interval=[1, 2, 4, 8, 15, 30, 60, 60]),
+                    job_timeout=60,
+                    failure_ttl=3600,
+                )
+            PREEMPTIONS.labels(kind.value).inc(len(marked))
+            snap.admit(r.leaf, request)
+            held = self.planner.nominate(
+                r.job, r.leaf, snap, r.refusal, request, until=now + self.settings.nomination_seconds
+            )
+            self._wake = min(self._wake, held.until)
+            marked_total += len(marked)
+        return marked_total
+
     # ---- misses -------------------------------------------------------------------------------
 
-    def _queued(self, key: str, obj: dict[str, Any], reason: str, message: str) -> None:
-        """Make the ``Queued`` condition say ``message`` (one write, only when it changed)."""
-        last = last_condition(obj)
-        if last is not None and last.get("type") == Phase.QUEUED and last.get("message") == message:
+    def _say(self, key: str, reason: str, message: str) -> None:
+        """Make the job's ``Queued`` condition say ``message`` (written only when it changed)."""
+        self._say_many([(key, reason, message)])
+
+    def _say_many(self, items: Sequence[tuple[str, str, str]]) -> None:
+        """:meth:`_say` for many jobs: one read, one pipeline of the writes that change
+        something, one of their Events (aggregated per object and reason, as Kubernetes does)."""
+        todo = [(key, reason, message) for key, reason, message in items if self._said.get(key) != message]
+        if not todo:
             return
-        uid = obj["metadata"].get("uid")
 
-        def change(current: dict[str, Any]) -> dict[str, Any] | None:
-            if current["metadata"].get("uid") != uid or current_state(current) != Phase.QUEUED:
-                return None
-            status = current.setdefault("status", {})
-            return current if set_state(status, Phase.QUEUED, reason, message) else None
+        wrote: set[str] = set()
 
-        stored = self.ctx.objects.mutate(FLEET_ASCENDJOB, *split_key(key), change, fence=self._fence)
-        if stored is not None and current_state(stored) == Phase.QUEUED:
-            record_event(self.ctx.objects, stored, reason=reason, message=message, component=COMPONENT)
+        def change_for(key: str, reason: str, message: str) -> Callable[[dict[str, Any]], Any]:
+            def change(current: dict[str, Any]) -> dict[str, Any] | None:
+                if current_state(current) != Phase.QUEUED:
+                    return None
+                status = current.setdefault("status", {})
+                if not set_state(status, Phase.QUEUED, reason, message):
+                    return None
+                wrote.add(key)
+                return current
+
+            return change
+
+        changes = [(*split_key(key), change_for(key, reason, message)) for key, reason, message in todo]
+        stored = self.ctx.objects.mutate_many(FLEET_ASCENDJOB, changes, fence=self._fence)
+        events: list[tuple[dict[str, Any], str, str]] = []
+        for (key, reason, message), obj in zip(todo, stored, strict=True):
+            self._said[key] = message
+            self._said.move_to_end(key)
+            if obj is not None and key in wrote and current_state(obj) == Phase.QUEUED:
+                events.append((obj, reason, message))
+        while len(self._said) > _MEMORY:
+            self._said.popitem(last=False)
+        if events:
+            record_events(self.ctx.objects, events, component=COMPONENT, fence=self._fence)
+
+    def _say_refused(self, refused: Sequence[Refused], blocked: Sequence[Blocked], snap: Snapshot) -> None:
+        """The pending reasons of this cycle's refused and held-back class heads."""
+        items: list[tuple[str, str, str]] = []
+        for r in refused:
+            REFUSALS.labels(r.refusal.kind.value).inc()
+            if r.never is not None:
+                message = f"{r.never}: larger than its quota can ever admit; it waits for the tree to change"
+            else:
+                message = str(r.refusal)
+            items.append((r.job, FleetReason.QUOTA_EXCEEDED, message))
+        for b in blocked:
+            holder = b.holder
+            path = snap.nodes[holder.node].path if holder.node in snap.nodes else holder.node
+            if holder.why == "nominated":
+                why = f"{holder.job} preempted jobs to start and holds the quota of {path} until it does"
+            else:
+                why = (
+                    f"{holder.job} has waited at the head of its queue since "
+                    f"{time.strftime('%H:%M:%S', time.gmtime(holder.since))}Z and holds the quota of "
+                    f"{path} until it starts (starvation bound {self.settings.starvation_seconds:g}s)"
+                )
+            if self._said.get(b.job) != why:
+                REFUSALS.labels("reserved").inc()
+            items.append((b.job, QUOTA_RESERVED, why))
+        self._say_many(items)
 
     def _no_fit(
         self,
@@ -489,7 +712,7 @@ class Dispatcher:
                 if lines
                 else ("no member cluster is known yet")
             )
-            self._queued(key, obj, FleetReason.NO_FIT, message)
+            self._say(key, FleetReason.NO_FIT, message)
         excluded = (obj.get("status") or {}).get("excluded") or {}
         ends = [float(until) for until in excluded.values() if float(until) > now]
         self._remember(key, _Miss("nofit", epoch, now + 0.05, wake=min(ends, default=math.inf)))
@@ -542,12 +765,21 @@ class Dispatcher:
 
         A stored job the ledger does not know is queued (the API died between storing and
         queueing); an admitted job whose object says ``Queued`` is requeued (a dispatcher died
-        between admitting and recording); an ``Admitted`` job gets its propagation again (a
-        dispatcher died before enqueueing it); a ledger entry whose job is gone is released.
+        between admitting and recording); an ``Admitted`` job whose propagation is not in flight
+        gets it again (a dispatcher died before enqueueing it; one in flight is left to its
+        deadline, :meth:`_retry_inflight`); a ledger entry whose job is gone is released.
+
+        The listing is not a snapshot of the ledger: jobs are submitted while it runs. So a
+        ledger entry missing from the listing is released only if its object is still absent
+        when read again after the listing; a job created meanwhile keeps its place.
         """
         started = time.monotonic()
         ledger = self.ctx.ledger
         items, _ = self.ctx.objects.list(FLEET_ASCENDJOB)
+        in_flight = {
+            raw.decode() if isinstance(raw, bytes) else str(raw)
+            for raw in self.ctx.client.zrange(self.ctx.keys.inflight, 0, -1)
+        }
         known: set[str] = set()
         resend: list[Propagation] = []
         fixed = 0
@@ -573,17 +805,19 @@ class Dispatcher:
             elif state == Phase.ADMITTED:
                 status = obj.get("status") or {}
                 uid = str(obj["metadata"]["uid"])
+                if inflight_entry(key, uid, attempt_of(obj)) in in_flight:
+                    continue
                 resend.append((key, uid, attempt_of(obj), str(status.get("cluster")), None))
                 fixed += 1
         self._send(resend, now=now)
-        for key in ledger.records():
-            if key not in known:
-                ledger.release(key, fence=self._ledger_fence)
-                fixed += 1
-        for key in ledger.pending.records():
-            if key not in known:
-                ledger.release(key, fence=self._ledger_fence)
-                fixed += 1
+        unknown = [key for key in ledger.records() if key not in known]
+        unknown += [key for key in ledger.pending.records() if key not in known]
+        if unknown:
+            again = self.ctx.objects.get_many(FLEET_ASCENDJOB, [split_key(key) for key in unknown])
+            for key, found in zip(unknown, again, strict=True):
+                if found is None:
+                    ledger.release(key, fence=self._ledger_fence)
+                    fixed += 1
         self._reconciled_at = time.time()
         log.info(
             "event=reconciled jobs=%d fixed=%d seconds=%.3f",

@@ -51,6 +51,7 @@ from fleet.apiserver.errors import Gone
 from fleet.ascend import Condition, Reason
 from fleet.dispatch.context import Context, policy_for
 from fleet.dispatch.handback import COMPONENT, finish, give_back
+from fleet.dispatch.preemption import is_being_preempted, requeued
 from fleet.jobs.phases import FINISHED, FleetReason, Phase
 from fleet.jobs.status import attempt_of, cluster_of, current_state, mirror, now_rfc3339
 from fleet.jobs.submit import FINALIZER, job_key
@@ -179,6 +180,8 @@ def _mirror_change(item: _Seen, before: dict[str, str | None]) -> Any:
             return None
         if cluster_of(obj) != ident.member or current_state(obj) in (Phase.QUEUED, *FINISHED):
             return None
+        if is_being_preempted(obj) and seen.state not in FINISHED:
+            return None  # being evicted: only an end it reached first is news
         before["state"] = current_state(obj)
         status = obj.setdefault("status", {})
         message = f"created in {ident.member} (attempt {ident.attempt})"
@@ -302,6 +305,8 @@ class Syncer:
                 self._stale_copy(ident, obj)
                 continue
             seen = adapter_for(obj).map_status(copy)
+            if is_being_preempted(obj) and seen.state == Condition.FAILED:
+                continue  # its pods go because it is being evicted: not a failure of the job
             if seen.state == Condition.FAILED and seen.reason not in USER_ERRORS:
                 message = f"failed in {member}: {seen.reason}: {seen.message}"
                 self._application_failover(ident, obj, seen, message)
@@ -384,6 +389,9 @@ class Syncer:
             return
         if current_state(obj) == Phase.ADMITTED:
             return  # an older copy of this attempt's name went; the worker is creating ours
+        if is_being_preempted(obj):
+            requeued(self.ctx, ident.key, ident.uid, ident.attempt, member=member)
+            return
         give_back(
             self.ctx,
             ident.key,
@@ -495,7 +503,7 @@ class Syncer:
             stale = list(self._stale)
         for ident, since in pending:
             obj = self.ctx.objects.try_get(FLEET_ASCENDJOB, ident.namespace, ident.name)
-            if obj is None:
+            if obj is None or is_being_preempted(obj):
                 with self._lock:
                     self._pending_since.pop(ident, None)
                 continue

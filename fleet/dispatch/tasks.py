@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
@@ -16,6 +17,7 @@ from typing import Any, Final
 from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.dispatch.context import Context, current
 from fleet.dispatch.handback import COMPONENT, give_back, inflight_entry
+from fleet.dispatch.preemption import requeued
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import attempt_of, cluster_of, current_state, set_state
 from fleet.jobs.submit import split_key
@@ -26,9 +28,11 @@ from fleet.workloads.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 
 __all__ = [
     "CREATE_CONCURRENCY",
+    "EVICT_WAIT_SECONDS",
     "EXCLUDE_REFUSED_SECONDS",
     "EXCLUDE_UNAVAILABLE_SECONDS",
     "Propagation",
+    "evict",
     "propagate",
     "propagate_batch",
     "purge",
@@ -47,6 +51,8 @@ EXCLUDE_UNAVAILABLE_SECONDS: Final = 60.0
 #: throughput (docs/benchmarks.md).
 CREATE_CONCURRENCY: Final = 4
 _MADE: Final = ("created", "adopted")
+#: How long an eviction waits for the member to finish deleting a copy before it is retried.
+EVICT_WAIT_SECONDS: Final = 20.0
 
 
 @functools.cache
@@ -240,3 +246,27 @@ def purge(member: str, namespace: str, name: str, uid: str, attempt: int) -> str
             component=COMPONENT,
         )
     return "purged"
+
+
+def evict(member: str, namespace: str, name: str, uid: str, attempt: int) -> str:
+    """Evict a preempted attempt (:mod:`fleet.dispatch.preemption`, step 2): delete its copy in
+    ``member``, wait until the member no longer has it, then requeue the job and release its
+    quota (step 3). Raises ``MemberUnavailable`` (RQ retries) while the member cannot be reached
+    or the copy is still there after :data:`EVICT_WAIT_SECONDS`."""
+    ctx = current()
+    client = ctx.member(member)
+    outcome = purge(member, namespace, name, uid, attempt)
+    deadline = time.monotonic() + EVICT_WAIT_SECONDS
+    while outcome in ("purged", "replaced"):
+        try:
+            existing = client.get_job(namespace, name)
+        except NotFound:
+            break
+        labels = _labels(existing)
+        if labels.get(JOB_UID_LABEL) != uid or labels.get(ATTEMPT_LABEL) != str(attempt):
+            break
+        if time.monotonic() > deadline:
+            raise MemberUnavailable(member, "evict", f"the copy of attempt {attempt} is still being deleted")
+        time.sleep(0.1)
+    requeued(ctx, f"{namespace}/{name}", uid, attempt, member=member)
+    return "evicted"

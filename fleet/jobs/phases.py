@@ -53,3 +53,5 @@ class FleetReason:
     PURGED: Final = "Purged"
     STALE_COPY_KEPT: Final = "StaleCopyKept"
     MIRRORED: Final = "MemberStatus"
+    #: Evicted to let a job of higher priority start, or to give a leaf its guaranteed quota.
+    PREEMPTED: Final = "Preempted"

@@ -20,6 +20,8 @@ local ADMIT = {}      -- job, record, ... for one HSET of the admitted hash
 local DROPPED = {}    -- jobs that left the pending hash
 local LEFT = {}       -- leaf -> queue members that left it
 local GONE = {}       -- member -> true once it left its queue
+local CLASS_LEFT = {} -- leaf -> class -> queue members that left its class queue
+local RUNNING = {}    -- leaf -> jobs admitted by this run, in order
 
 -- A job id as it can go into a reply: any backslash doubled, any newline as \n.
 local function escaped(job)
@@ -60,8 +62,17 @@ local function decide(job, rec, from_queue, strict)
     left[#left + 1] = member
     GONE[member] = true
     DROPPED[#DROPPED + 1] = job
+    local by_class = CLASS_LEFT[leaf]
+    if not by_class then by_class = {}; CLASS_LEFT[leaf] = by_class end
+    local cls = class_of(req)
+    local members = by_class[cls]
+    if not members then members = {}; by_class[cls] = members end
+    members[#members + 1] = member
     count_pending(chain, -1)
   end
+  local running = RUNNING[leaf]
+  if not running then running = {}; RUNNING[leaf] = running end
+  running[#running + 1] = job
   charge(chain, req, 1)
   settle_owed(chain, before)
   TAKEN[job] = leaf
@@ -79,8 +90,16 @@ end
 local function write()
   call_many('HDEL', K_PENDING, DROPPED, 1000)
   for leaf, members in pairs(LEFT) do call_many('ZREM', k_queue(leaf), members, 1000) end
+  for leaf, by_class in pairs(CLASS_LEFT) do
+    for cls, members in pairs(by_class) do
+      call_many('ZREM', k_cqueue(leaf, cls), members, 1000)
+      class_left(leaf, cls, #members)
+    end
+  end
   call_many('HSET', K_ADMITTED, ADMIT, 1000)
+  for leaf, jobs in pairs(RUNNING) do running_add(leaf, jobs) end
   flush()
+  if #ADMIT > 0 then bump_epoch() end
 end
 
 local mode = ARGV[3]

@@ -16,7 +16,7 @@ for _, n in ipairs(nodes) do
   by_name[n.name] = n
   names[#names + 1] = n.name
 end
-local derived, queued = derive(names, function(leaf)
+local derived, queued, classes = derive(names, function(leaf)
   local n = by_name[leaf]
   return n and n.chain
 end, function(name)
@@ -24,7 +24,7 @@ end, function(name)
   local mins = {}
   for _, r in ipairs(n.mins) do mins[r] = tonumber(n.limits['min:' .. r]) end
   return n.parent, mins
-end)
+end, governed_set(ARGV[4]))
 if not derived then return {0, queued[1], queued[2], queued[3]} end
 for _, n in ipairs(nodes) do
   for field, limit in pairs(n.limits) do
@@ -41,6 +41,9 @@ end
 local old = redis.call('SMEMBERS', K_NODES)
 old[#old + 1] = IMPLICIT_ROOT
 for _, name in ipairs(old) do redis.call('DEL', k_node(name)) end
+-- The governed resources may have changed, and with them every job's class.
+write_classes(old, {})
+write_classes(names, classes)
 redis.call('DEL', K_NODES)
 for _, n in ipairs(nodes) do
   local fields = {'path', n.path, 'parent', n.parent, 'chain', table.concat(n.chain, '\t'),
@@ -58,4 +61,5 @@ for _, n in ipairs(nodes) do
 end
 local version = redis.call('HINCRBY', K_META, 'version', 1)
 redis.call('HSET', K_META, 'spec', spec, 'resources', ARGV[4])
+bump_epoch()
 return {1, version}

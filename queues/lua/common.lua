@@ -61,6 +61,10 @@ end
 
 local function member_of(seq, job) return seq .. job end
 
+-- Every script that changes usage, pending jobs or the tree bumps the meta field `epoch`, so
+-- a reader can tell in one HGET whether anything changed since it last looked.
+local function bump_epoch() redis.call('HINCRBY', K_META, 'epoch', 1) end
+
 -- Variadic commands in slices, so that no unpack() outgrows the Lua stack.
 local function call_many(command, key, args, width)
   for i = 1, #args, width do
@@ -115,6 +119,54 @@ local function prepare()
       GOVERNED[r] = true
       local _ = MAX[r] + MIN[r] + USED[r] + DUE[r]
     end
+  end
+end
+
+-- A job's request class (keys.py, Keys.classes): what it asks of the governed resources,
+-- 'resource=amount' joined by commas in the record's (sorted) order, '-' for nothing. Jobs
+-- of one class of one leaf get the same quota answer at the same moment.
+local function class_of(req, governed)
+  if not governed then
+    prepare()
+    governed = GOVERNED
+  end
+  local parts = {}
+  for k = 1, #req, 2 do
+    local r, a = req[k], req[k + 1]
+    if a ~= 0 and r ~= MAX_JOBS and governed[r] then parts[#parts + 1] = r .. '=' .. num(a) end
+  end
+  if #parts == 0 then return '-' end
+  return table.concat(parts, ',')
+end
+
+-- Put a pending job in its leaf's queue and its class queue, or take it out of both.
+local function queue_add(leaf, score, member, cls)
+  redis.call('ZADD', k_queue(leaf), score, member)
+  redis.call('ZADD', k_cqueue(leaf, cls), score, member)
+  redis.call('HINCRBY', k_classes(leaf), cls, 1)
+end
+local function class_left(leaf, cls, count)
+  if redis.call('HINCRBY', k_classes(leaf), cls, -count) <= 0 then
+    redis.call('HDEL', k_classes(leaf), cls)
+  end
+end
+local function queue_remove(leaf, member, cls)
+  redis.call('ZREM', k_queue(leaf), member)
+  redis.call('ZREM', k_cqueue(leaf, cls), member)
+  class_left(leaf, cls, 1)
+end
+
+-- The running index (Keys.running): admitted jobs by leaf, scored by admission number.
+local function running_add(leaf, jobs)
+  if #jobs == 0 then return end
+  local last = redis.call('HINCRBY', K_META, 'admissions', #jobs)
+  local args = {}
+  for i, job in ipairs(jobs) do
+    args[#args + 1] = num(last - #jobs + i)
+    args[#args + 1] = job
+  end
+  for i = 1, #args, 2000 do
+    redis.call('ZADD', k_running(leaf), unpack(args, i, math.min(i + 1999, #args)))
   end
 end
 
@@ -301,17 +353,22 @@ end
 
 -- The derived fields of every node as the job records say they should be.
 --   names: every node; chain_fn(leaf) -> chain or nil; info_fn(name) -> parent ('' for
---   the root) and {resource = min} for the resources its min names.
--- Returns derived[node] = {field = decimal string} (zeros left out) and
--- queued[leaf] = {score, member, ...}; or nil and {kind, leaf, job} for the first job
--- whose leaf has no node.
-local function derive(names, chain_fn, info_fn)
-  local used, pending, queued = {}, {}, {}
+--   the root) and {resource = min} for the resources its min names; governed: the set of
+--   resources the tree limits (for the request classes).
+-- Returns derived[node] = {field = decimal string} (zeros left out),
+-- queued[leaf] = {score, member, ...}, classes[leaf][class] = {score, member, ...} and
+-- running[leaf] = {job, ...}; or nil and {kind, leaf, job} for the first job whose leaf
+-- has no node.
+local function derive(names, chain_fn, info_fn, governed)
+  local used, pending, queued, classes, running = {}, {}, {}, {}, {}
   local admitted = redis.call('HGETALL', K_ADMITTED)
   for i = 1, #admitted, 2 do
     local leaf, _, _, req = parse_record(admitted[i + 1])
     local chain = chain_fn(leaf)
     if not chain then return nil, {'admitted', leaf, admitted[i]} end
+    local r = running[leaf]
+    if not r then r = {}; running[leaf] = r end
+    r[#r + 1] = admitted[i]
     for _, n in ipairs(chain) do
       local u = used[n]
       if not u then u = {}; used[n] = u end
@@ -326,14 +383,22 @@ local function derive(names, chain_fn, info_fn)
   end
   local records = redis.call('HGETALL', K_PENDING)
   for i = 1, #records, 2 do
-    local leaf, score, seq = parse_record(records[i + 1])
+    local leaf, score, seq, req = parse_record(records[i + 1])
     local chain = chain_fn(leaf)
     if not chain then return nil, {'pending', leaf, records[i]} end
     for _, n in ipairs(chain) do pending[n] = (pending[n] or 0) + 1 end
     local q = queued[leaf]
     if not q then q = {}; queued[leaf] = q end
+    local member = member_of(seq, records[i])
     q[#q + 1] = score
-    q[#q + 1] = member_of(seq, records[i])
+    q[#q + 1] = member
+    local by_class = classes[leaf]
+    if not by_class then by_class = {}; classes[leaf] = by_class end
+    local cls = class_of(req, governed)
+    local c = by_class[cls]
+    if not c then c = {}; by_class[cls] = c end
+    c[#c + 1] = score
+    c[#c + 1] = member
   end
   local derived, due = {}, {}
   for _, n in ipairs(names) do derived[n] = {}; due[n] = {} end
@@ -354,7 +419,30 @@ local function derive(names, chain_fn, info_fn)
   for n, sums in pairs(due) do
     for r, amount in pairs(sums) do derived[n]['due:' .. r] = num(amount) end
   end
-  return derived, queued
+  return derived, queued, classes, running
+end
+
+-- The class queues of `leaves` as `classes` (from derive) says they should be: the old ones
+-- deleted, the new ones written.
+local function write_classes(leaves, classes)
+  for _, leaf in ipairs(leaves) do
+    local old = redis.call('HKEYS', k_classes(leaf))
+    for _, cls in ipairs(old) do redis.call('DEL', k_cqueue(leaf, cls)) end
+    redis.call('DEL', k_classes(leaf))
+    for cls, q in pairs(classes[leaf] or {}) do
+      for i = 1, #q, 2000 do
+        redis.call('ZADD', k_cqueue(leaf, cls), unpack(q, i, math.min(i + 1999, #q)))
+      end
+      redis.call('HSET', k_classes(leaf), cls, num(#q / 2))
+    end
+  end
+end
+
+-- The governed set of a meta `resources` value ('\tr1\tr2\t').
+local function governed_set(resources)
+  local out = {}
+  for _, r in ipairs(split(resources or '')) do out[r] = true end
+  return out
 end
 
 local function path_of(name) return field_of(name, C_PATH) or name end

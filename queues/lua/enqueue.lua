@@ -9,10 +9,13 @@ load_chain(chain)
 local seq = format('%016d', redis.call('INCR', K_SEQ))
 local rec = {leaf, score, seq}
 for i = 4, #ARGV do rec[#rec + 1] = ARGV[i] end
-redis.call('HSET', K_PENDING, job, table.concat(rec, '\t'))
-redis.call('ZADD', k_queue(leaf), score, member_of(seq, job))
+rec = table.concat(rec, '\t')
+local _, _, _, req = parse_record(rec)
+redis.call('HSET', K_PENDING, job, rec)
+queue_add(leaf, score, member_of(seq, job), class_of(req))
 local before = owed_before(chain)
 count_pending(chain, 1)
 settle_owed(chain, before)
 flush()
+bump_epoch()
 return {1, seq}

@@ -7,7 +7,7 @@ local fix = ARGV[1] == '1'
 local names = redis.call('SMEMBERS', K_NODES)
 if #names == 0 then names = {IMPLICIT_ROOT} end
 local chains = {}
-local derived, queued = derive(names, function(leaf)
+local derived, queued, classes, running = derive(names, function(leaf)
   if chains[leaf] == nil then chains[leaf] = chain_of(leaf) or false end
   return chains[leaf] or nil
 end, function(name)
@@ -17,7 +17,7 @@ end, function(name)
     mins[r] = tonumber(redis.call('HGET', k_node(name), 'min:' .. r))
   end
   return v[1] or '', mins
-end)
+end, governed_set(redis.call('HGET', K_META, 'resources')))
 if not derived then
   return {-1, 'job ' .. queued[3] .. ' is ' .. queued[1] .. ' on ' .. queued[2] ..
               ', which the tree does not hold'}
@@ -62,6 +62,57 @@ for _, n in ipairs(names) do
       for i = 1, #q, 2000 do
         redis.call('ZADD', k_queue(n), unpack(q, i, math.min(i + 1999, #q)))
       end
+    end
+  end
+  -- the class queues: the same members and scores, by class
+  local want_classes = classes[n] or {}
+  local stored_classes = redis.call('HGETALL', k_classes(n))
+  local same_classes, have_total, want_total = true, 0, 0
+  local counted = {}
+  for i = 1, #stored_classes, 2 do
+    local cls, count = stored_classes[i], tonumber(stored_classes[i + 1])
+    have_total = have_total + count
+    counted[cls] = true
+    local cq = want_classes[cls]
+    local zs = redis.call('ZRANGE', k_cqueue(n, cls), 0, -1, 'WITHSCORES')
+    if not cq or #cq ~= #zs or count * 2 ~= #cq then
+      same_classes = false
+    else
+      local expect = {}
+      for j = 1, #cq, 2 do expect[cq[j + 1]] = tonumber(cq[j]) end
+      for j = 1, #zs, 2 do
+        if expect[zs[j]] ~= tonumber(zs[j + 1]) then same_classes = false end
+      end
+    end
+  end
+  for cls, cq in pairs(want_classes) do
+    want_total = want_total + #cq / 2
+    if not counted[cls] then same_classes = false end
+  end
+  if not same_classes then
+    drift[#drift + 1] = {n, 'classes', num(have_total), num(want_total)}
+    if fix then write_classes({n}, classes) end
+  end
+  -- the running index: the leaf's admitted jobs
+  local want_running = {}
+  for _, job in ipairs(running[n] or {}) do want_running[job] = true end
+  local have_running = redis.call('ZRANGE', k_running(n), 0, -1)
+  local same_running, extra = #have_running == #(running[n] or {}), {}
+  for _, job in ipairs(have_running) do
+    if not want_running[job] then
+      same_running = false
+      extra[#extra + 1] = job
+    end
+  end
+  if not same_running then
+    drift[#drift + 1] = {n, 'running', num(#have_running), num(#(running[n] or {}))}
+    if fix then
+      call_many('ZREM', k_running(n), extra, 1000)
+      local missing = {}
+      for _, job in ipairs(running[n] or {}) do
+        if not redis.call('ZSCORE', k_running(n), job) then missing[#missing + 1] = job end
+      end
+      running_add(n, missing)
     end
   end
 end

@@ -14,21 +14,24 @@ if rec then
   charge(chain, req, -1)
   settle_owed(chain, before)
   redis.call('HDEL', K_ADMITTED, job)
+  redis.call('ZREM', k_running(leaf), job)
   flush()
+  bump_epoch()
   return {1, 'admitted'}
 end
 rec = redis.call('HGET', K_PENDING, job)
 if rec then
-  local leaf, _, seq = parse_record(rec)
+  local leaf, _, seq, req = parse_record(rec)
   local chain, why = chain_of(leaf)
   if not chain then return {-1, why} end
   load_chain(chain)
-  redis.call('ZREM', k_queue(leaf), member_of(seq, job))
+  queue_remove(leaf, member_of(seq, job), class_of(req))
   redis.call('HDEL', K_PENDING, job)
   local before = owed_before(chain)
   count_pending(chain, -1)
   settle_owed(chain, before)
   flush()
+  bump_epoch()
   return {1, 'pending'}
 end
 return {0, 'absent'}

@@ -1,0 +1,621 @@
+"""The scheduling cycle's quota side: which waiting jobs to admit now, in what order, and why not.
+
+The dispatcher runs one cycle after another; :class:`Planner` is the part of it that knows
+nothing of clusters. It is I/O-free: the dispatcher reads a :class:`~queues.snapshot.Snapshot`
+and the heads of every request class (:meth:`queues.Ledger.class_heads`), asks :meth:`plan`,
+checks capacity for the picks and admits them through the ledger's script, which stays the
+authority. The planner keeps, from one cycle to the next, only what makes the next one cheap and
+fair: which classes are parked, which leaf heads have waited how long, which preemptors hold a
+nomination. It follows Kueue's scheduler in spirit (heads of queues, an in-memory snapshot,
+inadmissible workloads parked until something changes, fair sharing by dominant share,
+preemption with a minimal victim set) on Kube Queue's tree.
+
+Cost follows admissions and changes, not refusals
+    All jobs of one request class of one leaf get the same quota answer at the same moment. A
+    class whose head is refused is *parked* with a stamp of its leaf's chain (what each node
+    uses and is owed, and the tree version) and is not checked again until the stamp improves:
+    something under one of those nodes was released, what siblings are owed changed, or the
+    tree changed; or a job of higher priority became the class head (it may preempt where the
+    old head could not). A refusal that a job picked earlier in the same cycle may have caused
+    is not certain (that pick may still fail on capacity): the class is only deferred to the
+    next cycle, which comes at once because this one admitted something.
+
+Fair order between leaves (:meth:`Snapshot.share`)
+    Each pick goes to the leaf that comes first in a walk down the tree: at every level, the
+    children below their ``min`` before the others, then the lowest dominant share of quota
+    (``used / min``, or ``used / max`` for a node without a ``min``), then the leaf whose head
+    was submitted first. Shares are recomputed after every pick, so a batch interleaves leaves
+    as single admissions would, and a leaf's turn never depends on where it sits in the tree or
+    on how many jobs other leaves hold. Within a leaf the order is the queue's (priority, then
+    submission); jobs of a class that cannot be admitted do not stop the classes behind them
+    (Kube Queue's best-effort policy), within the starvation bound below.
+
+No starvation (``starvation_seconds``)
+    A leaf's head that is refused for quota while it would fit the tree (its request is within
+    every ``max`` of its chain) may be passed by later, smaller jobs only for
+    ``starvation_seconds``. Then it holds a *reservation* at the node that refuses it (for a
+    ``max``, that node; for the borrowing rule, the leaf's parent; for strict order, the leaf):
+    no other job under that node that asks for any resource the head asks for is admitted
+    before it, so the node drains until the head fits. Its wait is bounded by the bound plus
+    the time the jobs already running under that node take to end (or less, with preemption).
+    The clock is the dispatcher's memory: a new leader starts it again.
+
+Preemption (:meth:`victims`)
+    A refused leaf head may be admitted by evicting running jobs, if its policy allows. Within
+    its leaf it may take jobs of strictly lower priority, lowest priority first and the most
+    recently admitted first among equals. A leaf below its ``min`` whose head fits within that
+    ``min`` may *reclaim*: it takes jobs from sibling subtrees (its own siblings first, then its
+    parent's, and so on) that use more than their own ``min`` in a resource the head needs,
+    most recently admitted first, while that subtree still borrows. Either way the victims are
+    as few as the simulation on the snapshot needs (then trimmed, Kueue's minimal set), the head
+    is *nominated*: it holds a reservation at the refusing node until it is admitted or the
+    nomination expires, so the quota the victims free goes to it and not to whoever comes next.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from queues.heads import ClassHeads, Head, RunningJob
+from queues.quantity import MAX_JOBS
+from queues.reasons import Refusal, RefusalKind
+from queues.snapshot import Snapshot
+
+__all__ = [
+    "Blocked",
+    "Pick",
+    "Plan",
+    "Planner",
+    "PlannerSettings",
+    "PreemptionKind",
+    "Refused",
+    "Reservation",
+]
+
+
+class PreemptionKind(StrEnum):
+    PRIORITY = "priority"  #: lower-priority jobs of the preemptor's own leaf
+    RECLAIM = "reclaim"  #: jobs of siblings that borrow what the preemptor's leaf is guaranteed
+
+
+@dataclass(frozen=True)
+class PlannerSettings:
+    #: How long a leaf's head that fits its tree may be passed by later jobs (see module docs).
+    starvation_seconds: float = 30.0
+    #: Picks per cycle at most.
+    max_picks: int = 512
+    #: How long a preemptor's nomination keeps the headroom its victims free.
+    nomination_seconds: float = 120.0
+
+
+@dataclass(frozen=True)
+class Pick:
+    """A job the cycle would admit now (the model is charged with it)."""
+
+    job: str
+    leaf: str
+    cls: str
+    request: dict[str, int]
+    head: Head
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A class head refused for quota in this cycle, with the exact refusal."""
+
+    job: str
+    leaf: str
+    cls: str
+    refusal: Refusal
+    head: Head
+    #: True when the job is its leaf's head (the first job of the leaf): it may preempt.
+    leaf_head: bool
+    #: The refusal it would get even in an empty tree (it can never be admitted), if any.
+    never: Refusal | None = None
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """A job that others under ``node`` must not pass (starvation bound, or a nomination)."""
+
+    job: str
+    leaf: str
+    #: The node whose headroom is kept for the job.
+    node: str
+    resources: frozenset[str]
+    since: float
+    #: Why: ``starving`` (passed too long) or ``nominated`` (it preempted).
+    why: str
+    #: For a nomination: when it lapses.
+    until: float = math.inf
+
+    @property
+    def rank(self) -> tuple[bool, float]:
+        """Older first, nominations before starving heads (a preemptor's victims are already
+        being evicted for it)."""
+        return (self.why != "nominated", self.since)
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """A class head held back by another job's reservation."""
+
+    job: str
+    leaf: str
+    holder: Reservation
+
+
+@dataclass
+class Plan:
+    picks: list[Pick] = field(default_factory=list)
+    refused: list[Refused] = field(default_factory=list)
+    blocked: list[Blocked] = field(default_factory=list)
+
+
+@dataclass
+class _Park:
+    stamp: _Stamp
+    head: Head
+    refusal: Refusal
+
+
+@dataclass
+class _Starving:
+    job: str
+    since: float
+    node: str
+    resources: frozenset[str]
+
+
+class Planner:
+    """See the module docstring. One per dispatcher; its memory is a cache of the cycle."""
+
+    def __init__(self, settings: PlannerSettings | None = None) -> None:
+        self.settings = settings or PlannerSettings()
+        self._parked: dict[tuple[str, str], _Park] = {}
+        self._starving: dict[str, _Starving] = {}
+        self._nominated: dict[str, Reservation] = {}
+
+    # ---- memory -------------------------------------------------------------------------------
+
+    def forget(self) -> None:
+        """Drop everything remembered (a new leader, or a tree change the caller saw)."""
+        self._parked.clear()
+        self._starving.clear()
+        self._nominated.clear()
+
+    def unpark_all(self) -> None:
+        """Check every class again next cycle (e.g. capacity appeared where a pick had none)."""
+        self._parked.clear()
+
+    def parked(self, leaf: str, cls: str) -> Refusal | None:
+        park = self._parked.get((leaf, cls))
+        return None if park is None else park.refusal
+
+    def nominate(
+        self,
+        job: str,
+        leaf: str,
+        snap: Snapshot,
+        refusal: Refusal,
+        request: Mapping[str, int],
+        *,
+        until: float,
+    ) -> Reservation:
+        """Keep the headroom the preemptor's victims free for it until ``until`` (or admission)."""
+        node = _blocking_node(snap, leaf, refusal)
+        since = until - self.settings.nomination_seconds
+        held = Reservation(job, leaf, node, _resources(request), since=since, why="nominated", until=until)
+        self._nominated[job] = held
+        return held
+
+    def nominated(self, job: str) -> Reservation | None:
+        return self._nominated.get(job)
+
+    def admitted(self, jobs: Iterable[str]) -> None:
+        """Jobs the ledger admitted: their nominations and starvation clocks end."""
+        gone = set(jobs)
+        for job in gone:
+            self._nominated.pop(job, None)
+        for leaf in [leaf for leaf, s in self._starving.items() if s.job in gone]:
+            del self._starving[leaf]
+
+    def reservations(self, now: float) -> list[Reservation]:
+        """The reservations in force: starving heads past the bound, nominations not lapsed,
+        oldest first."""
+        bound = self.settings.starvation_seconds
+        held = [
+            Reservation(s.job, leaf, s.node, s.resources, s.since, "starving")
+            for leaf, s in self._starving.items()
+            if now - s.since >= bound
+        ]
+        for job, nomination in list(self._nominated.items()):
+            if nomination.until <= now:
+                del self._nominated[job]
+            elif all(r.job != job for r in held):
+                held.append(nomination)
+        held.sort(key=lambda r: r.rank)
+        return held
+
+    def starving_since(self, leaf: str) -> tuple[str, float] | None:
+        s = self._starving.get(leaf)
+        return None if s is None else (s.job, s.since)
+
+    # ---- the cycle ----------------------------------------------------------------------------
+
+    def plan(
+        self,
+        snap: Snapshot,
+        heads: Mapping[str, Sequence[ClassHeads]],
+        now: float,
+        *,
+        skip: Callable[[str], bool] = lambda job: False,
+    ) -> Plan:
+        """One cycle's decisions on ``snap`` (changed in place: charged with every pick).
+
+        ``heads``: each leaf's classes with their first jobs. ``skip(job)``: jobs the caller
+        will not consider now (no capacity since it last looked, backoff, being deleted): the
+        class goes on with its next job.
+        """
+        plan = Plan()
+        reservations = self.reservations(now)
+        cursors: dict[str, list[_Cursor]] = {}
+        for leaf, classes in heads.items():
+            if leaf not in snap.nodes:
+                continue
+            stamp = _stamp(snap, leaf)
+            open_classes = []
+            for c in classes:
+                if not c.heads:
+                    continue
+                park = self._parked.get((leaf, c.cls))
+                if park is not None:
+                    if not _improved(park.stamp, stamp) and c.heads[0].score >= park.head.score:
+                        continue
+                    del self._parked[(leaf, c.cls)]
+                open_classes.append(_Cursor(c))
+            if open_classes:
+                cursors[leaf] = open_classes
+        for leaf in list(self._parked_leaves() - set(heads)):
+            self._drop_leaf(leaf)
+        touched: set[str] = set()
+        deferred: dict[str, Refusal] = {}
+        keys = _Keys(snap)
+        while len(plan.picks) < self.settings.max_picks:
+            chosen = keys.first(cursors, skip)
+            if chosen is None:
+                break
+            leaf = chosen
+            cursor = min((c for c in cursors[leaf] if c.current(skip) is not None), key=lambda c: c.key(skip))
+            head = cursor.current(skip)
+            assert head is not None
+            request = cursor.classes.request
+            blocked = _blocker(reservations, head.job, leaf, request, snap)
+            if blocked is not None:
+                plan.blocked.append(Blocked(head.job, leaf, blocked))
+                cursor.close()
+                continue
+            refusal = snap.check(leaf, request)
+            if refusal is not None:
+                deferred[head.job] = refusal
+                if not touched.intersection(snap.chain(leaf)):
+                    self._parked[(leaf, cursor.classes.cls)] = _Park(_stamp(snap, leaf), head, refusal)
+                    never = snap.never_fits(leaf, request)
+                    plan.refused.append(
+                        Refused(head.job, leaf, cursor.classes.cls, refusal, head, False, never)
+                    )
+                cursor.close()
+                continue
+            snap.admit(leaf, request)
+            touched.update(snap.chain(leaf))
+            keys.changed(snap.chain(leaf))
+            plan.picks.append(Pick(head.job, leaf, cursor.classes.cls, request, head))
+            cursor.advance()
+        self._track_heads(snap, heads, plan, deferred, now)
+        return plan
+
+    def _parked_leaves(self) -> set[str]:
+        return {leaf for leaf, _ in self._parked}
+
+    def _drop_leaf(self, leaf: str) -> None:
+        for key in [k for k in self._parked if k[0] == leaf]:
+            del self._parked[key]
+
+    def _track_heads(
+        self,
+        snap: Snapshot,
+        heads: Mapping[str, Sequence[ClassHeads]],
+        plan: Plan,
+        refusals: Mapping[str, Refusal],
+        now: float,
+    ) -> None:
+        """Start, keep or end each leaf's starvation clock; mark the refusals of leaf heads.
+
+        A leaf's clock runs while the same job stays its head and is refused for quota (this
+        cycle, or its class is parked); it stops when another job becomes the head or the head
+        is picked. A refusal this cycle could not be sure of keeps a running clock going."""
+        picked = {p.job for p in plan.picks}
+        for i, r in enumerate(plan.refused):
+            first = _leaf_first(heads.get(r.leaf, ()))
+            if first is not None and first.job == r.job:
+                plan.refused[i] = Refused(r.job, r.leaf, r.cls, r.refusal, r.head, True, r.never)
+        for leaf in list(self._starving):
+            if leaf not in heads:
+                del self._starving[leaf]
+        for leaf, classes in heads.items():
+            first = _leaf_first(classes)
+            known = self._starving.get(leaf)
+            if first is None or leaf not in snap.nodes or first.job in picked:
+                self._starving.pop(leaf, None)
+                continue
+            if known is not None and known.job != first.job:
+                del self._starving[leaf]
+                known = None
+            if known is not None:
+                continue
+            cls = next(c for c in classes if c.heads and c.heads[0] == first)
+            park = self._parked.get((leaf, cls.cls))
+            refusal = refusals.get(first.job) or (park.refusal if park else None)
+            if refusal is None or snap.never_fits(leaf, cls.request) is not None:
+                continue
+            node = _blocking_node(snap, leaf, refusal)
+            self._starving[leaf] = _Starving(first.job, now, node, _resources(cls.request))
+
+    # ---- preemption ---------------------------------------------------------------------------
+
+    def victims(
+        self,
+        snap: Snapshot,
+        leaf: str,
+        request: Mapping[str, int],
+        priority: int,
+        running: Mapping[str, Sequence[RunningJob]],
+        *,
+        kinds: Iterable[PreemptionKind] = (PreemptionKind.PRIORITY, PreemptionKind.RECLAIM),
+        exclude: Iterable[str] = (),
+    ) -> tuple[PreemptionKind, list[RunningJob]] | None:
+        """The fewest running jobs whose eviction lets a job of ``request`` and ``priority`` on
+        ``leaf`` be admitted, and the kind of preemption; None when no allowed set does.
+
+        ``running``: admitted jobs by leaf (most recently admitted first), at least those of
+        ``leaf`` and, for reclaim, of its ancestors' other subtrees. ``exclude``: jobs that must
+        not be taken (being evicted already, not yet started, or the preemptor's own preemptor).
+        ``snap`` is not changed.
+        """
+        banned = set(exclude)
+        for kind in kinds:
+            if kind is PreemptionKind.PRIORITY:
+                pool = [r for r in running.get(leaf, ()) if r.priority < priority and r.job not in banned]
+                pool.sort(key=lambda r: (r.priority, -r.admission))
+                chosen = _simulate(snap, leaf, request, pool, lambda model, victim: True)
+            else:
+                if not _within_guarantee(snap, leaf, request):
+                    continue
+                pool = [r for r in _borrowers(snap, leaf, request, running) if r.job not in banned]
+                chosen = _simulate(snap, leaf, request, pool, _still_borrows(snap, leaf, request))
+            if chosen:
+                return kind, chosen
+        return None
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Cursor:
+    """A class's heads as this cycle walks them."""
+
+    classes: ClassHeads
+    index: int = 0
+    closed: bool = False
+
+    def current(self, skip: Callable[[str], bool]) -> Head | None:
+        if self.closed:
+            return None
+        heads = self.classes.heads
+        while self.index < len(heads) and skip(heads[self.index].job):
+            self.index += 1
+        return heads[self.index] if self.index < len(heads) else None
+
+    def key(self, skip: Callable[[str], bool]) -> tuple[int, int]:
+        head = self.current(skip)
+        assert head is not None
+        return head.score, head.seq
+
+    def advance(self) -> None:
+        self.index += 1
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class _Keys:
+    """Fair-order keys of nodes, cached until a pick changes a node's usage."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self.snap = snap
+        self._node: dict[str, tuple[int, float]] = {}
+
+    def node_key(self, name: str) -> tuple[int, float]:
+        key = self._node.get(name)
+        if key is None:
+            key = (0 if self.snap.below_min(name) else 1, self.snap.share(name))
+            self._node[name] = key
+        return key
+
+    def changed(self, names: Iterable[str]) -> None:
+        for name in names:
+            self._node.pop(name, None)
+
+    def first(self, cursors: dict[str, list[_Cursor]], skip: Callable[[str], bool]) -> str | None:
+        """The leaf to serve next: the least (per level from the top: below min, share; then
+        its head's score and submission) among leaves that still have a candidate."""
+        best: tuple[object, ...] | None = None
+        chosen = None
+        for leaf, cs in list(cursors.items()):
+            live = [c for c in cs if c.current(skip) is not None]
+            if not live:
+                del cursors[leaf]
+                continue
+            head = min(c.key(skip) for c in live)
+            chain = self.snap.chain(leaf)
+            key = (*(self.node_key(n) for n in reversed(chain[:-1])), head)
+            if best is None or key < best:
+                best, chosen = key, leaf
+        return chosen
+
+
+def _leaf_first(classes: Iterable[ClassHeads]) -> Head | None:
+    heads = [c.heads[0] for c in classes if c.heads]
+    return min(heads) if heads else None
+
+
+@dataclass(frozen=True)
+class _Stamp:
+    """What a refusal on a leaf's chain depends on: the tree version, and what every node of
+    the chain uses and is owed."""
+
+    version: int
+    nodes: tuple[tuple[dict[str, int], dict[str, int]], ...]
+
+
+def _stamp(snap: Snapshot, leaf: str) -> _Stamp:
+    nodes = [snap.nodes[n] for n in snap.chain(leaf)]
+    return _Stamp(snap.version, tuple((dict(n.used), dict(n.due)) for n in nodes))
+
+
+def _improved(old: _Stamp, new: _Stamp) -> bool:
+    """Whether a refusal stamped ``old`` may no longer hold: tree changed, a node uses less of
+    something, or what a node's children are owed changed."""
+    if old.version != new.version or len(old.nodes) != len(new.nodes):
+        return True
+    for (used_before, due_before), (used_after, due_after) in zip(old.nodes, new.nodes, strict=True):
+        if due_before != due_after:
+            return True
+        if any(used_after.get(r, 0) < amount for r, amount in used_before.items()):
+            return True
+    return False
+
+
+def _resources(request: Mapping[str, int]) -> frozenset[str]:
+    return frozenset({*(r for r, a in request.items() if a > 0), MAX_JOBS})
+
+
+def _blocking_node(snap: Snapshot, leaf: str, refusal: Refusal) -> str:
+    """The node whose headroom a refused job waits for."""
+    by_path = {node.path: name for name, node in snap.nodes.items()}
+    node = by_path.get(refusal.node, leaf)
+    if refusal.kind is RefusalKind.MIN:
+        return snap.nodes[node].parent or node
+    if refusal.kind is RefusalKind.ORDER:
+        return leaf
+    return node
+
+
+def _blocker(
+    reservations: Sequence[Reservation], job: str, leaf: str, request: Mapping[str, int], snap: Snapshot
+) -> Reservation | None:
+    """The reservation that holds ``job`` back, if any: an older one at a node of its chain
+    that keeps a resource the job asks for."""
+    chain = snap.chain(leaf)
+    asks = _resources(request)
+    own = next((r for r in reservations if r.job == job), None)
+    for held in reservations:
+        if held.job == job:
+            continue
+        if own is not None and held.rank >= own.rank:
+            continue
+        if held.node in chain and held.resources & asks:
+            return held
+    return None
+
+
+def _simulate(
+    snap: Snapshot,
+    leaf: str,
+    request: Mapping[str, int],
+    pool: Sequence[RunningJob],
+    allowed: Callable[[Snapshot, RunningJob], bool],
+) -> list[RunningJob]:
+    """Evict from ``pool`` in order (each victim back to its queue) until the job fits; then put
+    back every victim it fits without, last first. Empty when it never fits."""
+    model = snap.copy()
+    chosen: list[RunningJob] = []
+    fits = model.check(leaf, request) is None
+    for victim in pool:
+        if fits:
+            break
+        if not allowed(model, victim):
+            continue
+        model.release(victim.leaf, victim.request, to_queue=True)
+        chosen.append(victim)
+        fits = model.check(leaf, request) is None
+    if not fits:
+        return []
+    for victim in reversed(list(chosen)):
+        model.admit(victim.leaf, victim.request)
+        if model.check(leaf, request) is None:
+            chosen.remove(victim)
+        else:
+            model.release(victim.leaf, victim.request, to_queue=True)
+    return chosen
+
+
+def _within_guarantee(snap: Snapshot, leaf: str, request: Mapping[str, int]) -> bool:
+    """Whether the job fits within its leaf's ``min`` for every resource the ``min`` names and
+    the job asks for (and the ``min`` names one of them): what it may reclaim."""
+    node = snap.nodes[leaf]
+    named = [r for r, a in {**request, MAX_JOBS: 1}.items() if a > 0 and node.min.get(r, 0) > 0]
+    return bool(named) and all(node.used.get(r, 0) + request.get(r, 1) <= node.min[r] for r in named)
+
+
+def _subtree_leaves(snap: Snapshot, name: str) -> list[str]:
+    node = snap.nodes[name]
+    if node.is_leaf:
+        return [name]
+    return [leaf for child in node.children for leaf in _subtree_leaves(snap, child)]
+
+
+def _borrowers(
+    snap: Snapshot, leaf: str, request: Mapping[str, int], running: Mapping[str, Sequence[RunningJob]]
+) -> list[RunningJob]:
+    """Running jobs of the subtrees that borrow a resource the job asks for: the leaf's own
+    siblings first, then its parent's, and so on; most recently admitted first in each."""
+    asks = {r for r, a in request.items() if a > 0}
+    out: list[RunningJob] = []
+    chain = snap.chain(leaf)
+    for i in range(len(chain) - 1):
+        parent = snap.nodes[chain[i + 1]]
+        level: list[RunningJob] = []
+        for sibling in parent.children:
+            if sibling == chain[i] or not (set(snap.borrowed(sibling)) & asks):
+                continue
+            for name in _subtree_leaves(snap, sibling):
+                level.extend(running.get(name, ()))
+        level.sort(key=lambda r: -r.admission)
+        out.extend(level)
+    return out
+
+
+def _still_borrows(
+    snap: Snapshot, leaf: str, request: Mapping[str, int]
+) -> Callable[[Snapshot, RunningJob], bool]:
+    """Reclaim takes a victim only while the subtree it belongs to (below the first common
+    ancestor with the preemptor) still uses more than its ``min`` of something both ask for."""
+    chain = snap.chain(leaf)
+    asks = {r for r, a in request.items() if a > 0}
+
+    def allowed(model: Snapshot, victim: RunningJob) -> bool:
+        victim_chain = model.chain(victim.leaf)
+        # The victim's ancestor just below the lowest common ancestor with the preemptor.
+        top = next(
+            (victim_chain[i] for i in range(len(victim_chain) - 1) if victim_chain[i + 1] in chain),
+            victim.leaf,
+        )
+        borrowed = model.borrowed(top)
+        return any(borrowed.get(r, 0) > 0 and victim.request.get(r, 0) > 0 for r in asks)
+
+    return allowed

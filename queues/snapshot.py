@@ -1,0 +1,258 @@
+"""The quota tree as one read of the ledger, in memory: the dispatcher's model for a cycle.
+
+The Lua scripts are the authority on admission: each decides atomically in Redis. But a
+scheduler must look ahead of them: which leaf to serve next (its share of quota), whether a job
+that was refused could be admitted if some running jobs were preempted, what a job's blocker is.
+Kueue answers these from an in-memory snapshot of its cache; :class:`Snapshot` is ours, read in
+one round trip (:meth:`queues.Ledger.snapshot`: every node's hash) and changed in memory as the
+cycle plans admissions or evictions.
+
+:meth:`Snapshot.check` is the admission rule of ``queues/lua/common.lua`` (``check``) spelt in
+Python, refusal for refusal, including which refusal is reported when several apply; the
+stateful tests hold the two to the same answers on random trees at every step
+(``tests/queues/test_snapshot.py``), so the model cannot drift from the authority unseen.
+:meth:`admit` and :meth:`release` change usage, pending counts and what children are owed as
+the scripts do.
+
+The share of a node (:meth:`share`), which orders leaves under contention (see
+:mod:`queues.planner`), is its dominant resource share measured against its guarantee:
+``max(used[r] / min[r])`` over the resources its ``min`` names (Kueue's fair sharing and DRF
+measure the same dominant share, against nominal quota). A node without a ``min`` is measured
+against its ``max``; one with neither has share 0.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from queues.quantity import MAX_JOBS
+from queues.reasons import Refusal, RefusalKind
+
+__all__ = ["Node", "Snapshot"]
+
+
+@dataclass
+class Node:
+    """One node of the applied tree as its hash holds it (see ``queues/lua/common.lua``)."""
+
+    name: str
+    path: str
+    parent: str
+    #: The node and its ancestors, up to the root.
+    chain: tuple[str, ...]
+    #: The resources it limits (those at or above the unlimited mark are left out).
+    max: dict[str, int] = field(default_factory=dict)
+    min: dict[str, int] = field(default_factory=dict)
+    used: dict[str, int] = field(default_factory=dict)
+    pending: int = 0
+    due: dict[str, int] = field(default_factory=dict)
+    #: Children that have a min (the siblings the borrowing rule protects), in tree order.
+    guarded: tuple[str, ...] = ()
+    children: list[str] = field(default_factory=list)
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children
+
+    def owed(self, resource: str) -> int:
+        """What the node is owed in ``resource``: ``min - used`` while it has pending jobs."""
+        if self.pending <= 0:
+            return 0
+        low, used = self.min.get(resource, 0), self.used.get(resource, 0)
+        return low - used if used < low else 0
+
+
+def _split(value: str) -> tuple[str, ...]:
+    return tuple(part for part in value.split("\t") if part)
+
+
+class Snapshot:
+    """Every node of the tree with its limits and what it uses; see the module docstring."""
+
+    def __init__(self, nodes: Iterable[Node], *, version: int = 0, epoch: int = 0) -> None:
+        self.nodes: dict[str, Node] = {node.name: node for node in nodes}
+        self.version = version
+        self.epoch = epoch
+        #: The resources some node limits (max or min): only these can refuse an admission.
+        self.governed: frozenset[str] = frozenset(
+            r for node in self.nodes.values() for r in (*node.max, *node.min)
+        )
+        for node in self.nodes.values():
+            node.children = []
+        for node in self.nodes.values():
+            if node.parent and node.parent in self.nodes:
+                self.nodes[node.parent].children.append(node.name)
+        for node in self.nodes.values():
+            node.children.sort(key=lambda name: self.nodes[name].path)
+
+    @classmethod
+    def from_rows(
+        cls, rows: Mapping[str, Mapping[str, str]], *, version: int = 0, epoch: int = 0
+    ) -> Snapshot:
+        """From node hashes (field -> value, decoded); an empty mapping is the implicit root."""
+        nodes = [_node(name, row) for name, row in rows.items()]
+        return cls(nodes, version=version, epoch=epoch)
+
+    def copy(self) -> Snapshot:
+        return copy.deepcopy(self)
+
+    @property
+    def root(self) -> Node:
+        return next(node for node in self.nodes.values() if not node.parent)
+
+    def leaves(self) -> list[str]:
+        """Leaf names in tree order (by path)."""
+        return sorted((n.name for n in self.nodes.values() if n.is_leaf), key=lambda n: self.nodes[n].path)
+
+    def chain(self, leaf: str) -> tuple[str, ...]:
+        return self.nodes[leaf].chain
+
+    # -- the admission rule ---------------------------------------------------------------------
+
+    def check(self, leaf: str, request: Mapping[str, int]) -> Refusal | None:
+        """None when a job of ``request`` on ``leaf`` may be admitted now, else the refusal the
+        admission script gives (the same one, field for field)."""
+        # The script's order: the request's resources sorted, then max-jobs (parse_record).
+        pairs = [*sorted((r, a) for r, a in request.items() if r != MAX_JOBS), (MAX_JOBS, 1)]
+        asked = [(r, a) for r, a in pairs if a > 0 and r in self.governed]
+        if not asked:
+            return None
+        chain = [self.nodes[name] for name in self.chain(leaf)]
+        for node in chain:
+            for r, amount in asked:
+                limit = node.max.get(r)
+                used = node.used.get(r, 0)
+                if limit is not None and used + amount > limit:
+                    return Refusal(RefusalKind.MAX, node.path, r, used, amount, limit)
+        for i, node in enumerate(chain[:-1]):
+            parent = chain[i + 1]
+            for r, amount in asked:
+                due = parent.due.get(r, 0)
+                if due <= 0:
+                    continue
+                used, low = node.used.get(r, 0), node.min.get(r, 0)
+                if used + amount <= low:
+                    continue
+                own = low - used if node.pending > 0 and used < low else 0
+                others = due - own
+                headroom: int | None = None
+                for up in chain[i + 1 :]:
+                    limit = up.max.get(r)
+                    if limit is not None:
+                        left = limit - up.used.get(r, 0) - amount
+                        headroom = left if headroom is None else min(headroom, left)
+                if others > 0 and headroom is not None and headroom < others:
+                    sibling = self._owed_sibling(parent, node, r)
+                    return Refusal(RefusalKind.MIN, node.path, r, used, amount, low, *sibling)
+        return None
+
+    def _owed_sibling(self, parent: Node, node: Node, resource: str) -> tuple[str, int, int, int]:
+        for name in parent.guarded:
+            if name == node.name:
+                continue
+            s = self.nodes[name]
+            have, want = s.used.get(resource, 0), s.min.get(resource, 0)
+            if s.pending > 0 and have < want:
+                return s.path, have, want, s.pending
+        return "?", 0, 0, 0
+
+    def never_fits(self, leaf: str, request: Mapping[str, int]) -> Refusal | None:
+        """The refusal a job would get even with nothing else admitted: its request is above a
+        ``max`` of its leaf or an ancestor (None when it fits an empty tree)."""
+        for name in self.chain(leaf):
+            node = self.nodes[name]
+            for r, amount in sorted({**request, MAX_JOBS: 1}.items()):
+                limit = node.max.get(r)
+                if limit is not None and amount > limit:
+                    return Refusal(RefusalKind.MAX, node.path, r, 0, amount, limit)
+        return None
+
+    # -- changes, as the scripts make them --------------------------------------------------------
+
+    def admit(self, leaf: str, request: Mapping[str, int], *, from_queue: bool = True) -> None:
+        self._change(leaf, request, +1, pending=-1 if from_queue else 0)
+
+    def release(self, leaf: str, request: Mapping[str, int], *, to_queue: bool = False) -> None:
+        """Return a running job's usage (``to_queue``: it goes back to its queue, as requeue)."""
+        self._change(leaf, request, -1, pending=+1 if to_queue else 0)
+
+    def enqueue(self, leaf: str) -> None:
+        self._change(leaf, {}, 0, pending=+1)
+
+    def _change(self, leaf: str, request: Mapping[str, int], sign: int, *, pending: int) -> None:
+        chain = [self.nodes[name] for name in self.chain(leaf)]
+        before = [(node, r, node.owed(r)) for node in chain[:-1] for r in node.min if node.min[r] > 0]
+        for node in chain:
+            node.pending += pending
+            for r, amount in {**request, MAX_JOBS: 1}.items():
+                if amount and sign:
+                    _add(node.used, r, sign * amount)
+        for node, r, owed in before:
+            now = node.owed(r)
+            if now != owed:
+                _add(self.nodes[node.parent].due, r, now - owed)
+
+    # -- fairness -------------------------------------------------------------------------------
+
+    def share(self, name: str) -> float:
+        """The node's dominant share of its guarantee (see the module docstring)."""
+        node = self.nodes[name]
+        guarantee = {r: a for r, a in node.min.items() if a > 0} or {
+            r: a for r, a in node.max.items() if a > 0
+        }
+        if not guarantee:
+            return 0.0
+        return max(node.used.get(r, 0) / a for r, a in guarantee.items())
+
+    def below_min(self, name: str) -> bool:
+        """Whether the node uses less than its ``min`` in some resource its ``min`` names."""
+        node = self.nodes[name]
+        return any(node.used.get(r, 0) < a for r, a in node.min.items() if a > 0)
+
+    def borrowed(self, name: str) -> dict[str, int]:
+        """What the node uses beyond its ``min``, per resource its ``min`` names (or any it uses,
+        against a ``min`` of 0, when its parent limits it)."""
+        node = self.nodes[name]
+        out: dict[str, int] = {}
+        for r, used in node.used.items():
+            if r == MAX_JOBS and r not in node.min:
+                continue
+            over = used - node.min.get(r, 0)
+            if over > 0:
+                out[r] = over
+        return out
+
+
+def _add(amounts: dict[str, int], resource: str, delta: int) -> None:
+    """Add to a counter, leaving out zeros as the node hashes do."""
+    value = amounts.get(resource, 0) + delta
+    if value:
+        amounts[resource] = value
+    else:
+        amounts.pop(resource, None)
+
+
+def _node(name: str, row: Mapping[str, str]) -> Node:
+    node = Node(
+        name=name,
+        path=row.get("path") or name,
+        parent=row.get("parent") or "",
+        chain=_split(row.get("chain") or "") or (name,),
+        guarded=_split(row.get("guarded") or ""),
+        pending=int(row.get("pending") or 0),
+    )
+    for key, value in row.items():
+        prefix, _, resource = key.partition(":")
+        if not resource:
+            continue
+        if prefix == "max":
+            node.max[resource] = int(value)
+        elif prefix == "min":
+            node.min[resource] = int(value)
+        elif prefix == "used" and int(value):
+            node.used[resource] = int(value)
+        elif prefix == "due" and int(value):
+            node.due[resource] = int(value)
+    return node

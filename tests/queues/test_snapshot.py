@@ -1,0 +1,145 @@
+"""The in-memory model of the tree (queues.snapshot) against the authority (the Lua scripts).
+
+On random trees, queues, admissions, releases and requeues: the model's refusal for a job is the
+one the admission script then gives, field for field; a model advanced in memory by the same
+steps equals a fresh read of the ledger; the class index and running index agree with the job
+records (the rebuild script finds no drift).
+"""
+
+from __future__ import annotations
+
+import hypothesis.strategies as st
+import redis
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
+
+from queues import ElasticQuotaTree, JobState, Ledger
+from queues.heads import class_request
+from queues.snapshot import Snapshot
+from tests.queues.test_ledger_stateful import requests, trees
+
+
+def same_state(a: Snapshot, b: Snapshot) -> None:
+    assert set(a.nodes) == set(b.nodes)
+    for name, node in a.nodes.items():
+        other = b.nodes[name]
+        assert (node.used, node.pending, node.due) == (other.used, other.pending, other.due), name
+
+
+class ModelMachine(RuleBasedStateMachine):
+    client: redis.Redis
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.client.flushall()
+        self.ledger = Ledger(self.client)
+        self.model = self.ledger.snapshot()
+        self.serial = 0
+
+    @initialize(tree=st.none() | trees())
+    def first_tree(self, tree: ElasticQuotaTree | None) -> None:
+        if tree is not None:
+            self.ledger.apply(tree)
+        self.model = self.ledger.snapshot()
+
+    @rule(data=st.data(), request=requests, priority=st.integers(-2, 2))
+    def enqueue(self, data: st.DataObject, request: dict[str, int], priority: int) -> None:
+        leaf = data.draw(st.sampled_from(self.model.leaves()))
+        self.serial += 1
+        assert self.ledger.enqueue(f"ns/j{self.serial}", leaf, request, priority) is JobState.ABSENT
+        self.model.enqueue(leaf)
+
+    @rule(data=st.data())
+    def admit(self, data: st.DataObject) -> None:
+        pending = sorted(self.ledger.pending.records().items())
+        if not pending:
+            return
+        job, record = data.draw(st.sampled_from(pending))
+        predicted = self.model.check(record.leaf, record.request)
+        [decision] = self.ledger.admit_pending_many([job])
+        assert decision.refusal == predicted, (decision, predicted)
+        if decision.admitted:
+            self.model.admit(record.leaf, record.request)
+
+    @rule(data=st.data())
+    def release(self, data: st.DataObject) -> None:
+        admitted = sorted(self.ledger.records().items())
+        if not admitted:
+            return
+        job, record = data.draw(st.sampled_from(admitted))
+        self.ledger.release(job)
+        self.model.release(record.leaf, record.request)
+
+    @rule(data=st.data())
+    def requeue(self, data: st.DataObject) -> None:
+        admitted = sorted(self.ledger.records().items())
+        if not admitted:
+            return
+        job, record = data.draw(st.sampled_from(admitted))
+        assert self.ledger.requeue(job)
+        self.model.release(record.leaf, record.request, to_queue=True)
+
+    @invariant()
+    def model_is_the_ledger(self) -> None:
+        same_state(self.model, self.ledger.snapshot())
+        assert self.ledger.rebuild() == []
+
+    @invariant()
+    def class_heads_are_the_queue(self) -> None:
+        """Each leaf's head is the least of its class heads, and every class's request is the
+        governed part of its jobs' requests."""
+        leaves = self.model.leaves()
+        heads = self.ledger.class_heads(leaves, count=3)
+        for leaf in leaves:
+            classes = heads.get(leaf, [])
+            firsts = [c.heads[0] for c in classes if c.heads]
+            head = self.ledger.pending.head(leaf)
+            assert (min(firsts).job if firsts else None) == head
+            assert sum(c.pending for c in classes) == self.ledger.pending.length(leaf)
+            for c in classes:
+                for h in c.heads:
+                    record = self.ledger.pending.record(h.job)
+                    assert record is not None and record.priority == h.priority
+                    governed = {r: a for r, a in record.request.items() if a and r in self.model.governed}
+                    assert class_request(c.cls) == governed
+
+
+def test_model_decides_as_the_scripts(redis_client: redis.Redis) -> None:
+    ModelMachine.client = redis_client
+    run_state_machine_as_test(
+        ModelMachine,
+        settings=settings(
+            max_examples=25,
+            stateful_step_count=40,
+            deadline=None,
+            phases=[Phase.explicit, Phase.reuse, Phase.generate],
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )
+
+
+def test_running_jobs_most_recent_first(redis_client: redis.Redis) -> None:
+    redis_client.flushall()
+    ledger = Ledger(redis_client)
+    for i in range(4):
+        ledger.enqueue(f"ns/j{i}", "root", {"cpu": 1000 * (i + 1)}, priority=i % 2)
+    ledger.admit_pending_many(["ns/j2", "ns/j0", "ns/j3"])
+    running = ledger.running_jobs(["root"])["root"]
+    assert [r.job for r in running] == ["ns/j3", "ns/j0", "ns/j2"]
+    assert [r.priority for r in running] == [1, 0, 0]
+    assert running[0].request == {"cpu": 4000}
+    ledger.requeue("ns/j0")
+    ledger.release("ns/j3")
+    assert [r.job for r in ledger.running_jobs(["root"])["root"]] == ["ns/j2"]
+    assert ledger.rebuild() == []
+
+
+def test_position_in_leaf(redis_client: redis.Redis) -> None:
+    redis_client.flushall()
+    ledger = Ledger(redis_client)
+    for i in range(3):
+        ledger.enqueue(f"ns/j{i}", "root", {"cpu": 1}, priority=0)
+    ledger.enqueue("ns/urgent", "root", {"cpu": 1}, priority=5)
+    assert ledger.position("ns/urgent") == (1, 4)
+    assert ledger.position("ns/j2") == (4, 4)
+    assert ledger.position("ns/absent") is None
