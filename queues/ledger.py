@@ -163,7 +163,12 @@ class Ledger:
 
     def tree(self) -> ElasticQuotaTree | None:
         """The applied tree, or None (then admission is unlimited under the implicit root)."""
-        version = self.version()
+        return self.tree_at(self.version())
+
+    def tree_at(self, version: int) -> ElasticQuotaTree | None:
+        """:meth:`tree` for a caller that read the version itself (``HGET meta version``, what
+        :meth:`version` reads) in one round trip with reads of its own: the applied tree, its spec
+        read (one more round trip) only when ``version`` is not the one this ledger last parsed."""
         if version == 0:
             return None
         if self._tree is None or self._tree[0] != version:

@@ -45,28 +45,35 @@ What is recorded (:meth:`JobPriority.record`)
 Cheap per submission (:class:`PriorityClasses`)
     The classes of the fleet are few and rarely change, submissions are many (hundreds a second).
     A :class:`PriorityClasses` keeps them in memory with the version it read them at, and before
-    each resolution asks the kind's change feed whether anything changed since
-    (:meth:`fleet.state.Objects.changes`: one small round trip, no JSON when nothing changed); it
+    each resolution asks the kind's change feed whether anything changed since (the reads of
+    :meth:`fleet.state.Objects.changes`, in one MULTI: small, no JSON when nothing changed); it
     reads them all again only when something did. Lookups are exact, not eventually consistent: a
-    class applied a moment ago on another replica is seen by the next submission.
+    class applied a moment ago on another replica is seen by the next submission. Submission
+    sends that check in the round trip it spends anyway on the quota tree's version
+    (:meth:`PriorityClasses.check_call`, :func:`fleet.jobs.submit.prepare`), so resolving a
+    priority costs no round trip of its own while no class changes.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterable, Mapping, MutableMapping
-from dataclasses import dataclass
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+import redis
 
 from fleet.api.kinds import PRIORITY_CLASS
-from fleet.apiserver.errors import Gone
 from fleet.state import Objects
+from fleet.state.keys import kind_name
+from fleet.state.wire import text
 from fleet.workloads import FieldError, InvalidWorkload, adapter_for
 
 __all__ = [
     "DEFAULT_PRIORITY",
     "HIGHEST_USER_DEFINABLE_PRIORITY",
+    "NO_CLASSES",
     "PREEMPTION_POLICIES",
     "PREEMPT_LOWER_PRIORITY",
     "PREEMPT_NEVER",
@@ -77,6 +84,8 @@ __all__ = [
     "SYSTEM_PRIORITY_CLASSES",
     "SYSTEM_PRIORITY_CLASS_PREFIX",
     "ClassInfo",
+    "ClassLookup",
+    "ClassesRead",
     "JobPriority",
     "PriorityClassNotFound",
     "PriorityClasses",
@@ -186,6 +195,34 @@ class PriorityClassNotFound(Exception):
         self.field = field
 
 
+class ClassLookup(Protocol):
+    """What :func:`resolve` looks classes up in: :class:`PriorityClasses` (checked for changes at
+    each lookup) or :class:`ClassesRead` (the classes as one check found them)."""
+
+    def get(self, name: str) -> ClassInfo | None: ...
+
+    def default(self) -> ClassInfo | None: ...
+
+
+@dataclass(frozen=True)
+class ClassesRead:
+    """The fleet's classes as stored at one resourceVersion ``version`` (``""``: no store)."""
+
+    version: str = ""
+    by_name: Mapping[str, ClassInfo] = field(default_factory=dict)
+    default_class: ClassInfo | None = None
+
+    def get(self, name: str) -> ClassInfo | None:
+        return self.by_name.get(name)
+
+    def default(self) -> ClassInfo | None:
+        return self.default_class
+
+
+#: The classes of a fleet without any.
+NO_CLASSES: Final = ClassesRead()
+
+
 class PriorityClasses:
     """The fleet's PriorityClasses for resolution, kept in memory and checked for changes before
     each use (see the module docstring). Thread-safe; share one per :class:`~fleet.state.Objects`
@@ -194,40 +231,71 @@ class PriorityClasses:
     def __init__(self, objects: Objects | None) -> None:
         self.objects = objects
         self._lock = threading.Lock()
-        #: (the resourceVersion the classes were read at, by name, the default).
-        self._read: tuple[str, dict[str, ClassInfo], ClassInfo | None] | None = None
+        #: The classes as last read (or last checked unchanged); None before the first read.
+        self._read: ClassesRead | None = None
 
-    def _current(self) -> tuple[dict[str, ClassInfo], ClassInfo | None]:
+    def check_call(self, pipeline: redis.client.Pipeline) -> Callable[[Sequence[Any]], ClassesRead]:
+        """:meth:`current` in two halves, for a caller that sends the check in one round trip with
+        reads of its own: queues on ``pipeline`` (a MULTI, so that the check's reads are one
+        atomic read) the reads of the kind's change feed after the version the classes were read
+        at (those of :meth:`fleet.state.Objects.changes`: the next change if any, the kind's
+        trim floor, the version counter), and returns the function to give the pipeline's replies
+        (all of them): the classes as stored when the pipeline ran. They are read again (one more
+        round trip) only when one changed since, or the feed no longer reaches back (410 Gone
+        for a watch). Nothing is queued before the first read (the function reads) nor without
+        objects."""
+        objects, read = self.objects, self._read
+        if objects is None:
+            return lambda _: NO_CLASSES
+        if read is None:
+            return lambda _: self._list(objects)
+        at = len(pipeline)
+        kind = kind_name(PRIORITY_CLASS.key)
+        start = int(read.version)
+        pipeline.xrange(objects.keys.changes(kind), f"{start + 1}-0", "+", count=1)
+        pipeline.hget(objects.keys.floors, kind)
+        pipeline.get(objects.keys.version)
+
+        def settle(replies: Sequence[Any]) -> ClassesRead:
+            entries, floor, version = replies[at : at + 3]
+            if entries or (floor is not None and start < int(text(floor))):
+                return self._list(objects)
+            now = str(max(start, int(version or 0)))
+            if now == read.version:
+                return read
+            # Unchanged up to ``now``: later checks need not look back past it.
+            checked = self._read = ClassesRead(now, read.by_name, read.default_class)
+            return checked
+
+        return settle
+
+    def current(self) -> ClassesRead:
+        """The classes as stored now: one small round trip while none changed."""
         if self.objects is None:
-            return {}, None
-        read = self._read
-        if read is not None:
-            try:
-                changes, version = self.objects.changes(PRIORITY_CLASS, read[0], block_ms=0, count=1)
-            except Gone:  # the feed no longer reaches back to our read: read again
-                changes, version = [], ""
-            if version and not changes:
-                if version != read[0]:
-                    self._read = (version, read[1], read[2])
-                return read[1], read[2]
+            return NO_CLASSES
+        pipeline = self.objects.client.pipeline(transaction=True)
+        settle = self.check_call(pipeline)
+        return settle(pipeline.execute() if len(pipeline) else [])
+
+    def _list(self, objects: Objects) -> ClassesRead:
         with self._lock:
-            items, version = self.objects.list(PRIORITY_CLASS)
+            items, version = objects.list(PRIORITY_CLASS)
             by_name = {c.name: c for c in (ClassInfo.of(item) for item in items) if c is not None}
-            self._read = (version, by_name, global_default(by_name.values()))
-            return by_name, self._read[2]
+            read = self._read = ClassesRead(version, by_name, global_default(by_name.values()))
+            return read
 
     def get(self, name: str) -> ClassInfo | None:
         """The class named ``name``, as stored now; None when there is none."""
-        return self._current()[0].get(name)
+        return self.current().get(name)
 
     def default(self) -> ClassInfo | None:
         """The ``globalDefault`` class now, if any."""
-        return self._current()[1]
+        return self.current().default()
 
     def snapshot(self) -> tuple[dict[str, ClassInfo], ClassInfo | None]:
         """All classes by name and the default, as stored now (one consistent read)."""
-        by_name, default = self._current()
-        return dict(by_name), default
+        read = self.current()
+        return dict(read.by_name), read.default_class
 
 
 _SHARED: weakref.WeakKeyDictionary[Objects, PriorityClasses] = weakref.WeakKeyDictionary()
@@ -257,8 +325,9 @@ def annotation_priority(obj: Mapping[str, Any]) -> int | None:
         ) from None
 
 
-def resolve(obj: Mapping[str, Any], classes: PriorityClasses | None) -> JobPriority:
-    """The priority of a job being submitted, by the rules of the module docstring.
+def resolve(obj: Mapping[str, Any], classes: ClassLookup | None) -> JobPriority:
+    """The priority of a job being submitted, by the rules of the module docstring, its class
+    looked up in ``classes`` (:class:`PriorityClasses`, or the :class:`ClassesRead` a check found).
 
     Raises :class:`PriorityClassNotFound` (a class it names does not exist), ``InvalidWorkload``
     (the annotation, when it is used, is not an integer) or ``UnknownKind``. ``classes=None``:

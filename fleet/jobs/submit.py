@@ -11,6 +11,12 @@ Priority is resolved once, at submission (:func:`prepare`: the job's PriorityCla
 class, the annotation; see :mod:`fleet.jobs.priority`), and recorded in the stored object's status;
 queueing a stored job again (:func:`enqueue`) uses what was recorded, whatever happened to the
 classes since.
+
+Accepting a job takes three round trips to Redis (the hot path: hundreds a second): what
+:func:`prepare` reads before the create (the quota tree's version and the PriorityClass change
+check, in one MULTI: both exact as of that moment), the create, then the queueing and the
+``Submitted`` Event together (:func:`queue_accepted`). One more only after a change: the tree's
+spec when another tree was applied, the classes when one changed.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from fleet.connections import run_scripts
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.priority import (
     PRIORITY_ANNOTATION,
+    ClassesRead,
     JobPriority,
     PriorityClasses,
     job_priority,
@@ -102,17 +109,38 @@ def prepare(obj: Mapping[str, Any], ledger: Ledger, classes: Classes = None) -> 
     ``classes`` (:func:`fleet.jobs.priority.resolve`) and recorded in the status it will be
     stored with. Raises ``InvalidWorkload``, ``UnknownKind``, ``queues.UnboundJob`` (no quota
     node binds its namespace) or :class:`~fleet.jobs.priority.PriorityClassNotFound`, and
-    changes nothing."""
+    changes nothing. A valid job costs one round trip (:func:`_read_current`) while neither the
+    tree nor any class changed."""
     adapter = adapter_for(obj)
     demand = adapter.demand(obj)
     if isinstance(classes, Objects):
         classes = priority_classes(classes)
-    return _derive(obj, ledger, demand, resolve(obj, classes))
+    tree, found = _read_current(ledger, classes)
+    return _derive(obj, tree, demand, resolve(obj, found))
 
 
-def _derive(obj: Mapping[str, Any], ledger: Ledger, demand: Demand, priority: JobPriority) -> Prepared:
+def _read_current(
+    ledger: Ledger, classes: PriorityClasses | None
+) -> tuple[ElasticQuotaTree | None, ClassesRead | None]:
+    """The applied tree and the PriorityClasses, both as stored now: the tree's version and the
+    classes' change check (:meth:`~fleet.jobs.priority.PriorityClasses.check_call`) in one MULTI
+    when the ledger and the classes' objects share a Redis client (they always do in Fleet),
+    separately otherwise. The tree's spec and the classes are read again only after a change."""
+    if classes is None or classes.objects is None:
+        return ledger.tree(), None
+    if classes.objects.client is not ledger.client:
+        return ledger.tree(), classes.current()
+    pipeline = ledger.client.pipeline(transaction=True)
+    pipeline.hget(ledger.keys.meta, "version")  # what Ledger.version() reads
+    settle = classes.check_call(pipeline)
+    replies = pipeline.execute()
+    return ledger.tree_at(int(replies[0] or 0)), settle(replies)
+
+
+def _derive(
+    obj: Mapping[str, Any], tree: ElasticQuotaTree | None, demand: Demand, priority: JobPriority
+) -> Prepared:
     meta = obj.get("metadata") or {}
-    tree = ledger.tree()
     leaf = leaf_in(tree, str(meta.get("namespace") or "default"), meta.get("labels") or {})
     body = dict(obj)
     metadata = dict(meta)
@@ -172,6 +200,6 @@ def enqueue(ledger: Ledger, obj: Mapping[str, Any]) -> Prepared:
     """Queue a stored job on its leaf (idempotent: a job already pending or admitted stays), with
     the priority recorded at its submission (:func:`fleet.jobs.priority.job_priority`): the
     PriorityClasses are not read again, so a class deleted or changed since changes nothing."""
-    prepared = _derive(obj, ledger, adapter_for(obj).demand(obj), job_priority(obj))
+    prepared = _derive(obj, ledger.tree(), adapter_for(obj).demand(obj), job_priority(obj))
     ledger.enqueue(prepared.key, prepared.leaf, prepared.request, prepared.priority)
     return prepared

@@ -215,6 +215,64 @@ def test_resolution_does_not_reread_the_classes_when_none_changed(
     assert round_trips[0] - before == 2  # the check, then the one read of the kind
     submit(objects, ledger, job("warm-up"))
     before = round_trips[0]
-    submit(objects, ledger, job("j"))
-    # the tree's version, the PriorityClass check, the create, the queueing with its Event
-    assert round_trips[0] - before == 4
+    submit(objects, ledger, job("j", priority_class="high"))
+    # the tree's version with the PriorityClass check (one MULTI), the create, the queueing with
+    # its Event: the check costs a submission no round trip of its own
+    assert round_trips[0] - before == 3
+    theirs = Objects(real_redis)  # another replica re-creates the class with another value
+    theirs.delete(PRIORITY_CLASS, None, "high")
+    theirs.create(PRIORITY_CLASS, priority_class("high", 2000))
+    before = round_trips[0]
+    submit(objects, ledger, job("k", priority_class="high"))
+    assert round_trips[0] - before == 4  # the classes read again, once
+    assert queued_priority(ledger, "k") == 2000
+    before = round_trips[0]
+    submit(objects, ledger, job("l", priority_class="high"))
+    assert round_trips[0] - before == 3
+
+
+def test_a_submission_sees_classes_applied_elsewhere_a_moment_ago(fleet: tuple[Objects, Ledger]) -> None:
+    """Submission's check, sent with the tree's version, is as exact as a lookup's."""
+    objects, ledger = fleet
+    theirs = Objects(objects.client)
+    with pytest.raises(PriorityClassNotFound):
+        submit(objects, ledger, job("early", priority_class="high"))
+    theirs.create(PRIORITY_CLASS, priority_class("high", 1000, policy="Never"))
+    submit(objects, ledger, job("on-time", priority_class="high"))
+    assert recorded(objects, "on-time") == {
+        "priority": 1000,
+        "priorityClassName": "high",
+        "preemptionPolicy": "Never",
+    }
+    theirs.create(PRIORITY_CLASS, priority_class("normal", 5, default=True))
+    submit(objects, ledger, job("plain"))
+    assert queued_priority(ledger, "plain") == 5
+    theirs.delete(PRIORITY_CLASS, None, "high")
+    with pytest.raises(PriorityClassNotFound):
+        submit(objects, ledger, job("late", priority_class="high"))
+    assert [o["metadata"]["name"] for o in objects.list(FLEET_ASCENDJOB)[0]] == ["on-time", "plain"]
+
+
+def test_classes_are_read_again_when_the_change_feed_no_longer_reaches_back(
+    fake_redis: redis.Redis,
+) -> None:
+    """A feed trimmed past the version the classes were read at cannot say what changed."""
+    objects = Objects(fake_redis)
+    classes = PriorityClasses(objects)
+    assert classes.get("high") is None
+    created = objects.create(PRIORITY_CLASS, priority_class("high", 7))
+    # the kind's stream trimmed past the change, as the write script trims it, floor and all
+    kind = "scheduling.k8s.io/priorityclasses"
+    fake_redis.xtrim(objects.keys.changes(kind), maxlen=0)
+    fake_redis.hset(objects.keys.floors, kind, created["metadata"]["resourceVersion"])
+    found = classes.get("high")
+    assert found is not None and found.value == 7
+
+
+def test_a_ledger_on_another_client_resolves_classes_too(fake_redis: redis.Redis) -> None:
+    """Without a shared client the tree's version and the check go separately, as exact."""
+    objects = Objects(fake_redis)
+    ledger = Ledger(redis.Redis(connection_pool=fake_redis.connection_pool))
+    objects.create(PRIORITY_CLASS, priority_class("high", 1000))
+    submit(objects, ledger, job("apart", priority_class="high"))
+    assert queued_priority(ledger, "apart") == 1000

@@ -13,6 +13,7 @@ from fleet.jobs.submit import prepare, queue_accepted
 from fleet.state import Objects, events_for
 from queues import JobState, Ledger
 from tests.fleet.placement import factory
+from tests.queues.support import make_tree
 
 
 def job(name: str, **kwargs: Any) -> dict[str, Any]:
@@ -40,7 +41,8 @@ def test_a_submitted_job_is_stored_queued_and_its_event_recorded(redis_client: r
 
 
 def test_submission_takes_three_round_trips(real_redis: redis.Redis, round_trips: list[int]) -> None:
-    """The tree's version, the create, then the queueing and the Event together."""
+    """The tree's version and the PriorityClass change check together (one MULTI), the create,
+    then the queueing and the Event together."""
     objects, ledger = Objects(real_redis), Ledger(real_redis)
     submit(objects, ledger, job("warm-up"))  # scripts loaded, the tree read once
     before = round_trips[0]
@@ -70,3 +72,22 @@ def test_a_ledger_on_another_client_is_written_separately(redis_client: redis.Re
     stored = submit(objects, ledger, job("apart"))
     assert ledger.pending.peek("root", 10) == ["default/apart"]
     assert _submitted(objects, stored) == [("Submitted", "queued in root", 1)]
+
+
+def test_a_tree_applied_elsewhere_costs_the_next_submission_one_read(
+    real_redis: redis.Redis, round_trips: list[int]
+) -> None:
+    """The version read with the PriorityClass check is exact: the next submission reads the new
+    tree's spec (one more round trip) and is queued in it; the one after is back to three."""
+    objects, ledger = Objects(real_redis), Ledger(real_redis)
+    submit(objects, ledger, job("warm-up"))
+    team = {"name": "team", "namespaces": ["default"], "max": {"huawei.com/Ascend910": 64}}
+    Ledger(real_redis).apply(make_tree({"name": "root", "children": [team]}))  # another replica
+    before = round_trips[0]
+    stored = submit(objects, ledger, job("in-team"))
+    assert round_trips[0] - before == 4
+    assert stored["status"]["queue"] == "root-team"
+    assert ledger.pending.peek("team", 10) == ["default/in-team"]
+    before = round_trips[0]
+    submit(objects, ledger, job("again"))
+    assert round_trips[0] - before == 3
