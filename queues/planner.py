@@ -15,10 +15,11 @@ Cost follows admissions and changes, not refusals
     class whose head is refused is *parked* with a stamp of its leaf's chain (what each node
     uses and is owed, and the tree version) and is not checked again until the stamp improves:
     something under one of those nodes was released, what siblings are owed changed, or the
-    tree changed; or a job of higher priority became the class head (it may preempt where the
-    old head could not). A refusal that a job picked earlier in the same cycle may have caused
-    is not certain (that pick may still fail on capacity): the class is only deferred to the
-    next cycle, which comes at once because this one admitted something.
+    tree changed; or a job of higher priority became the class head, or jobs of lower priority
+    than the head were admitted in its leaf (it may preempt now where it could not before). A
+    refusal that a job picked earlier in the same cycle may have caused is not certain (that
+    pick may still fail on capacity): the class is only deferred to the next cycle, which comes
+    at once because this one admitted something.
 
 Fair order between leaves (:meth:`Snapshot.share`)
     Each pick goes to the leaf that comes first in a walk down the tree: at every level, the
@@ -34,11 +35,15 @@ No starvation (``starvation_seconds``)
     A leaf's head that is refused for quota while it would fit the tree (its request is within
     every ``max`` of its chain) may be passed by later, smaller jobs only for
     ``starvation_seconds``. Then it holds a *reservation* at the node that refuses it (for a
-    ``max``, that node; for the borrowing rule, the leaf's parent; for strict order, the leaf):
-    no other job under that node that asks for any resource the head asks for is admitted
-    before it, so the node drains until the head fits. Its wait is bounded by the bound plus
-    the time the jobs already running under that node take to end (or less, with preemption).
-    The clock is the dispatcher's memory: a new leader starts it again.
+    ``max``, that node; for the borrowing rule, the node that would borrow; for strict order,
+    the leaf): no other job under that node that asks for any resource the head asks for is
+    admitted before it, so the node drains until the head fits, except jobs of other leaves that
+    fit within their own leaf's ``min``: another leaf's guaranteed quota is never held back,
+    which is also what keeps a head refused by a sibling's guarantee from blocking that very
+    sibling. Its wait is bounded
+    by the bound plus the time the jobs already running under that node take to end (or less,
+    with preemption), plus the time owed siblings take to reach their ``min``. The clock is the
+    dispatcher's memory: a new leader starts it again.
 
 Preemption (:meth:`victims`)
     A refused leaf head may be admitted by evicting running jobs, if its policy allows. Within
@@ -48,8 +53,10 @@ Preemption (:meth:`victims`)
     parent's, and so on) that use more than their own ``min`` in a resource the head needs,
     most recently admitted first, while that subtree still borrows. Either way the victims are
     as few as the simulation on the snapshot needs (then trimmed, Kueue's minimal set), the head
-    is *nominated*: it holds a reservation at the refusing node until it is admitted or the
-    nomination expires, so the quota the victims free goes to it and not to whoever comes next.
+    is *nominated*: it holds a reservation at the refusing node until it is admitted, until the
+    first cycle after its victims are gone (:meth:`Planner.victims_gone`) if it is refused even
+    then, or until the nomination expires; so the quota the victims free goes to it and not to
+    whoever comes next.
 """
 
 from __future__ import annotations
@@ -178,6 +185,10 @@ class Planner:
         self._parked: dict[tuple[str, str], _Park] = {}
         self._starving: dict[str, _Starving] = {}
         self._nominated: dict[str, Reservation] = {}
+        #: Per leaf, the lowest priority picked last cycle: a parked head of higher priority may
+        #: now preempt what passed it, so it is looked at again.
+        self._passed: dict[str, int] = {}
+        self._last_chance: set[str] = set()
 
     # ---- memory -------------------------------------------------------------------------------
 
@@ -186,6 +197,8 @@ class Planner:
         self._parked.clear()
         self._starving.clear()
         self._nominated.clear()
+        self._passed.clear()
+        self._last_chance.clear()
 
     def unpark_all(self) -> None:
         """Check every class again next cycle (e.g. capacity appeared where a pick had none)."""
@@ -214,6 +227,16 @@ class Planner:
 
     def nominated(self, job: str) -> Reservation | None:
         return self._nominated.get(job)
+
+    def nominations(self) -> list[str]:
+        return list(self._nominated)
+
+    def victims_gone(self, job: str) -> None:
+        """The preemptor's victims no longer hold quota: the next cycle is its last chance to
+        use the nomination (if the quota refuses it even then, something else than its victims
+        stands in its way, and holding others back for it would only idle the quota)."""
+        if job in self._nominated:
+            self._last_chance.add(job)
 
     def admitted(self, jobs: Iterable[str]) -> None:
         """Jobs the ledger admitted: their nominations and starvation clocks end."""
@@ -261,6 +284,10 @@ class Planner:
         class goes on with its next job.
         """
         plan = Plan()
+        for leaf, s in list(self._starving.items()):
+            first = _leaf_first(heads.get(leaf, ()))
+            if first is None or first.job != s.job:
+                del self._starving[leaf]  # no longer its leaf's head: it holds nothing
         reservations = self.reservations(now)
         cursors: dict[str, list[_Cursor]] = {}
         for leaf, classes in heads.items():
@@ -273,12 +300,14 @@ class Planner:
                     continue
                 park = self._parked.get((leaf, c.cls))
                 if park is not None:
-                    if not _improved(park.stamp, stamp) and c.heads[0].score >= park.head.score:
+                    passed = park.head.priority > self._passed.get(leaf, park.head.priority)
+                    if not (_improved(park.stamp, stamp) or c.heads[0].score < park.head.score or passed):
                         continue
                     del self._parked[(leaf, c.cls)]
                 open_classes.append(_Cursor(c))
             if open_classes:
                 cursors[leaf] = open_classes
+        self._passed.clear()
         for leaf in list(self._parked_leaves() - set(heads)):
             self._drop_leaf(leaf)
         touched: set[str] = set()
@@ -313,8 +342,14 @@ class Planner:
             touched.update(snap.chain(leaf))
             keys.changed(snap.chain(leaf))
             plan.picks.append(Pick(head.job, leaf, cursor.classes.cls, request, head))
+            self._passed[leaf] = min(self._passed.get(leaf, head.priority), head.priority)
             cursor.advance()
         self._track_heads(snap, heads, plan, deferred, now)
+        picked = {p.job for p in plan.picks}
+        for job in self._last_chance:
+            if job not in picked:
+                self._nominated.pop(job, None)
+        self._last_chance.clear()
         return plan
 
     def _parked_leaves(self) -> set[str]:
@@ -354,15 +389,16 @@ class Planner:
             if known is not None and known.job != first.job:
                 del self._starving[leaf]
                 known = None
-            if known is not None:
-                continue
             cls = next(c for c in classes if c.heads and c.heads[0] == first)
             park = self._parked.get((leaf, cls.cls))
             refusal = refusals.get(first.job) or (park.refusal if park else None)
             if refusal is None or snap.never_fits(leaf, cls.request) is not None:
                 continue
+            # The clock keeps running; the node it holds follows the latest refusal (a head
+            # refused by a max may be refused by a sibling's guarantee once the max has room).
             node = _blocking_node(snap, leaf, refusal)
-            self._starving[leaf] = _Starving(first.job, now, node, _resources(cls.request))
+            since = now if known is None else known.since
+            self._starving[leaf] = _Starving(first.job, since, node, _resources(cls.request))
 
     # ---- preemption ---------------------------------------------------------------------------
 
@@ -505,14 +541,13 @@ def _resources(request: Mapping[str, int]) -> frozenset[str]:
 
 
 def _blocking_node(snap: Snapshot, leaf: str, refusal: Refusal) -> str:
-    """The node whose headroom a refused job waits for."""
-    by_path = {node.path: name for name, node in snap.nodes.items()}
-    node = by_path.get(refusal.node, leaf)
-    if refusal.kind is RefusalKind.MIN:
-        return snap.nodes[node].parent or node
+    """The node whose headroom a refused job waits for: the node whose ``max`` refuses it, or
+    the node that would borrow beyond its ``min`` (not its parent: the siblings it would take
+    from are owed their guarantee first), or for strict order the leaf."""
     if refusal.kind is RefusalKind.ORDER:
         return leaf
-    return node
+    by_path = {node.path: name for name, node in snap.nodes.items()}
+    return by_path.get(refusal.node, leaf)
 
 
 def _blocker(
@@ -523,9 +558,12 @@ def _blocker(
     chain = snap.chain(leaf)
     asks = _resources(request)
     own = next((r for r in reservations if r.job == job), None)
+    guaranteed = _within_guarantee(snap, leaf, request)
     for held in reservations:
         if held.job == job:
             continue
+        if guaranteed and held.leaf != leaf:
+            continue  # another leaf's guaranteed quota is never held back for anyone
         if own is not None and held.rank >= own.rank:
             continue
         if held.node in chain and held.resources & asks:

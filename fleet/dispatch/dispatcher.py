@@ -208,6 +208,8 @@ class Dispatcher:
         #: The earliest time a timer (backoff, exclusion, starvation bound, nomination) is due.
         self._wake = math.inf
         self._victims_at: deque[float] = deque()
+        #: Preemptor -> its victims, while they still hold quota (see Planner.victims_gone).
+        self._nominees: dict[str, list[str]] = {}
 
     # ---- the loop ---------------------------------------------------------------------------
 
@@ -246,6 +248,7 @@ class Dispatcher:
         self._misses.clear()
         self._said.clear()
         self.planner.forget()
+        self._nominees.clear()
         self._idle = None
         self.reconcile()
         return True
@@ -293,6 +296,7 @@ class Dispatcher:
         if not active:
             return 0, False
         heads = self.ctx.ledger.class_heads(active, self.settings.heads_per_class)
+        self._check_nominees()
         plan = self.planner.plan(snap.copy(), heads, now, skip=lambda job: self._skip(job, now, epoch))
         for reservation in self.planner.reservations(now):
             if reservation.why == "nominated":
@@ -517,6 +521,21 @@ class Dispatcher:
 
     # ---- preemption ---------------------------------------------------------------------------
 
+    def _check_nominees(self) -> None:
+        """Tell the planner which preemptors' victims no longer hold quota (evicted and
+        requeued, or ended on their own): one pipeline, only while preemptions are under way."""
+        for job in [j for j in self._nominees if self.planner.nominated(j) is None]:
+            del self._nominees[job]
+        if not self._nominees:
+            return
+        pipe = self.ctx.client.pipeline(transaction=False)
+        for victims in self._nominees.values():
+            pipe.hmget(self.ctx.ledger.keys.admitted, victims)
+        for (job, _), held in zip(list(self._nominees.items()), pipe.execute(), strict=True):
+            if all(raw is None for raw in held):
+                self.planner.victims_gone(job)
+                del self._nominees[job]
+
     def _preempt(self, refused: list[Refused], now: float) -> int:
         """Find victims for refused leaf heads that may preempt, mark them and send their
         evictions; returns how many were marked. See :mod:`queues.planner` for whom it takes."""
@@ -615,6 +634,7 @@ class Dispatcher:
             held = self.planner.nominate(
                 r.job, r.leaf, snap, r.refusal, request, until=now + self.settings.nomination_seconds
             )
+            self._nominees[r.job] = [victim.job for victim, _ in marked]
             self._wake = min(self._wake, held.until)
             marked_total += len(marked)
         return marked_total
