@@ -53,7 +53,10 @@ Queues and order
     :mod:`queues.pending`: per node, ordered by priority then submission. Under the best-effort
     policy the dispatcher may admit any queued job (it skips a blocked head); under the strict
     policy :meth:`Ledger.admit_pending` refuses all but the head. :mod:`queues.views` derives one
-    queue per tree node (``root``, ``root-child-2``) with min, max, used, admitted and pending.
+    queue per tree node (``root``, ``root-child-2``) from one snapshot: min, max, used, borrowed
+    (used beyond min), lent (the part of its unused min that others use now), the share the
+    planner orders by, admitted and waiting jobs; and, for one waiting job, its position in its
+    leaf's queue and what the quota says of it now (:func:`job_wait`).
     :mod:`queues.reasons` turns a refusal into the pending reason a user reads, e.g.
     ``quota root/child-2: kube-queue/max-jobs 1/1 in use``.
 
@@ -68,7 +71,7 @@ from queues.reasons import Refusal, RefusalKind
 from queues.records import Fenced, InvalidRequest, JobRecord, JobState, LedgerError
 from queues.tree import IMPLICIT_ROOT, QUOTA_LABEL, ElasticQuotaTree, QuotaNode, UnboundJob, queue_name
 from queues.validation import Problem, Severity, TreeInvalid, check, load, load_file, validate
-from queues.views import QueueView, format_views, queue_views
+from queues.views import QueueView, Waiting, format_views, job_wait, queue_views
 
 __all__ = [
     "DEFAULT_KEYS",
@@ -98,8 +101,10 @@ __all__ = [
     "TreeInvalid",
     "UnboundJob",
     "VersionConflict",
+    "Waiting",
     "check",
     "format_views",
+    "job_wait",
     "leaf_in",
     "load",
     "load_file",

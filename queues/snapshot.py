@@ -212,8 +212,9 @@ class Snapshot:
         return any(node.used.get(r, 0) < a for r, a in node.min.items() if a > 0)
 
     def borrowed(self, name: str) -> dict[str, int]:
-        """What the node uses beyond its ``min``, per resource its ``min`` names (or any it uses,
-        against a ``min`` of 0, when its parent limits it)."""
+        """What the node uses beyond its ``min``, per resource (against a ``min`` of 0 for a
+        resource its ``min`` does not name; max-jobs only when its ``min`` names it). Reclaim
+        asks this of the resources a waiting job needs, so unrelated ones never matter."""
         node = self.nodes[name]
         out: dict[str, int] = {}
         for r, used in node.used.items():

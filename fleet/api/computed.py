@@ -17,6 +17,23 @@ object as MODIFIED (clients apply MODIFIED idempotently); from the current versi
 nothing until something changes; without a version it sends the view as ADDED, like any watch.
 The cost is one computation per watcher per interval, which the few tools that watch these kinds
 (``kubectl get queue -w``) can afford; an API replica's Redis connection is shared.
+
+Computed fields of stored objects: a ``Queued`` job read by name (GET, hence ``kubectl describe
+acjob NAME`` and ``fleet describe acjob NAME``) gets two status fields that are computed at that
+moment and never stored (:func:`waiting_fields`):
+
+* ``status.position``: its place in its leaf's queue, ``3 of 120 in queue root-team-a``;
+* ``status.blocker``: what holds it now. The quota's exact refusal as the admission script would
+  give it (``quota root/team-a: huawei.com/Ascend910 8 used + 4 requested exceeds max 8``), or
+  ``can never be admitted: ...`` for a job larger than a ``max`` of its chain, or, when the quota
+  would admit it, ``quota admits it; waiting for capacity or its turn: <its last pending
+  message>`` (no fitting member, a reservation for a starving head or a preemptor, or simply
+  jobs ahead of it).
+
+The dispatcher writes the exact refusal only on the head of each refused request class; these
+fields make every waiting job's answer exact when someone looks. They cost three small ledger
+reads per GET (:func:`queues.job_wait`) and nothing for a list or a watch, which return the
+stored objects as they are; a status write that sends them back has them dropped.
 """
 
 from __future__ import annotations
@@ -42,8 +59,22 @@ from fleet.apiserver.store import (
     parse_resource_version,
     select_page,
 )
+from fleet.jobs.phases import Phase
+from fleet.jobs.status import current_state, last_condition
+from fleet.jobs.submit import job_key
+from queues import Ledger, job_wait
 
-__all__ = ["ComputedKind", "Fingerprint", "stable_uid"]
+__all__ = [
+    "WAITING_FIELDS",
+    "ComputedKind",
+    "Fingerprint",
+    "stable_uid",
+    "waiting_fields",
+    "without_waiting_fields",
+]
+
+#: The status fields of a Queued job that are computed when it is read (see the module docstring).
+WAITING_FIELDS: Final = ("position", "blocker")
 
 #: What of an object a watch compares (the default leaves out only its resourceVersion).
 Fingerprint = Callable[[Obj], Any]
@@ -188,3 +219,26 @@ class ComputedKind:
                     gone["metadata"]["resourceVersion"] = str(version)
                     yield WatchEvent(DELETED, gone)
             seen = now
+
+
+# --- computed fields of a Queued job -------------------------------------------------------------
+
+
+def waiting_fields(ledger: Ledger, obj: Obj) -> dict[str, str]:
+    """``status.position`` and ``status.blocker`` of a ``Queued`` job, computed now; empty for a
+    job in any other state or not pending in the ledger. Synchronous: run it in a worker thread."""
+    if current_state(obj) != Phase.QUEUED:
+        return {}
+    wait = job_wait(ledger, job_key(obj))
+    if wait is None:
+        return {}
+    last = last_condition(obj) or {}
+    return {"position": wait.where, "blocker": wait.blocker(str(last.get("message") or ""))}
+
+
+def without_waiting_fields(obj: Obj) -> Obj:
+    """``obj`` without the computed fields in its status (a copy when it had them)."""
+    status = obj.get("status")
+    if not isinstance(status, dict) or not any(f in status for f in WAITING_FIELDS):
+        return obj
+    return {**obj, "status": {k: v for k, v in status.items() if k not in WAITING_FIELDS}}

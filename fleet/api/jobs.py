@@ -13,6 +13,11 @@ that the ledger would refuse is ever stored. Then the object is stored (``RedisS
 process that dies between storing and queueing loses nothing: the dispatcher's reconcile queues
 a stored job that the ledger lacks. A dry run stops after the store's own dry run.
 
+A ``Queued`` job read by name carries ``status.position`` and ``status.blocker``, computed at that
+moment and never stored (see :mod:`fleet.api.computed`): ``kubectl describe acjob NAME`` shows
+where it stands in its leaf's queue and exactly what holds it. Lists and watches return the
+stored objects, so their cost does not grow with the number of waiting jobs.
+
 The ledger is synchronous (``redis.Redis``); its calls run in worker threads, off the event loop.
 
 Status is Fleet's: the dispatcher and syncers write it through :class:`fleet.state.Objects`;
@@ -32,12 +37,15 @@ from typing import Any
 
 import redis
 
+from fleet.api.computed import waiting_fields, without_waiting_fields
 from fleet.api.errors import invalid
 from fleet.api.priority_classes import refused
 from fleet.apiserver.errors import Cause
 from fleet.apiserver.resources import Obj, ResourceType
 from fleet.apiserver.store import WatchEvent, update_target
+from fleet.jobs.phases import Phase
 from fleet.jobs.priority import PRIORITY_ANNOTATION, PriorityClassNotFound, priority_classes
+from fleet.jobs.status import current_state
 from fleet.jobs.submit import Prepared, prepare, queue_accepted
 from fleet.state import Objects, RedisStore
 from fleet.workloads import InvalidWorkload, UnknownKind
@@ -103,7 +111,21 @@ class JobBackend:
     # --- the rest: storage ----------------------------------------------------------------------
 
     async def get(self, rt: ResourceType, namespace: str | None, name: str) -> Obj:
-        return await self.store.get(rt, namespace, name)
+        """The stored job; a ``Queued`` one with its position and blocker computed now
+        (:func:`fleet.api.computed.waiting_fields`; a list or a watch never computes them)."""
+        obj = await self.store.get(rt, namespace, name)
+        if current_state(obj) != Phase.QUEUED:
+            return obj
+        try:
+            fields = await asyncio.to_thread(waiting_fields, self.ledger, obj)
+        except redis.RedisError as error:
+            # The object is what was asked for; its computed fields are a courtesy.
+            log.warning("event=waiting_fields_failed namespace=%s name=%s error=%r", namespace, name, error)
+            return obj
+        if not fields:
+            return obj
+        # Stored objects are shared, never changed in place.
+        return {**obj, "status": {**(obj.get("status") or {}), **fields}}
 
     async def list(
         self,
@@ -143,6 +165,8 @@ class JobBackend:
                         )
                     ],
                 )
+        if subresource == "status":
+            obj = without_waiting_fields(obj)  # computed on read, never stored
         return await self.store.update(rt, obj, subresource=subresource, dry_run=dry_run)
 
     async def delete(

@@ -204,7 +204,11 @@ def _queue_row(obj: Obj) -> list[Any]:
         amounts(json_path(obj, ".spec.max")),
         amounts(status.get("used")),
         int(status.get("admitted") or 0),
-        int(status.get("pending") or 0),
+        int(status.get("waiting", status.get("pending")) or 0),
+        str(status.get("share") or "0.00"),
+        amounts(status.get("borrowed")),
+        amounts(status.get("lent")),
+        status.get("belowMin") is True,
     ]
 
 
@@ -222,7 +226,24 @@ QUEUE: Final = ResourceType(
         PrinterColumn("Max", "string", ".spec.max", "The ceiling of the quota node."),
         PrinterColumn("Used", "string", ".status.used", "What the node's admitted jobs use."),
         PrinterColumn("Admitted", "integer", ".status.admitted", "Admitted, unfinished jobs."),
-        PrinterColumn("Pending", "integer", ".status.pending", "Jobs waiting in the node's subtree."),
+        PrinterColumn("Pending", "integer", ".status.waiting", "Jobs waiting in the node's subtree."),
+        PrinterColumn(
+            "Share",
+            "string",
+            ".status.share",
+            "The dominant share of its min in use, which orders siblings (after those below their min).",
+        ),
+        PrinterColumn("Borrowed", "string", ".status.borrowed", "What the node uses beyond its min."),
+        PrinterColumn(
+            "Lent", "string", ".status.lent", "The part of its unused min that others use now.", priority=1
+        ),
+        PrinterColumn(
+            "Below-Min",
+            "boolean",
+            ".status.belowMin",
+            "Whether it uses less than its min of something (served first).",
+            priority=1,
+        ),
     ),
     table_row=_queue_row,
     description="A queue derived from a node of the ElasticQuotaTree, with its use (read-only).",

@@ -1,9 +1,9 @@
 """The Queue kind: one read-only object per quota tree node, computed from the ledger.
 
-``kubectl get queue`` prints NAME MIN MAX USED ADMITTED PENDING, the numbers of
-:func:`queues.queue_views` (limits from the applied tree, usage and pending counts from the
-ledger's per-node counters: two round trips, whatever the number of jobs). While no tree is
-applied there is one queue, the implicit ``root``.
+``kubectl get queue`` prints NAME MIN MAX USED ADMITTED PENDING SHARE BORROWED (``-o wide`` adds
+LENT and BELOW-MIN), the numbers of :func:`queues.queue_views`: limits from the applied tree,
+everything else from one snapshot of the ledger (two round trips, whatever the number of jobs).
+While no tree is applied there is one queue, the implicit ``root``.
 
 The object::
 
@@ -11,9 +11,22 @@ The object::
     kind: Queue
     metadata: {name: root-child-2, labels: {fleet.io/quota-node: child-2}}
     spec: {path: root/child-2, node: child-2, min: {...}, max: {...}}
-    status: {used: {cpu: "4", huawei.com/Ascend910: "4"}, admitted: 1, pending: 2}
+    status:
+      used: {cpu: "4", huawei.com/Ascend910: "4"}
+      borrowed: {huawei.com/Ascend910: "4"}
+      lent: {}
+      share: "1.50"
+      belowMin: false
+      admitted: 1
+      waiting: 2
+      pending: 2
 
 Quantities are Kubernetes strings; ``used`` leaves out the job count, which is ``admitted``.
+``borrowed`` is what the node uses beyond its ``min``; ``lent`` the part of its unused ``min``
+that others use now; ``share`` the dominant share of its guarantee that the planner orders
+siblings by (nodes ``belowMin`` first, then the lowest share), a decimal string with two places
+since Kubernetes objects carry no floats; ``waiting`` the jobs pending in its subtree, also
+under its first name ``pending``. :mod:`queues.views` defines each precisely.
 """
 
 from __future__ import annotations
@@ -26,6 +39,7 @@ from fleet.api.computed import ComputedKind
 from fleet.api.kinds import QUEUE, format_amounts
 from fleet.apiserver.resources import Obj
 from queues import Ledger, QueueView, queue_views
+from queues.views import format_share
 
 __all__ = ["NODE_LABEL", "queue_kind", "queue_object"]
 
@@ -45,7 +59,16 @@ def queue_object(view: QueueView) -> Obj:
             "min": format_amounts(view.min),
             "max": format_amounts(view.max),
         },
-        "status": {"used": format_amounts(view.used), "admitted": view.admitted, "pending": view.pending},
+        "status": {
+            "used": format_amounts(view.used),
+            "borrowed": format_amounts(view.borrowed),
+            "lent": format_amounts(view.lent),
+            "share": format_share(view.share),
+            "belowMin": view.below_min,
+            "admitted": view.admitted,
+            "waiting": view.waiting,
+            "pending": view.waiting,
+        },
     }
 
 

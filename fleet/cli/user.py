@@ -7,6 +7,12 @@ also reads each member context of the same kubeconfig (every context but ``fleet
 member copies of the listed jobs, found by their ``fleet.io/job-uid`` label, one row per copy as
 ``kubectl amc get -M`` shows them; a member that cannot be reached is a warning, not a failure,
 since the point of looking is often that one is down.
+
+``describe acjob`` of a ``Queued`` job shows, beside its last pending message, its position in its
+leaf's queue and its blocker, which the endpoint computes when the job is read by name (see
+:mod:`fleet.api.computed`). ``queues`` shows per quota node its limits, use, what it borrows
+beyond its ``min`` and lends of it, the share that orders it among its siblings (those below their
+``min`` first), and its admitted and waiting jobs (see :mod:`queues.views`).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from fleet.jobs.phases import Phase
 from fleet.jobs.status import current_state, last_condition
 from fleet.members import KubeconfigClients, MemberConfigError
 from fleet.workloads.labels import JOB_UID_LABEL
+from queues.views import HEADERS as QUEUE_HEADERS
 
 __all__ = ["clusters", "describe", "get", "queues"]
 
@@ -247,6 +254,11 @@ def describe_acjob(kubeconfig: Path, context: str, namespace: str | None, name: 
         ("State", state),
         ("Reason", str(last.get("reason") or "")),
         ("Pending" if state == Phase.QUEUED else "Message", str(last.get("message") or "")),
+        *(
+            (label, str(status[field]))
+            for label, field in (("Position", "position"), ("Blocker", "blocker"))
+            if state == Phase.QUEUED and status.get(field)
+        ),
         ("Queue", str(status.get("queue") or "<none>")),
         ("Cluster", str(status.get("cluster") or "<none>")),
         ("Attempt", str(status.get("attempt") or 0)),
@@ -318,7 +330,8 @@ def _list_cluster_kind(
 @kubeconfig_path_option
 @context_option
 def queues(kubeconfig: Path, context: str) -> None:
-    """The queue of every quota tree node: its limits, use, admitted and pending jobs."""
+    """The queue of every quota tree node: its limits and use, what it borrows beyond its min and
+    lends of it, the share that orders it among its siblings, its admitted and waiting jobs."""
     items = _list_cluster_kind(kubeconfig, context, QUEUE.group, QUEUE.version, QUEUE.plural)
     rows = []
     for item in items:
@@ -329,16 +342,19 @@ def queues(kubeconfig: Path, context: str) -> None:
                 amounts(spec.get("min")),
                 amounts(spec.get("max")),
                 amounts(status.get("used")),
+                amounts(status.get("borrowed")),
+                amounts(status.get("lent")),
+                str(status.get("share") or "0.00"),
+                "true" if status.get("belowMin") is True else "false",
                 str(int(status.get("admitted") or 0)),
-                str(int(status.get("pending") or 0)),
+                str(int(status.get("waiting", status.get("pending")) or 0)),
             ]
         )
 
     def waiting(value: str) -> Callable[[str], str] | None:
         return (lambda text: click.style(text, fg="yellow")) if value not in ("", "0") else None
 
-    headers = ["NAME", "MIN", "MAX", "USED", "ADMITTED", "PENDING"]
-    click.echo(render_table(headers, rows, {5: waiting}), color=None)
+    click.echo(render_table(list(QUEUE_HEADERS), rows, {len(QUEUE_HEADERS) - 1: waiting}), color=None)
 
 
 def _ready(item: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -70,7 +70,41 @@ def test_the_dashboard_covers_what_operators_watch() -> None:
         "fleet_placement_free_npus",
         "fleet_sync_seconds",
         "fleet_dispatch_round_seconds",
+        "fleet_preemptions",
+        "fleet_quota_refusals",
     } <= used
+
+
+def test_what_users_are_told_about_waiting_is_on_the_dashboard() -> None:
+    """Issue 16: preemptions by reason, refusals by kind, time to admission per queue (the leaf)
+    and priority, at p50 and p95."""
+    exprs = [expr for _, expr in queries()]
+    assert any("fleet_preemptions_total" in e and "by (reason)" in e for e in exprs)
+    assert any("fleet_quota_refusals_total" in e and "by (kind)" in e for e in exprs)
+    for quantile in ("0.5", "0.95"):
+        assert any(
+            e.startswith(f"histogram_quantile({quantile}, ")
+            and "fleet_admission_wait_seconds_bucket" in e
+            and "by (queue, le)" in e
+            for e in exprs
+        ), quantile
+    assert any("fleet_admission_wait_seconds_bucket" in e and "by (queue, priority, le)" in e for e in exprs)
+    exported = exported_labels()
+    assert exported["fleet_preemptions"] >= {"reason"}
+    assert exported["fleet_quota_refusals"] >= {"kind"}
+    assert exported["fleet_admission_wait_seconds"] >= {"queue", "priority"}
+
+
+def test_panels_do_not_overlap_and_ids_are_unique() -> None:
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    assert len({p["id"] for p in panels}) == len(panels)
+    cells = [
+        (x, y)
+        for p in panels
+        for x in range(p["gridPos"]["x"], p["gridPos"]["x"] + p["gridPos"]["w"])
+        for y in range(p["gridPos"]["y"], p["gridPos"]["y"] + p["gridPos"]["h"])
+    ]
+    assert len(cells) == len(set(cells))
 
 
 def test_every_query_names_exported_metrics_and_labels() -> None:

@@ -344,8 +344,10 @@ def test_queue_views_per_node(ledger: Ledger) -> None:
     assert child.max[MAX_JOBS] == 1
     assert (views["root"].admitted, views["root"].pending, views["root"].min["memory"]) == (1, 1, 40 * 2**30)
     table = format_views(list(views.values())).splitlines()
-    assert table[0].split() == ["NAME", "ADMITTED", "PENDING", "USED", "MIN", "MAX"]
-    assert table[2].split()[:4] == ["root-child-2", "1", "1", "cpu=2"]
+    header = ["NAME", "MIN", "MAX", "USED", "BORROWED", "LENT", "SHARE", "BELOW-MIN", "ADMITTED", "WAITING"]
+    assert table[0].split() == header
+    row = table[2].split()
+    assert row[:1] + row[3:] == ["root-child-2", "cpu=2", "cpu=2", "-", "1.00", "false", "1", "1"]
 
 
 def test_pipelined_writes_and_decisions(ledger: Ledger, redis_client: redis.Redis) -> None:

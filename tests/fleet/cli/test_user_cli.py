@@ -31,6 +31,7 @@ from fleet.cli import main
 from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS
 from fleet.state import Objects
 from fleet.workloads.labels import JOB_UID_LABEL
+from queues import Ledger, load
 from tests.support.dispatch_pass import dispatch_once
 from tests.support.fleet_api import FleetApiThread
 from tests.support.sim import CARD_POOL, running_sim, small_topology
@@ -175,14 +176,32 @@ def test_get_describe_queues_and_clusters_show_what_happened(fleet: Fleet) -> No
         line.startswith("Pending:") and line.endswith("quota root/child-2: kube-queue/max-jobs 1/1 in use")
         for line in lines
     ), described.stdout
+    assert "Position:  1 of 1 in queue root-child-2" in lines, described.stdout
+    assert "Blocker:   quota root/child-2: kube-queue/max-jobs 1/1 in use" in lines, described.stdout
     events = described.stdout.split("Events:", 1)[1]
     assert "QuotaExceeded" in events and "kube-queue/max-jobs 1/1 in use" in events
+    first_described = fleet.fleet("describe", "acjob", "first").stdout
+    assert "Position:" not in first_described and "Blocker:" not in first_described
 
     queues = fleet.fleet("queues")
     assert queues.exit_code == 0, queues.output
     by_name = {r[0]: r for r in rows(queues.stdout)}
-    assert by_name["NAME"] == ["NAME", "MIN", "MAX", "USED", "ADMITTED", "PENDING"]
-    assert by_name["root-child-2"][-2:] == ["1", "1"]
+    assert by_name["NAME"] == [
+        "NAME",
+        "MIN",
+        "MAX",
+        "USED",
+        "BORROWED",
+        "LENT",
+        "SHARE",
+        "BELOW-MIN",
+        "ADMITTED",
+        "WAITING",
+    ]
+    # child-2 has no min: its use is measured against its max (one job of max-jobs 1) and all of
+    # it is beyond its (zero) guarantee, in the resources its root names.
+    assert by_name["root-child-2"][4:] == ["-", "-", "1.00", "false", "1", "1"]
+    assert by_name["root"][4:] == ["-", "-", "0.00", "true", "1", "1"]
 
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     fleet.redis.hset(
@@ -222,3 +241,83 @@ def test_a_user_sees_only_their_namespace_and_errors_name_the_cause(fleet: Fleet
     down = CliRunner().invoke(main, ["get", "acjob", "--kubeconfig", str(gone)])
     assert down.exit_code == 1
     assert down.stderr.startswith("error: ") and "127.0.0.1:1" in down.stderr
+
+
+CONTENDED_TREE = {
+    "apiVersion": "scheduling.sigs.k8s.io/v1beta1",
+    "kind": "ElasticQuotaTree",
+    "metadata": {"name": "elasticquotatree", "namespace": "kube-system"},
+    "spec": {
+        "root": {
+            "name": "root",
+            "min": {"huawei.com/Ascend910": 16, "cpu": 64},
+            "max": {"huawei.com/Ascend910": 16, "cpu": 64},
+            "children": [
+                {
+                    "name": team,
+                    "min": {"huawei.com/Ascend910": 8, "cpu": 32},
+                    "max": {"huawei.com/Ascend910": 16, "cpu": 64},
+                    "namespaces": [team],
+                }
+                for team in ("team-a", "team-b")
+            ],
+        }
+    },
+}
+
+
+def test_queues_show_what_each_team_borrows_lends_and_its_share(tmp_path: Path) -> None:
+    """team-b runs 12 NPUs on a guarantee of 8; team-a, using 2 of its 8, has 4 of them taken."""
+    client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    ledger = Ledger(client)
+    ledger.apply(load(CONTENDED_TREE)[0])
+    npu = "huawei.com/Ascend910"
+    assert ledger.admit("team-b/1", "team-b", {npu: 12, "cpu": 8000}).admitted
+    assert ledger.admit("team-a/1", "team-a", {npu: 2, "cpu": 500}).admitted
+    for i in range(3):
+        ledger.enqueue(f"team-a/w{i}", "team-a", {npu: 8})
+    with FleetApiThread(client) as api:
+        kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
+        done = CliRunner().invoke(main, ["queues", "--kubeconfig", str(kubeconfig)])
+    client.close()
+    assert done.exit_code == 0, done.output
+    table = rows(done.stdout)
+    assert table == [
+        ["NAME", "MIN", "MAX", "USED", "BORROWED", "LENT", "SHARE", "BELOW-MIN", "ADMITTED", "WAITING"],
+        [
+            "root",
+            f"cpu=64,{npu}=16",
+            f"cpu=64,{npu}=16",
+            f"cpu=8500m,{npu}=14",
+            "-",
+            "-",
+            "0.88",
+            "true",
+            "2",
+            "3",
+        ],
+        [
+            "root-team-a",
+            f"cpu=32,{npu}=8",
+            f"cpu=64,{npu}=16",
+            f"cpu=500m,{npu}=2",
+            "-",
+            f"{npu}=4",
+            "0.25",
+            "true",
+            "1",
+            "3",
+        ],
+        [
+            "root-team-b",
+            f"cpu=32,{npu}=8",
+            f"cpu=64,{npu}=16",
+            f"cpu=8,{npu}=12",
+            f"{npu}=4",
+            "-",
+            "1.50",
+            "true",
+            "1",
+            "0",
+        ],
+    ]
