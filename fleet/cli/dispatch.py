@@ -27,6 +27,20 @@ __all__ = ["dispatcher", "syncer", "worker"]
 @log_level_option
 @click.option("--lease-seconds", type=float, default=10.0, show_default=True, help="Leader lease time.")
 @click.option("--no-pin", is_flag=True, help="Do not pin member copies to the planned nodes.")
+@click.option(
+    "--starvation-seconds",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="How long a leaf's head that fits its quota may be passed by later jobs.",
+)
+@click.option(
+    "--preemptions-per-minute",
+    type=click.IntRange(min=0),
+    default=60,
+    show_default=True,
+    help="Victims taken per minute at most (0: never preempt).",
+)
 def dispatcher(
     *,
     redis_url: str,
@@ -35,6 +49,8 @@ def dispatcher(
     log_level: str,
     lease_seconds: float,
     no_pin: bool,
+    starvation_seconds: float,
+    preemptions_per_minute: int,
 ) -> None:
     """Admit, place and propagate queued jobs (one leader at a time; others stand by)."""
     from fleet.dispatch.dispatcher import DispatcherSettings
@@ -44,9 +60,13 @@ def dispatcher(
     serve_metrics(metrics_port)
     stop = threading.Event()
     on_termination(stop)
-    run_dispatcher(
-        redis_url, kubeconfig, stop, settings=DispatcherSettings(lease_ttl=lease_seconds, pin=not no_pin)
+    settings = DispatcherSettings(
+        lease_ttl=lease_seconds,
+        pin=not no_pin,
+        starvation_seconds=starvation_seconds,
+        preemptions_per_minute=preemptions_per_minute,
     )
+    run_dispatcher(redis_url, kubeconfig, stop, settings=settings)
 
 
 @click.command()

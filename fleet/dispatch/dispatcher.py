@@ -464,7 +464,7 @@ class Dispatcher:
             self._misses.pop(plan.candidate.key, None)
             self._said.pop(plan.candidate.key, None)
             DECISIONS.labels("placed").inc()
-            created = _created_at(stored)
+            created = _queued_at(stored)
             if created is not None:
                 queue = str((stored.get("status") or {}).get("queue") or "")
                 priority = str(plan.candidate.pick.head.priority)
@@ -857,10 +857,16 @@ def _say_down(line: str, down: frozenset[str]) -> str:
     return f"{member}: NotReady (failing its health probes)" if member in down else line
 
 
-def _created_at(obj: Mapping[str, Any]) -> float | None:
+def _queued_at(obj: Mapping[str, Any]) -> float | None:
+    """When the job last entered its queue (its last ``Queued`` condition's transition; a job
+    queued again after a failover or a preemption waits from then, not from its creation)."""
     from datetime import datetime
 
-    stamp = (obj.get("metadata") or {}).get("creationTimestamp")
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    queued = [c for c in conditions if c.get("type") == Phase.QUEUED]
+    stamp = (queued[-1].get("lastTransitionTime") if queued else None) or (obj.get("metadata") or {}).get(
+        "creationTimestamp"
+    )
     if not stamp:
         return None
     try:
