@@ -1,0 +1,93 @@
+"""The contention benchmark's workload and arithmetic, without running it (milliseconds).
+
+The benchmark itself takes minutes (``bench/contention_bench.py``); what is checked here is what
+the issue asks of its design and what its figures rest on: the tree is valid for the ledger,
+its mins add up, the default workload has the size and spread asked for, every job is a valid
+AscendJob that its leaf accepts, and the fairness and floor arithmetic.
+"""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from bench import contention_bench as bench
+from fleet.jobs import submit
+from fleet.state import Objects
+from fleet.workloads import adapter_for
+from queues import Ledger, load
+
+
+def test_the_tree_is_valid_and_its_mins_add_up() -> None:
+    tree, _ = load(bench.tree_document())  # raises on any error
+    assert len(bench.GROUPS) >= 4
+    assert len(bench.leaves()) >= 30
+    assert len({len(g.leaves) for g in bench.GROUPS}) > 1  # uneven groups
+    assert sum(g.min for g in bench.GROUPS) == bench.QUOTA
+    for g in bench.GROUPS:
+        assert sum(leaf.min for leaf in g.leaves) == g.min
+        assert g.max > g.min
+        assert all(g.leaf_max(leaf) > leaf.min for leaf in g.leaves)
+        assert all(g.leaf_max(leaf) >= 32 for leaf in g.leaves)  # a 4x8 gang fits every leaf
+    capacity = sum(bench.MEMBER_NODES) * bench.NODE_NPUS
+    assert capacity == pytest.approx(1.25 * bench.QUOTA)
+    assert tree.spec.root.max[bench.NPU] == bench.QUOTA
+
+
+def test_the_default_workload() -> None:
+    specs, window = bench.workload(bench.DEFAULT_JOBS, seed=16, burst=0.5, window=0.7, priority_mix=False)
+    assert len(specs) == 10_000
+    assert {s.cls for s in specs} == {c.name for c in bench.CLASSES}
+    assert {s.leaf for s in specs} == {leaf.name for _, leaf in bench.leaves()}
+    assert sum(1 for s in specs if s.arrival == 0.0) == 5_000
+    assert max(s.arrival for s in specs) <= window
+    assert [s.arrival for s in specs] == sorted(s.arrival for s in specs)
+    assert all(2.0 <= s.duration <= 8.0 and s.priority == 0 for s in specs)
+    mixed, _ = bench.workload(1000, seed=16, burst=0.5, window=0.7, priority_mix=True)
+    assert {s.priority for s in mixed} == {0, 10, 100}
+
+
+def test_every_class_is_a_valid_job_its_leaf_accepts(fake_redis: redis.Redis) -> None:
+    ledger, objects = Ledger(fake_redis), Objects(fake_redis)
+    ledger.apply(load(bench.tree_document())[0])
+    for i, cls in enumerate(bench.CLASSES):
+        spec = bench.Spec(f"t{i}", "lab-rl", cls.name, cls.pods, cls.npus, 3.0, 10, 0.0)
+        obj = bench.job_object(spec)
+        assert adapter_for(obj).demand(obj).total(bench.NPU) == cls.total
+        stored = submit(objects, ledger, obj)
+        assert stored["metadata"]["annotations"][bench.DURATION] == "3.0"
+    assert ledger.pending_counts()["lab-rl"] == len(bench.CLASSES)
+
+
+def test_water_fill() -> None:
+    assert bench.water_fill(10, [1, 1], [100, 100]) == [5, 5]
+    assert bench.water_fill(10, [1, 1], [2, 100]) == [2, 8]
+    assert bench.water_fill(10, [1, 3], [100, 100]) == [2.5, 7.5]
+    assert bench.water_fill(10, [1, 1], [2, 3]) == [2, 3]  # what the caps allow, no more
+
+
+def test_entitlements() -> None:
+    names = [leaf.name for _, leaf in bench.leaves()]
+    idle = {name: 0 for name in names}
+    # Every leaf with a backlog: each is entitled to its min (they add up to the quota).
+    backlog = {name: [8] * 100 for name in names}
+    fair = bench.entitlements(idle, idle, backlog)
+    assert fair == {leaf.name: pytest.approx(leaf.min) for _, leaf in bench.leaves()}
+    # One leaf waits alone: it may take its max, nobody else needs anything.
+    alone = bench.entitlements(idle, idle, {"llm-pretrain": [32] * 100})
+    assert alone["llm-pretrain"] == 256 and sum(alone.values()) == 256
+    # A 32-NPU gang that cannot fit under its leaf's max is not held back by anyone.
+    used = idle | {"llm-eval": 48}
+    stuck = bench.entitlements(used, idle | {"llm-eval": 2}, {"llm-eval": [32]})
+    assert stuck["llm-eval"] == 48
+
+
+def test_floor() -> None:
+    specs = [
+        bench.Spec("a", "llm-pretrain", "4x8", 4, 8, 4.0, 0, 0.0),
+        bench.Spec("b", "lab-rl", "1x1", 1, 1, 6.0, 0, 10.0),
+    ]
+    bound = bench.floor(specs, {"b": 12.0})
+    assert bound.quota == pytest.approx((32 * 4 + 6) / bench.QUOTA)
+    assert bound.arrival == pytest.approx(18.0)
+    assert bound.seconds == pytest.approx(18.0)
