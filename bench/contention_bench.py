@@ -821,6 +821,12 @@ def main() -> None:
     )
     parser.add_argument("--timeout", type=float, default=3600.0, help="Give up after this long in all.")
     parser.add_argument("--plan", action="store_true", help="Print the workload and its floor, run nothing.")
+    parser.add_argument(
+        "--dispatcher-arg",
+        action="append",
+        default=[],
+        help="An extra argument for `fleet dispatcher` (repeat it): --dispatcher-arg=--starvation-seconds=5.",
+    )
     args = parser.parse_args()
     jobs = args.jobs if args.jobs is not None else round(DEFAULT_JOBS * args.scale)
     specs, window = workload(
@@ -859,7 +865,13 @@ def _run(args: argparse.Namespace, specs: list[Spec], tmp: Path) -> dict[str, An
             procs = FleetProcesses(server.url, sim.kubeconfig, tmp)
             metrics_port = free_port()
             procs.start(
-                "dispatcher", "dispatcher", "--log-level", "warning", "--metrics-port", str(metrics_port)
+                "dispatcher",
+                "dispatcher",
+                "--log-level",
+                "warning",
+                "--metrics-port",
+                str(metrics_port),
+                *args.dispatcher_arg,
             )
             procs.start("worker-1", "worker", "--log-level", "warning")
             procs.start("worker-2", "worker", "--log-level", "warning")

@@ -17,12 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from queues.quantity import MAX_JOBS
 from queues.records import SEQ_WIDTH, text
 
-__all__ = ["ClassHeads", "Head", "RunningJob", "class_request", "parse_heads"]
+__all__ = ["CLOCK_SEQ", "ClassHeads", "Head", "RunningJob", "class_request", "parse_heads"]
+
+#: Submission sequences at or above this are clock readings in microseconds (``next_seq`` in
+#: ``queues/lua/common.lua``); older ones were a plain counter.
+CLOCK_SEQ: Final = 10**15
 
 
 @dataclass(frozen=True, order=True)
@@ -37,6 +41,12 @@ class Head:
     @property
     def priority(self) -> int:
         return -self.score
+
+    @property
+    def submitted(self) -> float | None:
+        """When the job was queued (epoch seconds, the Redis server's clock), from its sequence;
+        None for a job queued before sequences were clock readings."""
+        return self.seq / 1e6 if self.seq >= CLOCK_SEQ else None
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,16 @@ Fair order between leaves (:meth:`Snapshot.share`)
     submission); jobs of a class that cannot be admitted do not stop the classes behind them
     (Kube Queue's best-effort policy), within the starvation bound below.
 
+Large jobs are not passed for long (``grace_seconds``, ``wait_ratio``)
+    Best effort lets small jobs pass a large head that does not fit yet, which keeps the quota
+    busy but, unchecked, makes large jobs wait far longer than small ones. So a job may pass a
+    refused leaf head (of no lower priority, refused at a node of the job's chain, wanting a
+    resource it wants) only while the head has waited at most ``grace_seconds`` or at most
+    ``wait_ratio`` times as long as the job itself: when everybody waits long, jobs of every
+    size move; a head waiting far longer than the jobs behind it is not passed again until it
+    starts. Waits are measured from submission, which the ledger's sequence records (a clock
+    reading, :attr:`queues.heads.Head.submitted`).
+
 No starvation (``starvation_seconds``)
     A leaf's head that is refused for quota while it would fit the tree (its request is within
     every ``max`` of its chain) may be passed by later, smaller jobs only for
@@ -92,6 +102,11 @@ class PreemptionKind(StrEnum):
 class PlannerSettings:
     #: How long a leaf's head that fits its tree may be passed by later jobs (see module docs).
     starvation_seconds: float = 30.0
+    #: A refused leaf head that has waited longer than this, and longer than ``wait_ratio`` times
+    #: as long as a job of no higher priority under the node that refuses it, is not passed by
+    #: that job (see module docs).
+    grace_seconds: float = 5.0
+    wait_ratio: float = 2.0
     #: Picks per cycle at most.
     max_picks: int = 512
     #: How long a preemptor's nomination keeps the headroom its victims free.
@@ -175,6 +190,8 @@ class _Starving:
     since: float
     node: str
     resources: frozenset[str]
+    head: Head
+    leaf: str = ""
 
 
 class Planner:
@@ -322,7 +339,9 @@ class Planner:
             head = cursor.current(skip)
             assert head is not None
             request = cursor.classes.request
-            blocked = _blocker(reservations, head.job, leaf, request, snap)
+            blocked = _blocker(reservations, head.job, leaf, request, snap) or self._older(
+                head, leaf, request, snap, now
+            )
             if blocked is not None:
                 plan.blocked.append(Blocked(head.job, leaf, blocked))
                 cursor.close()
@@ -351,6 +370,31 @@ class Planner:
                 self._nominated.pop(job, None)
         self._last_chance.clear()
         return plan
+
+    def _older(
+        self, head: Head, leaf: str, request: Mapping[str, int], snap: Snapshot, now: float
+    ) -> Reservation | None:
+        """A refused leaf head that ``head`` must not pass: one at a node of its chain asking for
+        a resource it asks for, of no lower priority, that has waited more than the grace and
+        more than ``wait_ratio`` times as long as ``head`` (other leaves' guaranteed jobs pass)."""
+        waited = head.submitted
+        if waited is None:
+            return None
+        chain = snap.chain(leaf)
+        asks = _resources(request)
+        guaranteed = _within_guarantee(snap, leaf, request)
+        for s in self._starving.values():
+            if s.job == head.job or s.node not in chain or not s.resources & asks:
+                continue
+            if s.head.priority < head.priority or (guaranteed and s.leaf != leaf):
+                continue
+            held = s.head.submitted
+            if held is None:
+                continue
+            wait = now - held
+            if wait > self.settings.grace_seconds and wait > self.settings.wait_ratio * (now - waited):
+                return Reservation(s.job, s.leaf, s.node, s.resources, held, "older")
+        return None
 
     def _parked_leaves(self) -> set[str]:
         return {leaf for leaf, _ in self._parked}
@@ -398,7 +442,7 @@ class Planner:
             # refused by a max may be refused by a sibling's guarantee once the max has room).
             node = _blocking_node(snap, leaf, refusal)
             since = now if known is None else known.since
-            self._starving[leaf] = _Starving(first.job, since, node, _resources(cls.request))
+            self._starving[leaf] = _Starving(first.job, since, node, _resources(cls.request), first, leaf)
 
     # ---- preemption ---------------------------------------------------------------------------
 

@@ -35,6 +35,13 @@ __all__ = ["dispatcher", "syncer", "worker"]
     help="How long a leaf's head that fits its quota may be passed by later jobs.",
 )
 @click.option(
+    "--wait-ratio",
+    type=click.FloatRange(min=1),
+    default=2.0,
+    show_default=True,
+    help="A refused head waiting this many times as long as a later job (and over 5 s) is not passed by it.",
+)
+@click.option(
     "--preemptions-per-minute",
     type=click.IntRange(min=0),
     default=60,
@@ -50,6 +57,7 @@ def dispatcher(
     lease_seconds: float,
     no_pin: bool,
     starvation_seconds: float,
+    wait_ratio: float,
     preemptions_per_minute: int,
 ) -> None:
     """Admit, place and propagate queued jobs (one leader at a time; others stand by)."""
@@ -64,6 +72,7 @@ def dispatcher(
         lease_ttl=lease_seconds,
         pin=not no_pin,
         starvation_seconds=starvation_seconds,
+        wait_ratio=wait_ratio,
         preemptions_per_minute=preemptions_per_minute,
     )
     run_dispatcher(redis_url, kubeconfig, stop, settings=settings)

@@ -49,9 +49,9 @@ log = logging.getLogger("fleet.local")
 @click.option(
     "--job-seconds",
     type=click.FloatRange(min=0),
-    default=600.0,
-    show_default=True,
-    help="How long a simulated job runs before it succeeds (long enough to walk through the README).",
+    default=None,
+    help="How long a simulated job runs before it succeeds: 600 with the default topology (long "
+    "enough to walk through the README); a --topology file's own jobDurationSeconds otherwise.",
 )
 @click.option(
     "--ready-timeout", type=click.FloatRange(min=1), default=120.0, show_default=True, help="Seconds to wait."
@@ -65,7 +65,7 @@ def up(
     topology: Path | None,
     state_dir: Path,
     fresh: bool,
-    job_seconds: float,
+    job_seconds: float | None,
     ready_timeout: float,
     log_level: str,
 ) -> None:
@@ -85,7 +85,7 @@ def up(
         fresh=fresh,
         ready_timeout=ready_timeout,
         log_level=log_level,
-        job_seconds=job_seconds,
+        job_seconds=job_seconds if job_seconds is not None or topology is not None else 600.0,
     )
     stop = threading.Event()
 

@@ -17,7 +17,7 @@ import redis
 from rq import Queue
 
 from fleet.api.kinds import PROPAGATION_POLICY
-from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS, PROPAGATE_QUEUE, PURGE_QUEUE, DispatchKeys
+from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS, EVICT_QUEUE, PROPAGATE_QUEUE, PURGE_QUEUE, DispatchKeys
 from fleet.members import Member, MemberSettings, load_members
 from fleet.placement import RedisReservations
 from fleet.policy import DEFAULT_POLICY, PropagationPolicy, select_policy
@@ -38,6 +38,7 @@ class Context:
     reservations: RedisReservations = field(init=False)
     queue: Queue = field(init=False)
     purge_queue: Queue = field(init=False)
+    evict_queue: Queue = field(init=False)
     _members: dict[str, Member] | None = field(init=False, default=None)
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
 
@@ -47,6 +48,7 @@ class Context:
         self.reservations = RedisReservations(self.client)
         self.queue = Queue(PROPAGATE_QUEUE, connection=self.client)
         self.purge_queue = Queue(PURGE_QUEUE, connection=self.client)
+        self.evict_queue = Queue(EVICT_QUEUE, connection=self.client)
 
     @property
     def members(self) -> Mapping[str, Member]:

@@ -120,6 +120,10 @@ class DispatcherSettings:
     reconcile_every: float = 60.0
     #: How long a leaf's head that fits its quota may be passed by later jobs (queues.planner).
     starvation_seconds: float = 30.0
+    #: A refused head waiting longer than this and ``wait_ratio`` times a job's wait is not
+    #: passed by that job (queues.planner).
+    grace_seconds: float = 5.0
+    wait_ratio: float = 2.0
     #: Victims taken per minute at most (no preemption storms).
     preemptions_per_minute: int = 60
     #: How long a preemptor keeps the quota its victims free for itself.
@@ -191,6 +195,8 @@ class Dispatcher:
         self.planner = Planner(
             PlannerSettings(
                 starvation_seconds=self.settings.starvation_seconds,
+                grace_seconds=self.settings.grace_seconds,
+                wait_ratio=self.settings.wait_ratio,
                 max_picks=self.settings.max_batch,
                 nomination_seconds=self.settings.nomination_seconds,
             )
@@ -618,7 +624,7 @@ class Dispatcher:
                 taken.add(victim.job)
                 self._victims_at.append(now)
                 snap.release(victim.leaf, victim.request, to_queue=True)
-                self.ctx.purge_queue.enqueue(
+                self.ctx.evict_queue.enqueue(
                     "fleet.dispatch.tasks.evict",
                     str((vobj.get("status") or {}).get("cluster")),
                     vobj["metadata"].get("namespace"),
@@ -694,6 +700,12 @@ class Dispatcher:
             path = snap.nodes[holder.node].path if holder.node in snap.nodes else holder.node
             if holder.why == "nominated":
                 why = f"{holder.job} preempted jobs to start and holds the quota of {path} until it does"
+            elif holder.why == "older":
+                why = (
+                    f"{holder.job} has waited for the quota of {path} since "
+                    f"{time.strftime('%H:%M:%S', time.gmtime(holder.since))}Z, more than "
+                    f"{self.settings.wait_ratio:g} times as long as this job: it goes first"
+                )
             else:
                 why = (
                     f"{holder.job} has waited at the head of its queue since "

@@ -11,10 +11,13 @@ from typing import Final
 
 from queues import DEFAULT_KEYS
 
-__all__ = ["DEFAULT_DISPATCH_KEYS", "PROPAGATE_QUEUE", "PURGE_QUEUE", "DispatchKeys"]
+__all__ = ["DEFAULT_DISPATCH_KEYS", "EVICT_QUEUE", "PROPAGATE_QUEUE", "PURGE_QUEUE", "DispatchKeys"]
 
 #: The RQ queue the dispatcher enqueues propagations on.
 PROPAGATE_QUEUE: Final = "fleet-propagate"
+#: The RQ queue of preemptions' evictions, taken first: a preemptor waits on them, holding the
+#: quota its victims will free, and each one is short (it never waits on a member for long).
+EVICT_QUEUE: Final = "fleet-evict"
 #: The RQ queue of purges (the syncer's). Workers take propagations first: a purge retrying
 #: against a member that is slow or just back must never hold up placing jobs elsewhere.
 PURGE_QUEUE: Final = "fleet-purge"

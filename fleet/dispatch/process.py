@@ -58,14 +58,16 @@ def run_dispatcher(
 def run_worker(
     redis_url: str, kubeconfig: Path | None, *, burst: bool = False, name: str | None = None
 ) -> None:
-    """Run an RQ worker on the propagation and purge queues, propagations first (it stops on
-    SIGTERM after its current task)."""
+    """Run an RQ worker on the eviction, propagation and purge queues, in that order (it stops
+    on SIGTERM after its current task)."""
     ctx = Context(redis_from_url(redis_url), kubeconfig)
     log.info("event=worker_members members=%d", len(ctx.members))  # built now, not on the first task
     install(ctx)
     collector.tune()
     worker = Worker(
-        [ctx.queue, ctx.purge_queue], connection=ctx.client, name=name or f"fleet-worker-{_holder()}"
+        [ctx.evict_queue, ctx.queue, ctx.purge_queue],
+        connection=ctx.client,
+        name=name or f"fleet-worker-{_holder()}",
     )
     try:
         worker.work(burst=burst, with_scheduler=True, logging_level="WARNING")

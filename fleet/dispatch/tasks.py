@@ -51,8 +51,9 @@ EXCLUDE_UNAVAILABLE_SECONDS: Final = 60.0
 #: throughput (docs/benchmarks.md).
 CREATE_CONCURRENCY: Final = 4
 _MADE: Final = ("created", "adopted")
-#: How long an eviction waits for the member to finish deleting a copy before it is retried.
-EVICT_WAIT_SECONDS: Final = 20.0
+#: How long an eviction waits for the member to finish deleting a copy before it is retried
+#: (later, by RQ's scheduler: a worker is not held while a member takes its time).
+EVICT_WAIT_SECONDS: Final = 3.0
 
 
 @functools.cache
@@ -267,6 +268,6 @@ def evict(member: str, namespace: str, name: str, uid: str, attempt: int) -> str
             break
         if time.monotonic() > deadline:
             raise MemberUnavailable(member, "evict", f"the copy of attempt {attempt} is still being deleted")
-        time.sleep(0.1)
+        time.sleep(0.05)
     requeued(ctx, f"{namespace}/{name}", uid, attempt, member=member)
     return "evicted"

@@ -132,7 +132,7 @@ if redis.call('HEXISTS', K_PENDING, job) == 1 then
 end
 local chain, why = chain_of(leaf)
 if not chain then return '-1\t' .. why end
-local parts = {leaf, ARGV[6], format('%016d', redis.call('INCR', K_SEQ))}
+local parts = {leaf, ARGV[6], next_seq()}
 for i = 7, #ARGV do parts[#parts + 1] = ARGV[i] end
 local decision = decide(job, table.concat(parts, '\t'), false, false)
 write()

@@ -61,6 +61,20 @@ end
 
 local function member_of(seq, job) return seq .. job end
 
+-- The next submission sequence: the server's clock in microseconds, or one more than the last
+-- sequence if that is not before it, as 16 digits. So it orders submissions (the tie-break
+-- between equal priorities) and also says when a job was queued (queues/heads.py, Head), which
+-- the scheduler's fairness between job sizes needs. (Sequences before this were plain counters,
+-- far below any clock reading: those jobs keep their places and have no submission time.)
+local function next_seq()
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local last = tonumber(redis.call('GET', K_SEQ) or '0')
+  local seq = math.max(last + 1, now)
+  redis.call('SET', K_SEQ, format('%d', seq))
+  return format('%016d', seq)
+end
+
 -- Every script that changes usage, pending jobs or the tree bumps the meta field `epoch`, so
 -- a reader can tell in one HGET whether anything changed since it last looked.
 local function bump_epoch() redis.call('HINCRBY', K_META, 'epoch', 1) end

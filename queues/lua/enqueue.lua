@@ -6,7 +6,7 @@ if redis.call('HEXISTS', K_ADMITTED, job) == 1 then return {2, 'admitted'} end
 local chain, why = chain_of(leaf)
 if not chain then return {-1, why} end
 load_chain(chain)
-local seq = format('%016d', redis.call('INCR', K_SEQ))
+local seq = next_seq()
 local rec = {leaf, score, seq}
 for i = 4, #ARGV do rec[#rec + 1] = ARGV[i] end
 rec = table.concat(rec, '\t')

@@ -9,11 +9,13 @@ be the same, on fakeredis and on a real redis-server.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import hypothesis.strategies as st
 import redis
 from hypothesis import HealthCheck, given, settings
 
-from queues import Decision, ElasticQuotaTree, Keys, Ledger, LedgerError, QueuePolicy
+from queues import Decision, ElasticQuotaTree, JobRecord, Keys, Ledger, LedgerError, QueuePolicy
 from queues.quantity import MAX_JOBS, UNLIMITED
 from tests.queues.support import assert_invariants, make_tree
 from tests.queues.test_ledger_stateful import requests, trees
@@ -31,12 +33,19 @@ def outcome(decision: Decision | LedgerError) -> tuple[object, ...]:
 
 
 def state(ledger: Ledger) -> tuple[object, ...]:
+    """Everything the ledger holds; submission sequences (which are clock readings) by rank."""
     nodes = ledger.nodes()
+    admitted, pending = ledger.records(), ledger.pending.records()
+    rank = {seq: i for i, seq in enumerate(sorted({r.seq for r in (*admitted.values(), *pending.values())}))}
+
+    def ranked(records: dict[str, JobRecord]) -> dict[str, JobRecord]:
+        return {job: replace(r, seq=rank[r.seq]) for job, r in records.items()}
+
     return (
         ledger.usages(nodes),
         ledger.pending_counts(),
-        ledger.records(),
-        ledger.pending.records(),
+        ranked(admitted),
+        ranked(pending),
         {node: ledger.pending.peek(node, 100) for node in nodes},
     )
 

@@ -3,6 +3,7 @@ drives it: snapshot, class heads, plan, admit the picks through the ledger."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -269,3 +270,35 @@ def test_a_nominated_preemptor_keeps_the_freed_quota_for_itself(ledger: Ledger) 
     assert [p.job for p in plan.picks] == [waiting]
     assert d.planner.nominated(waiting) is None
     assert set(jobs) - {v.job for v in victims} <= d.admitted()
+
+
+def test_a_head_that_waited_far_longer_is_not_passed_by_younger_jobs(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Waits are measured from submission (the sequence is a clock reading): small jobs pass a big
+    head only while it has waited at most the grace, or at most twice as long as they have."""
+    ledger.apply(make_tree(node("root", 8, 8, [node("a", 8, 8)])))
+    d = Driver(ledger, PlannerSettings(starvation_seconds=1000, grace_seconds=5, wait_ratio=2))
+    running = [d.submit("a", 2) for _ in range(4)]
+    start = time.time()
+    d.cycle(now=start)
+    big = d.submit("a", 4)
+    submitted = ledger.pending.record(big)
+    assert submitted is not None and abs(submitted.seq / 1e6 - start) < 5  # the clock, in µs
+    ledger.release(running[0])
+    old_small = d.submit("a", 1)
+    plan = d.cycle(now=start + 1)  # the head waited 1 s: within the grace, the small one passes
+    assert [p.job for p in plan.picks] == [old_small]
+    # 20 s later (the sequence moved on as the clock would) a new small job arrives; a second
+    # later the head has waited 21 s, more than twice the new job's 1 s.
+    ledger.release(running[1])
+    later = submitted.seq / 1e6 + 20
+    ledger.client.set(ledger.keys.seq, int(later * 1e6))
+    fresh = d.submit("a", 1)
+    plan = d.cycle(now=later + 1)
+    assert plan.picks == [] and [(b.job, b.holder.job, b.holder.why) for b in plan.blocked] == [
+        (fresh, big, "older")
+    ]
+    ledger.release(running[2])
+    plan = d.cycle(now=later + 2)
+    assert [p.job for p in plan.picks] == [big]

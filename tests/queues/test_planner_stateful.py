@@ -20,6 +20,7 @@ engine) and the indexes agree with the records. Along the way:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -79,7 +80,10 @@ class CycleMachine(RuleBasedStateMachine):
         self.client.flushall()
         self.ledger = Ledger(self.client)
         self.planner = Planner(PlannerSettings(starvation_seconds=STARVATION, nomination_seconds=1000))
-        self.now = 0.0
+        # The planner's clock, moved on by the rules; submission times come from the ledger's
+        # sequences (the Redis clock), so jobs submitted before a jump look as old as it makes them.
+        self.now = time.time()
+        self.blocked: set[str] = set()
         self.serial = 0
         self.priority: dict[str, int] = {}
 
@@ -132,6 +136,7 @@ class CycleMachine(RuleBasedStateMachine):
         self.now += dt
         for _ in range(8):  # until a cycle neither admits nor preempts anything
             plan = self.cycle()
+            self.blocked = {b.job for b in plan.blocked}
             if not self.preempt(plan) and not plan.picks:
                 break
         else:
@@ -146,8 +151,17 @@ class CycleMachine(RuleBasedStateMachine):
 
     def cycle(self) -> Plan:
         snap = self.ledger.snapshot()
-        reservations = self.planner.reservations(self.now)
-        plan = self.planner.plan(snap.copy(), self.heads(snap), self.now)
+        heads = self.heads(snap)
+
+        def still_head(r: Reservation) -> bool:
+            first = leaf_head(heads.get(r.leaf, []))
+            return first is not None and first.job == r.job
+
+        # A starving head that is no longer its leaf's head (a job of higher priority came) holds
+        # nothing; nominations hold until they end.
+        current = self.planner.reservations(self.now)
+        reservations = [r for r in current if r.why == "nominated" or still_head(r)]
+        plan = self.planner.plan(snap.copy(), heads, self.now)
         for pick in plan.picks:
             for held in reservations:
                 if held.job == pick.job or held.node not in snap.chain(pick.leaf):
@@ -209,7 +223,7 @@ class CycleMachine(RuleBasedStateMachine):
         reservations = self.planner.reservations(self.now)
         for leaf, classes in heads.items():
             head = leaf_head(classes)
-            if head is None or self.planner.nominated(head.job):
+            if head is None or self.planner.nominated(head.job) or head.job in self.blocked:
                 continue
             if self.held_back(head.job, leaf, reservations):
                 continue
