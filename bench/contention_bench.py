@@ -58,9 +58,12 @@ the roles: one tails the fleet jobs' change stream, one samples the quota ledger
   their ``max``; a group at its ``max-jobs`` gets what it holds): every leaf its guarantee as far
   as it needs it, then what others leave unused, shared by lowest ``used/min``. A leaf's *share*
   in a sample is ``min(1, used / entitlement)``, counted in the samples in which one of its jobs
-  had waited at least 1 s (a job just arrived and being admitted is not a leaf held back); per
-  leaf, the mean of those. Reported: the best and worst leaf and their difference in points (0 =
-  every leaf got its fair share whenever it waited; the goal is 10).
+  had waited at least 1 s (a job just arrived and being admitted is not a leaf held back); jobs
+  are whole, so a leaf owed less than its smallest waiting job counts as served (a 32-NPU gang
+  in a leaf entitled to 16 more waits as a borrower, and no schedule could do better without
+  giving it more than its share). Per leaf, the mean of those. Reported: the best and worst leaf
+  and their difference in points (0 = every leaf got its fair share whenever it waited; the goal
+  is 10).
 * *dispatcher CPU per admission*: the dispatcher process's user+system CPU (``/proc``) from the
   first submission to the last Succeeded, over the admissions (the sum of the jobs' attempts).
 * *preemptions*: the times the tail saw an admitted job go back to a waiting state with reason
@@ -581,7 +584,13 @@ def fairness(
         result.attainable.append(sum(fair.values()) / QUOTA)
         for name in held_back:
             if fair[name] > 0:
-                result.shares[name].append(min(1.0, used[name] / fair[name]))
+                owed = fair[name] - used[name]
+                if 0 < owed < min(waiting[name]):
+                    # Jobs are whole: what the leaf is owed is less than its smallest waiting
+                    # job, so no schedule could give it more without going past its fair share.
+                    result.shares[name].append(1.0)
+                else:
+                    result.shares[name].append(min(1.0, used[name] / fair[name]))
     return result
 
 
@@ -822,6 +831,9 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=3600.0, help="Give up after this long in all.")
     parser.add_argument("--plan", action="store_true", help="Print the workload and its floor, run nothing.")
     parser.add_argument(
+        "--keep", action="store_true", help="Keep the logs, Redis data and jobs.json of a run that finished."
+    )
+    parser.add_argument(
         "--dispatcher-arg",
         action="append",
         default=[],
@@ -844,7 +856,7 @@ def main() -> None:
     except BaseException:
         print(f"the roles' and Redis' logs are kept in {tmp}")
         raise
-    if figures.get("finished"):
+    if figures.get("finished") and not args.keep:
         shutil.rmtree(tmp, ignore_errors=True)
     else:
         print(f"the roles' and Redis' logs are kept in {tmp}")
@@ -936,6 +948,8 @@ def _run(args: argparse.Namespace, specs: list[Spec], tmp: Path) -> dict[str, An
             metrics = _metrics(metrics_port)
             _settle(ledger)
             items, _ = Objects(client).list(FLEET_ASCENDJOB)
+            if args.keep:
+                (tmp / "jobs.json").write_text(json.dumps(items))
             drift = [str(d) for d in ledger.rebuild()]
             events_stored, events = _events(client)
             logs = procs.logs(10) if outcome != "finished" else ""

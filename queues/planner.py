@@ -36,10 +36,14 @@ Large jobs are not passed for long (``grace_seconds``, ``wait_ratio``)
     busy but, unchecked, makes large jobs wait far longer than small ones. So a job may pass a
     refused leaf head (of no lower priority, refused at a node of the job's chain, wanting a
     resource it wants) only while the head has waited at most ``grace_seconds`` or at most
-    ``wait_ratio`` times as long as the job itself: when everybody waits long, jobs of every
-    size move; a head waiting far longer than the jobs behind it is not passed again until it
-    starts. Waits are measured from submission, which the ledger's sequence records (a clock
-    reading, :attr:`queues.heads.Head.submitted`).
+    ``wait_ratio`` times as long as the job itself. With the default ratio of 1, a head that has
+    waited past the grace is passed by no job submitted after it: first come, first served under
+    the node that holds it back, whatever the size, with the grace for small jobs to fill what a
+    large head could not use yet. (A larger ratio lets the younger jobs that have waited long
+    too pass: measured, that let large jobs wait 2-5 times as long as small ones in their leaf.)
+    A head that waits for capacity or its backoff, not quota, holds nothing. Waits are measured
+    from submission, which the ledger's sequence records (a clock reading,
+    :attr:`queues.heads.Head.submitted`).
 
 No starvation (``starvation_seconds``)
     A leaf's head that is refused for quota while it would fit the tree (its request is within
@@ -106,7 +110,7 @@ class PlannerSettings:
     #: as long as a job of no higher priority under the node that refuses it, is not passed by
     #: that job (see module docs).
     grace_seconds: float = 5.0
-    wait_ratio: float = 2.0
+    wait_ratio: float = 1.0
     #: Picks per cycle at most.
     max_picks: int = 512
     #: How long a preemptor's nomination keeps the headroom its victims free.
@@ -345,6 +349,7 @@ class Planner:
             if blocked is not None:
                 plan.blocked.append(Blocked(head.job, leaf, blocked))
                 cursor.close()
+                keys.moved(leaf)
                 continue
             refusal = snap.check(leaf, request)
             if refusal is not None:
@@ -356,6 +361,7 @@ class Planner:
                         Refused(head.job, leaf, cursor.classes.cls, refusal, head, False, never)
                     )
                 cursor.close()
+                keys.moved(leaf)
                 continue
             snap.admit(leaf, request)
             touched.update(snap.chain(leaf))
@@ -363,7 +369,8 @@ class Planner:
             plan.picks.append(Pick(head.job, leaf, cursor.classes.cls, request, head))
             self._passed[leaf] = min(self._passed.get(leaf, head.priority), head.priority)
             cursor.advance()
-        self._track_heads(snap, heads, plan, deferred, now)
+            keys.moved(leaf)
+        self._track_heads(snap, heads, plan, deferred, now=now, skip=skip)
         picked = {p.job for p in plan.picks}
         for job in self._last_chance:
             if job not in picked:
@@ -409,13 +416,16 @@ class Planner:
         heads: Mapping[str, Sequence[ClassHeads]],
         plan: Plan,
         refusals: Mapping[str, Refusal],
+        *,
         now: float,
+        skip: Callable[[str], bool],
     ) -> None:
         """Start, keep or end each leaf's starvation clock; mark the refusals of leaf heads.
 
         A leaf's clock runs while the same job stays its head and is refused for quota (this
-        cycle, or its class is parked); it stops when another job becomes the head or the head
-        is picked. A refusal this cycle could not be sure of keeps a running clock going."""
+        cycle, or its class is parked); it stops when another job becomes the head, or the head
+        is picked or skipped by the caller (it waits for capacity, not quota). A refusal this
+        cycle could not be sure of keeps a running clock going."""
         picked = {p.job for p in plan.picks}
         for i, r in enumerate(plan.refused):
             first = _leaf_first(heads.get(r.leaf, ()))
@@ -427,7 +437,9 @@ class Planner:
         for leaf, classes in heads.items():
             first = _leaf_first(classes)
             known = self._starving.get(leaf)
-            if first is None or leaf not in snap.nodes or first.job in picked:
+            if first is None or leaf not in snap.nodes or first.job in picked or skip(first.job):
+                # Admitted, or waiting for something else than quota (capacity, its backoff):
+                # holding quota back for it would only leave the quota idle.
                 self._starving.pop(leaf, None)
                 continue
             if known is not None and known.job != first.job:
@@ -445,6 +457,33 @@ class Planner:
             self._starving[leaf] = _Starving(first.job, since, node, _resources(cls.request), first, leaf)
 
     # ---- preemption ---------------------------------------------------------------------------
+
+    def may_preempt(
+        self,
+        snap: Snapshot,
+        leaf: str,
+        request: Mapping[str, int],
+        priority: int,
+        lowest: int | None,
+    ) -> list[PreemptionKind]:
+        """The kinds of preemption that could help a refused job, from the snapshot alone (no
+        running jobs read): priority needs a running job of lower priority in its leaf
+        (``lowest``: the lowest priority running there, None for none); reclaim needs the job to
+        fit within its leaf's ``min`` and some sibling subtree to borrow what it asks for. A cheap
+        filter before :meth:`victims`, which a dispatcher would otherwise run for every refused
+        head every time something is released."""
+        kinds = []
+        if lowest is not None and lowest < priority:
+            kinds.append(PreemptionKind.PRIORITY)
+        if _within_guarantee(snap, leaf, request):
+            asks = {r for r, a in request.items() if a > 0}
+            chain = snap.chain(leaf)
+            for i in range(len(chain) - 1):
+                siblings = snap.nodes[chain[i + 1]].children
+                if any(s != chain[i] and set(snap.borrowed(s)) & asks for s in siblings):
+                    kinds.append(PreemptionKind.RECLAIM)
+                    break
+        return kinds
 
     def victims(
         self,
@@ -513,11 +552,16 @@ class _Cursor:
 
 
 class _Keys:
-    """Fair-order keys of nodes, cached until a pick changes a node's usage."""
+    """Fair-order keys, cached: a node's until a pick changes its usage, a leaf's head until one
+    of its cursors moves (:meth:`moved`), a leaf's key until either changes."""
 
     def __init__(self, snap: Snapshot) -> None:
         self.snap = snap
         self._node: dict[str, tuple[int, float]] = {}
+        self._head: dict[str, tuple[int, int] | None] = {}
+        self._leaf: dict[str, tuple[object, ...]] = {}
+        #: Leaves under each node (for invalidating their keys when the node's changes).
+        self._under: dict[str, list[str]] = {}
 
     def node_key(self, name: str) -> tuple[int, float]:
         key = self._node.get(name)
@@ -529,6 +573,12 @@ class _Keys:
     def changed(self, names: Iterable[str]) -> None:
         for name in names:
             self._node.pop(name, None)
+            for leaf in self._under.get(name, ()):
+                self._leaf.pop(leaf, None)
+
+    def moved(self, leaf: str) -> None:
+        self._head.pop(leaf, None)
+        self._leaf.pop(leaf, None)
 
     def first(self, cursors: dict[str, list[_Cursor]], skip: Callable[[str], bool]) -> str | None:
         """The leaf to serve next: the least (per level from the top: below min, share; then
@@ -536,13 +586,21 @@ class _Keys:
         best: tuple[object, ...] | None = None
         chosen = None
         for leaf, cs in list(cursors.items()):
-            live = [c for c in cs if c.current(skip) is not None]
-            if not live:
-                del cursors[leaf]
-                continue
-            head = min(c.key(skip) for c in live)
-            chain = self.snap.chain(leaf)
-            key = (*(self.node_key(n) for n in reversed(chain[:-1])), head)
+            key = self._leaf.get(leaf)
+            if key is None:
+                if leaf not in self._head:
+                    live = [c.key(skip) for c in cs if c.current(skip) is not None]
+                    self._head[leaf] = min(live) if live else None
+                head = self._head[leaf]
+                if head is None:
+                    del cursors[leaf]
+                    continue
+                chain = self.snap.chain(leaf)
+                if leaf not in self._under.get(chain[0], ()):
+                    for name in chain[:-1]:  # the root's share is in no leaf's key
+                        self._under.setdefault(name, []).append(leaf)
+                key = (*(self.node_key(n) for n in reversed(chain[:-1])), head)
+                self._leaf[leaf] = key
             if best is None or key < best:
                 best, chosen = key, leaf
         return chosen

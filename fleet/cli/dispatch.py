@@ -37,9 +37,10 @@ __all__ = ["dispatcher", "syncer", "worker"]
 @click.option(
     "--wait-ratio",
     type=click.FloatRange(min=1),
-    default=2.0,
+    default=1.0,
     show_default=True,
-    help="A refused head waiting this many times as long as a later job (and over 5 s) is not passed by it.",
+    help="A refused head that waited over 5 s and this many times as long as a later job is not "
+    "passed by it (1: after 5 s, no later job passes it).",
 )
 @click.option(
     "--preemptions-per-minute",

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import threading
 import time
 from collections import OrderedDict, deque
@@ -123,7 +124,9 @@ class DispatcherSettings:
     #: A refused head waiting longer than this and ``wait_ratio`` times a job's wait is not
     #: passed by that job (queues.planner).
     grace_seconds: float = 5.0
-    wait_ratio: float = 2.0
+    wait_ratio: float = 1.0
+    #: A pending reason that changed only in its numbers is rewritten at most this often.
+    reason_refresh: float = 10.0
     #: Victims taken per minute at most (no preemption storms).
     preemptions_per_minute: int = 60
     #: How long a preemptor keeps the quota its victims free for itself.
@@ -204,7 +207,8 @@ class Dispatcher:
         self._member_labels = member_labels or (lambda: {})
         self._misses: OrderedDict[str, _Miss] = OrderedDict()
         self._demands: OrderedDict[tuple[str, str], Demand] = OrderedDict()
-        self._said: OrderedDict[str, str] = OrderedDict()
+        #: Job -> the pending message last written on it, its shape (digits blurred), when.
+        self._said: OrderedDict[str, tuple[str, str, float]] = OrderedDict()
         self._policies: list[PropagationPolicy] = []
         self._policies_at = 0.0
         self._down: frozenset[str] = frozenset()
@@ -214,6 +218,8 @@ class Dispatcher:
         #: The earliest time a timer (backoff, exclusion, starvation bound, nomination) is due.
         self._wake = math.inf
         self._victims_at: deque[float] = deque()
+        #: Leaf -> (its usage when read, the lowest priority running in it).
+        self._lowest: dict[str, tuple[dict[str, int] | None, int | None]] = {}
         #: Preemptor -> its victims, while they still hold quota (see Planner.victims_gone).
         self._nominees: dict[str, list[str]] = {}
 
@@ -313,7 +319,21 @@ class Dispatcher:
                 self._wake = min(self._wake, started[1] + self.settings.starvation_seconds)
         self._say_refused(plan.refused, plan.blocked, snap)
         placed = self._admit(plan.picks, now, epoch) if plan.picks else 0
-        preempted = self._preempt([r for r in plan.refused if r.leaf_head and r.never is None], now)
+        preempted = self._preempt([r for r in plan.refused if r.leaf_head and r.never is None], snap, now)
+        if log.isEnabledFor(logging.DEBUG):
+            held = self.planner.reservations(now)
+            log.debug(
+                "event=cycle seconds=%.3f used=%s picks=%d placed=%d refused=%d blocked=%d held=%s "
+                "preempted=%d",
+                time.time() - now,
+                snap.root.used.get("huawei.com/Ascend910", 0),
+                len(plan.picks),
+                placed,
+                len(plan.refused),
+                len(plan.blocked),
+                ",".join(f"{r.why}:{r.job}@{r.node}" for r in held) or "-",
+                preempted,
+            )
         return placed, bool(plan.picks) or preempted > 0
 
     # ---- choosing what to look at ------------------------------------------------------------
@@ -542,7 +562,17 @@ class Dispatcher:
                 self.planner.victims_gone(job)
                 del self._nominees[job]
 
-    def _preempt(self, refused: list[Refused], now: float) -> int:
+    def _lowest_running(self, snap: Snapshot, leaves: set[str]) -> dict[str, int | None]:
+        """The lowest priority running in each leaf (None: none runs), cached until the leaf's
+        usage changes; one pipeline for the leaves whose cache is stale."""
+        stale = [leaf for leaf in leaves if self._lowest.get(leaf, (None,))[0] != snap.nodes[leaf].used]
+        if stale:
+            for leaf, jobs in self.ctx.ledger.running_jobs(stale).items():
+                lowest = min((j.priority for j in jobs), default=None)
+                self._lowest[leaf] = (dict(snap.nodes[leaf].used), lowest)
+        return {leaf: self._lowest[leaf][1] for leaf in leaves}
+
+    def _preempt(self, refused: list[Refused], snap: Snapshot, now: float) -> int:
         """Find victims for refused leaf heads that may preempt, mark them and send their
         evictions; returns how many were marked. See :mod:`queues.planner` for whom it takes."""
         while self._victims_at and self._victims_at[0] < now - 60:
@@ -550,9 +580,17 @@ class Dispatcher:
         candidates = [r for r in refused if self.planner.nominated(r.job) is None]
         if not candidates or len(self._victims_at) >= self.settings.preemptions_per_minute:
             return 0
+        lowest = self._lowest_running(snap, {r.leaf for r in candidates})
+        candidates = [
+            r
+            for r in candidates
+            if self.planner.may_preempt(snap, r.leaf, class_request(r.cls), r.head.priority, lowest[r.leaf])
+        ]
+        if not candidates:
+            return 0
         tree = self.ctx.ledger.tree()
         objs = self.ctx.objects.get_many(FLEET_ASCENDJOB, [split_key(r.job) for r in candidates])
-        snap: Snapshot | None = None
+        fresh: Snapshot | None = None
         running: dict[str, list[RunningJob]] | None = None
         taken: set[str] = set()
         marked_total = 0
@@ -562,16 +600,18 @@ class Dispatcher:
             if not job_priority(obj).may_preempt:
                 continue
             node_policy = preemption_policy(tree, r.leaf)
-            kinds = []
-            if node_policy.within != "Never":
-                kinds.append(PreemptionKind.PRIORITY)
-            if node_policy.reclaim != "Never":
-                kinds.append(PreemptionKind.RECLAIM)
+            kinds = [
+                kind
+                for kind in self.planner.may_preempt(
+                    snap, r.leaf, class_request(r.cls), r.head.priority, lowest[r.leaf]
+                )
+                if (node_policy.within if kind is PreemptionKind.PRIORITY else node_policy.reclaim) != "Never"
+            ]
             if not kinds:
                 continue
-            if snap is None:
-                snap = self.ctx.ledger.snapshot()
-                running = self.ctx.ledger.running_jobs(snap.leaves())
+            if fresh is None:
+                fresh = self.ctx.ledger.snapshot()
+                running = self.ctx.ledger.running_jobs(fresh.leaves())
             assert running is not None
             pool = running
             if node_policy.reclaim == "LowerPriority":
@@ -586,7 +626,7 @@ class Dispatcher:
                 exclude.add(preemptor)
             for _ in range(3):  # victims not running yet are left out and the choice made again
                 found = self.planner.victims(
-                    snap, r.leaf, request, r.head.priority, pool, kinds=kinds, exclude=exclude
+                    fresh, r.leaf, request, r.head.priority, pool, kinds=kinds, exclude=exclude
                 )
                 if found is None:
                     break
@@ -608,7 +648,7 @@ class Dispatcher:
                 found = None
             if found is None:
                 continue
-            queue = queue_name(snap.nodes[r.leaf].path)
+            queue = queue_name(fresh.nodes[r.leaf].path)
             why = (
                 f"priority {r.head.priority} over lower-priority jobs of {queue}"
                 if kind is PreemptionKind.PRIORITY
@@ -623,7 +663,7 @@ class Dispatcher:
             for victim, vobj in marked:
                 taken.add(victim.job)
                 self._victims_at.append(now)
-                snap.release(victim.leaf, victim.request, to_queue=True)
+                fresh.release(victim.leaf, victim.request, to_queue=True)
                 self.ctx.evict_queue.enqueue(
                     "fleet.dispatch.tasks.evict",
                     str((vobj.get("status") or {}).get("cluster")),
@@ -636,9 +676,9 @@ class Dispatcher:
                     failure_ttl=3600,
                 )
             PREEMPTIONS.labels(kind.value).inc(len(marked))
-            snap.admit(r.leaf, request)
+            fresh.admit(r.leaf, request)
             held = self.planner.nominate(
-                r.job, r.leaf, snap, r.refusal, request, until=now + self.settings.nomination_seconds
+                r.job, r.leaf, fresh, r.refusal, request, until=now + self.settings.nomination_seconds
             )
             self._nominees[r.job] = [victim.job for victim, _ in marked]
             self._wake = min(self._wake, held.until)
@@ -651,10 +691,29 @@ class Dispatcher:
         """Make the job's ``Queued`` condition say ``message`` (written only when it changed)."""
         self._say_many([(key, reason, message)])
 
-    def _say_many(self, items: Sequence[tuple[str, str, str]]) -> None:
+    def _say_many(self, items: Sequence[tuple[str, str, str] | tuple[str, str, str, str]]) -> None:
         """:meth:`_say` for many jobs: one read, one pipeline of the writes that change
-        something, one of their Events (aggregated per object and reason, as Kubernetes does)."""
-        todo = [(key, reason, message) for key, reason, message in items if self._said.get(key) != message]
+        something, one of their Events (aggregated per object and reason, as Kubernetes does).
+
+        A reason that says the same thing with other numbers (``8 used`` then ``9 used``), or
+        (an item's fourth element, its *shape*) the same thing about another job, is written
+        again at most every ``reason_refresh`` seconds: under contention usage moves with every
+        admission, and rewriting every waiting head each time would cost a write per head per
+        change. The numbers a user reads in ``describe`` are computed when asked."""
+        now = time.monotonic()
+        todo = []
+        shapes: dict[str, str] = {}
+        for item in items:
+            key, reason, message = item[0], item[1], item[2]
+            shape = item[3] if len(item) > 3 else _shape(message)
+            said = self._said.get(key)
+            if said is not None:
+                if said[0] == message:
+                    continue
+                if said[1] == shape and now - said[2] < self.settings.reason_refresh:
+                    continue
+            todo.append((key, reason, message))
+            shapes[key] = shape
         if not todo:
             return
 
@@ -676,7 +735,7 @@ class Dispatcher:
         stored = self.ctx.objects.mutate_many(FLEET_ASCENDJOB, changes, fence=self._fence)
         events: list[tuple[dict[str, Any], str, str]] = []
         for (key, reason, message), obj in zip(todo, stored, strict=True):
-            self._said[key] = message
+            self._said[key] = (message, shapes[key], now)
             self._said.move_to_end(key)
             if obj is not None and key in wrote and current_state(obj) == Phase.QUEUED:
                 events.append((obj, reason, message))
@@ -687,7 +746,7 @@ class Dispatcher:
 
     def _say_refused(self, refused: Sequence[Refused], blocked: Sequence[Blocked], snap: Snapshot) -> None:
         """The pending reasons of this cycle's refused and held-back class heads."""
-        items: list[tuple[str, str, str]] = []
+        items: list[tuple[str, str, str] | tuple[str, str, str, str]] = []
         for r in refused:
             REFUSALS.labels(r.refusal.kind.value).inc()
             if r.never is not None:
@@ -712,9 +771,9 @@ class Dispatcher:
                     f"{time.strftime('%H:%M:%S', time.gmtime(holder.since))}Z and holds the quota of "
                     f"{path} until it starts (starvation bound {self.settings.starvation_seconds:g}s)"
                 )
-            if self._said.get(b.job) != why:
+            if (self._said.get(b.job) or ("",))[0] != why:
                 REFUSALS.labels("reserved").inc()
-            items.append((b.job, QUOTA_RESERVED, why))
+            items.append((b.job, QUOTA_RESERVED, why, f"{QUOTA_RESERVED}:{holder.why}:{path}"))
         self._say_many(items)
 
     def _no_fit(
@@ -867,6 +926,14 @@ def _say_down(line: str, down: frozenset[str]) -> str:
     """A member avoided because it is NotReady says so, not that the job failed there."""
     member = line.split(":", 1)[0]
     return f"{member}: NotReady (failing its health probes)" if member in down else line
+
+
+_DIGITS: Final = re.compile(r"\d+")
+
+
+def _shape(message: str) -> str:
+    """A pending message with its numbers blurred: what it says, not how much."""
+    return _DIGITS.sub("#", message)
 
 
 def _queued_at(obj: Mapping[str, Any]) -> float | None:

@@ -125,9 +125,12 @@ def record_events(
     """Record many (involved object, reason, message) at once: the first occurrences in one
     pipeline of creates, each repeat as a bump of the Event it repeats."""
     events = [_new_event(involved, reason, message, type, component) for involved, reason, message in entries]
-    for event, result in zip(events, objects.create_many(EVENT, events, fence=fence), strict=True):
-        if isinstance(result, AlreadyExists):
-            _repeat(objects, event, fence)
+    results = objects.create_many(EVENT, events, fence=fence)
+    repeats = [e for e, result in zip(events, results, strict=True) if isinstance(result, AlreadyExists)]
+    if len(repeats) == 1:
+        _repeat(objects, repeats[0], fence)
+    elif repeats:
+        _repeat_many(objects, repeats, fence)
 
 
 def _new_event(involved: Obj, reason: str, message: str, type: str, component: str) -> Obj:
@@ -159,17 +162,32 @@ def _new_event(involved: Obj, reason: str, message: str, type: str, component: s
     }
 
 
-def _repeat(objects: Objects, event: Obj, fence: Fence | None) -> None:
-    """Count one more occurrence of ``event`` (whose first one is stored, or was meanwhile): the
-    stored Event takes its message and time; its first time stays."""
-    meta = event["metadata"]
-
+def _bump(event: Obj) -> Callable[[Obj], Obj]:
     def bump(stored: Obj) -> Obj:
         stored["count"] = int(stored.get("count") or 1) + 1
         stored["lastTimestamp"] = now_rfc3339()
         stored["message"] = event["message"]
         stored["type"] = event["type"]
         return stored
+
+    return bump
+
+
+def _repeat_many(objects: Objects, events: Sequence[Obj], fence: Fence | None) -> None:
+    """:func:`_repeat` of many Events: one read of them all and one pipeline of the bumps; one
+    deleted meanwhile is recorded again on its own."""
+    changes = [(e["metadata"]["namespace"], e["metadata"]["name"], _bump(e)) for e in events]
+    stored = objects.mutate_many(EVENT, changes, subresource=None, fence=fence)
+    for event, result in zip(events, stored, strict=True):
+        if result is None:
+            _repeat(objects, event, fence)
+
+
+def _repeat(objects: Objects, event: Obj, fence: Fence | None) -> None:
+    """Count one more occurrence of ``event`` (whose first one is stored, or was meanwhile): the
+    stored Event takes its message and time; its first time stays."""
+    meta = event["metadata"]
+    bump = _bump(event)
 
     for _ in range(3):
         if objects.mutate(EVENT, meta["namespace"], meta["name"], bump, subresource=None, fence=fence):
