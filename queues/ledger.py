@@ -456,15 +456,17 @@ class Ledger:
         pipe.hmget(self.keys.meta, "version", "epoch")
         for name in names:
             pipe.hgetall(self.keys.node(name))
+            pipe.zcard(self.keys.queue(name))
         replies = pipe.execute()
         version, epoch = (int(v or 0) for v in replies[0])
         if version != self._names_version:
             self._names = None
             return self.snapshot()
-        rows = {
-            name: {text(k): text(v) for k, v in raw.items()}
-            for name, raw in zip(names, replies[1:], strict=True)
-        }
+        rows: dict[str, dict[str, str]] = {}
+        for i, name in enumerate(names):
+            row = {text(k): text(v) for k, v in replies[1 + 2 * i].items()}
+            row["queued"] = str(replies[2 + 2 * i])
+            rows[name] = row
         if version == 0:
             rows = {IMPLICIT_ROOT: rows.get(IMPLICIT_ROOT, {})}
         return Snapshot.from_rows(rows, version=version, epoch=epoch)

@@ -50,8 +50,10 @@ No starvation (``starvation_seconds``)
     every ``max`` of its chain) may be passed by later, smaller jobs only for
     ``starvation_seconds``. Then it holds a *reservation* at the node that refuses it (for a
     ``max``, that node; for the borrowing rule, the node that would borrow; for strict order,
-    the leaf): no other job under that node that asks for any resource the head asks for is
-    admitted before it, so the node drains until the head fits, except jobs of other leaves that
+    the leaf): no job submitted after it under that node that asks for any resource the head
+    asks for is admitted before it (reservations and the wait rule follow one order, by
+    submission, so no two heads ever hold each other back), so the node drains until the head
+    fits, except jobs of other leaves that
     fit within their own leaf's ``min``: another leaf's guaranteed quota is never held back,
     which is also what keeps a head refused by a sibling's guarantee from blocking that very
     sibling. Its wait is bounded
@@ -157,12 +159,15 @@ class Reservation:
     why: str
     #: For a nomination: when it lapses.
     until: float = math.inf
+    #: When the job was submitted (None: unknown, ``since`` stands in).
+    submitted: float | None = None
 
     @property
     def rank(self) -> tuple[bool, float]:
-        """Older first, nominations before starving heads (a preemptor's victims are already
-        being evicted for it)."""
-        return (self.why != "nominated", self.since)
+        """Nominations first (a preemptor's victims are already being evicted for it), then by
+        submission, the first submitted first: the same order the wait rule (:meth:`Planner._older`)
+        keeps, so that no two heads can each hold the other back."""
+        return (self.why != "nominated", self.since if self.submitted is None else self.submitted)
 
 
 @dataclass(frozen=True)
@@ -179,6 +184,9 @@ class Plan:
     picks: list[Pick] = field(default_factory=list)
     refused: list[Refused] = field(default_factory=list)
     blocked: list[Blocked] = field(default_factory=list)
+    #: The planner's holds changed in a way that may let the next cycle admit what this one held
+    #: back, though nothing in the ledger changed: run another cycle.
+    changed: bool = False
 
 
 @dataclass
@@ -242,7 +250,8 @@ class Planner:
         """Keep the headroom the preemptor's victims free for it until ``until`` (or admission)."""
         node = _blocking_node(snap, leaf, refusal)
         since = until - self.settings.nomination_seconds
-        held = Reservation(job, leaf, node, _resources(request), since=since, why="nominated", until=until)
+        resources = _held(refusal, request)
+        held = Reservation(job, leaf, node, resources, since=since, why="nominated", until=until)
         self._nominated[job] = held
         return held
 
@@ -272,7 +281,7 @@ class Planner:
         oldest first."""
         bound = self.settings.starvation_seconds
         held = [
-            Reservation(s.job, leaf, s.node, s.resources, s.since, "starving")
+            Reservation(s.job, leaf, s.node, s.resources, s.since, "starving", submitted=s.head.submitted)
             for leaf, s in self._starving.items()
             if now - s.since >= bound
         ]
@@ -305,10 +314,18 @@ class Planner:
         class goes on with its next job.
         """
         plan = Plan()
+        before = {leaf: (s.job, s.node, s.resources) for leaf, s in self._starving.items()}
         for leaf, s in list(self._starving.items()):
             first = _leaf_first(heads.get(leaf, ()))
             if first is None or first.job != s.job:
                 del self._starving[leaf]  # no longer its leaf's head: it holds nothing
+                continue
+            park = next(
+                (p for (at, _), p in self._parked.items() if at == leaf and p.head.job == s.job), None
+            )
+            if park is not None and leaf in snap.nodes:  # it holds what its last refusal says
+                s.node = _blocking_node(snap, leaf, park.refusal)
+                s.resources = _held(park.refusal, _class_of(heads[leaf], s.job))
         reservations = self.reservations(now)
         cursors: dict[str, list[_Cursor]] = {}
         for leaf, classes in heads.items():
@@ -343,7 +360,7 @@ class Planner:
             head = cursor.current(skip)
             assert head is not None
             request = cursor.classes.request
-            blocked = _blocker(reservations, head.job, leaf, request, snap) or self._older(
+            blocked = _blocker(reservations, head, leaf, request, snap) or self._older(
                 head, leaf, request, snap, now
             )
             if blocked is not None:
@@ -354,6 +371,12 @@ class Planner:
             refusal = snap.check(leaf, request)
             if refusal is not None:
                 deferred[head.job] = refusal
+                held = self._starving.get(leaf)
+                if held is not None and held.job == head.job:
+                    # What holds it back now, at once: the jobs after it in this very cycle are
+                    # held for the node that refuses it now, not the one that did before.
+                    held.node = _blocking_node(snap, leaf, refusal)
+                    held.resources = _held(refusal, request)
                 if not touched.intersection(snap.chain(leaf)):
                     self._parked[(leaf, cursor.classes.cls)] = _Park(_stamp(snap, leaf), head, refusal)
                     never = snap.never_fits(leaf, request)
@@ -375,7 +398,11 @@ class Planner:
         for job in self._last_chance:
             if job not in picked:
                 self._nominated.pop(job, None)
+                plan.changed = True
         self._last_chance.clear()
+        after = {leaf: (s.job, s.node, s.resources) for leaf, s in self._starving.items()}
+        if after != before and plan.blocked:
+            plan.changed = True  # what held jobs back is not what will: look again
         return plan
 
     def _older(
@@ -385,8 +412,8 @@ class Planner:
         a resource it asks for, of no lower priority, that has waited more than the grace and
         more than ``wait_ratio`` times as long as ``head`` (other leaves' guaranteed jobs pass)."""
         waited = head.submitted
-        if waited is None:
-            return None
+        if waited is None or head.job in self._nominated:
+            return None  # a preemptor is not held back: its victims are being evicted for it
         chain = snap.chain(leaf)
         asks = _resources(request)
         guaranteed = _within_guarantee(snap, leaf, request)
@@ -400,7 +427,7 @@ class Planner:
                 continue
             wait = now - held
             if wait > self.settings.grace_seconds and wait > self.settings.wait_ratio * (now - waited):
-                return Reservation(s.job, s.leaf, s.node, s.resources, held, "older")
+                return Reservation(s.job, s.leaf, s.node, s.resources, held, "older", submitted=held)
         return None
 
     def _parked_leaves(self) -> set[str]:
@@ -454,7 +481,7 @@ class Planner:
             # refused by a max may be refused by a sibling's guarantee once the max has room).
             node = _blocking_node(snap, leaf, refusal)
             since = now if known is None else known.since
-            self._starving[leaf] = _Starving(first.job, since, node, _resources(cls.request), first, leaf)
+            self._starving[leaf] = _Starving(first.job, since, node, _held(refusal, cls.request), first, leaf)
 
     # ---- preemption ---------------------------------------------------------------------------
 
@@ -606,6 +633,11 @@ class _Keys:
         return chosen
 
 
+def _class_of(classes: Iterable[ClassHeads], job: str) -> dict[str, int]:
+    """The request of the class whose head ``job`` is."""
+    return next((c.request for c in classes if c.heads and c.heads[0].job == job), {})
+
+
 def _leaf_first(classes: Iterable[ClassHeads]) -> Head | None:
     heads = [c.heads[0] for c in classes if c.heads]
     return min(heads) if heads else None
@@ -638,6 +670,13 @@ def _improved(old: _Stamp, new: _Stamp) -> bool:
     return False
 
 
+def _held(refusal: Refusal, request: Mapping[str, int]) -> frozenset[str]:
+    """What a reservation keeps for its job: the resource it was refused on (a job that does not
+    ask for it cannot delay it; were another resource of the node to run out next, the next
+    refusal names that one and the reservation follows)."""
+    return frozenset({refusal.resource}) if refusal.resource else _resources(request)
+
+
 def _resources(request: Mapping[str, int]) -> frozenset[str]:
     return frozenset({*(r for r, a in request.items() if a > 0), MAX_JOBS})
 
@@ -653,20 +692,24 @@ def _blocking_node(snap: Snapshot, leaf: str, refusal: Refusal) -> str:
 
 
 def _blocker(
-    reservations: Sequence[Reservation], job: str, leaf: str, request: Mapping[str, int], snap: Snapshot
+    reservations: Sequence[Reservation], head: Head, leaf: str, request: Mapping[str, int], snap: Snapshot
 ) -> Reservation | None:
-    """The reservation that holds ``job`` back, if any: an older one at a node of its chain
-    that keeps a resource the job asks for."""
+    """The reservation that holds ``head`` back, if any: one at a node of its chain that keeps a
+    resource the job asks for, and that ranks before it (a job holding a reservation itself
+    ranks by its own; any other by its submission, so a job submitted before a starving head is
+    not held back for it: every hold in the planner follows one order, and none can wait on
+    another in a circle)."""
     chain = snap.chain(leaf)
     asks = _resources(request)
-    own = next((r for r in reservations if r.job == job), None)
+    own = next((r for r in reservations if r.job == head.job), None)
+    rank = own.rank if own is not None else None if head.submitted is None else (True, head.submitted)
     guaranteed = _within_guarantee(snap, leaf, request)
     for held in reservations:
-        if held.job == job:
+        if held.job == head.job:
             continue
         if guaranteed and held.leaf != leaf:
             continue  # another leaf's guaranteed quota is never held back for anyone
-        if own is not None and held.rank >= own.rank:
+        if rank is not None and held.rank >= rank:
             continue
         if held.node in chain and held.resources & asks:
             return held

@@ -46,7 +46,10 @@ class Node:
     max: dict[str, int] = field(default_factory=dict)
     min: dict[str, int] = field(default_factory=dict)
     used: dict[str, int] = field(default_factory=dict)
+    #: Jobs pending in its subtree that could ever be admitted (what the borrowing rule counts).
     pending: int = 0
+    #: Jobs in its own queue (leaves), every one, those above a max included.
+    queued: int = 0
     due: dict[str, int] = field(default_factory=dict)
     #: Children that have a min (the siblings the borrowing rule protects), in tree order.
     guarded: tuple[str, ...] = ()
@@ -101,6 +104,12 @@ class Snapshot:
     @property
     def root(self) -> Node:
         return next(node for node in self.nodes.values() if not node.parent)
+
+    def waiting(self, name: str) -> int:
+        """Every job queued in the node's subtree (``pending`` leaves out those that can never be
+        admitted; this counts them too)."""
+        node = self.nodes[name]
+        return node.queued + sum(self.waiting(child) for child in node.children)
 
     def leaves(self) -> list[str]:
         """Leaf names in tree order (by path)."""
@@ -178,10 +187,12 @@ class Snapshot:
         """Return a running job's usage (``to_queue``: it goes back to its queue, as requeue)."""
         self._change(leaf, request, -1, pending=+1 if to_queue else 0)
 
-    def enqueue(self, leaf: str) -> None:
-        self._change(leaf, {}, 0, pending=+1)
+    def enqueue(self, leaf: str, request: Mapping[str, int]) -> None:
+        self._change(leaf, request, 0, pending=+1)
 
     def _change(self, leaf: str, request: Mapping[str, int], sign: int, *, pending: int) -> None:
+        if self.never_fits(leaf, request) is not None:
+            pending = 0  # a job that can never be admitted is not counted (fits_ever in Lua)
         chain = [self.nodes[name] for name in self.chain(leaf)]
         before = [(node, r, node.owed(r)) for node in chain[:-1] for r in node.min if node.min[r] > 0]
         for node in chain:
@@ -243,6 +254,7 @@ def _node(name: str, row: Mapping[str, str]) -> Node:
         chain=_split(row.get("chain") or "") or (name,),
         guarded=_split(row.get("guarded") or ""),
         pending=int(row.get("pending") or 0),
+        queued=int(row.get("queued") or 0),
     )
     for key, value in row.items():
         prefix, _, resource = key.partition(":")

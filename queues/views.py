@@ -12,7 +12,9 @@ What a view says of a node, per resource (amounts in canonical units, see :mod:`
     What the node's subtree uses (admitted, unfinished jobs), without the job count, which is
     ``admitted``.
 ``waiting``
-    Jobs pending in the node's subtree (``pending`` is the same number, its first name).
+    Jobs queued in the node's subtree, every one (those too large for a ``max`` of their chain,
+    which the borrowing rule does not count, included). ``pending`` is the same number, its
+    first name.
 ``borrowed``
     What the node uses beyond its ``min``: ``used - min`` where positive
     (:meth:`queues.snapshot.Snapshot.borrowed`, the amount reclaim may take back), for the
@@ -156,7 +158,7 @@ def views_of(snapshot: Snapshot, tree: ElasticQuotaTree | None) -> list[QueueVie
                 dict(high),
                 used,
                 admitted=admitted,
-                waiting=node.pending,
+                waiting=snapshot.waiting(name),
                 borrowed=borrowed_of(snapshot, name),
                 lent=lent_of(snapshot, name),
                 share=snapshot.share(name),

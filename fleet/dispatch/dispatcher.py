@@ -334,7 +334,7 @@ class Dispatcher:
                 ",".join(f"{r.why}:{r.job}@{r.node}" for r in held) or "-",
                 preempted,
             )
-        return placed, bool(plan.picks) or preempted > 0
+        return placed, bool(plan.picks) or preempted > 0 or plan.changed
 
     # ---- choosing what to look at ------------------------------------------------------------
 

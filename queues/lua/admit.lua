@@ -68,7 +68,7 @@ local function decide(job, rec, from_queue, strict)
     local members = by_class[cls]
     if not members then members = {}; by_class[cls] = members end
     members[#members + 1] = member
-    count_pending(chain, -1)
+    count_pending(chain, req, -1)
   end
   local running = RUNNING[leaf]
   if not running then running = {}; RUNNING[leaf] = running end

@@ -24,7 +24,10 @@ end, function(name)
   local mins = {}
   for _, r in ipairs(n.mins) do mins[r] = tonumber(n.limits['min:' .. r]) end
   return n.parent, mins
-end, governed_set(ARGV[4]))
+end, governed_set(ARGV[4]), function(name, resource)
+  local limit = by_name[name].limits['max:' .. resource]
+  return limit and tonumber(limit)
+end)
 if not derived then return {0, queued[1], queued[2], queued[3]} end
 for _, n in ipairs(nodes) do
   for field, limit in pairs(n.limits) do

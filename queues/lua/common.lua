@@ -300,7 +300,28 @@ local function charge(chain, req, sign)
   end
 end
 
-local function count_pending(chain, delta)
+-- Whether a job asking `req` could ever be admitted on `chain` (read by load_chain): within
+-- every max of the chain with nothing else admitted. One that never could waits in its queue
+-- (its reason says why) but is not counted as pending: a leaf must not be owed a guarantee for
+-- a job that can never use it, or its siblings could never borrow (DESIGN.md, invariant 5: bad
+-- input changes nothing else). Applying a tree recomputes which jobs count (derive).
+local function fits_ever(chain, req)
+  prepare()
+  for k = 1, #req, 2 do
+    local r, amount = req[k], req[k + 1]
+    if amount > 0 and GOVERNED[r] then
+      local c = MAX[r]
+      for j = 1, #chain do
+        local max = field_of(chain[j], c)
+        if max and amount > tonumber(max) then return false end
+      end
+    end
+  end
+  return true
+end
+
+local function count_pending(chain, req, delta)
+  if not fits_ever(chain, req) then return end
   for j = 1, #chain do add(chain[j], C_PENDING, delta) end
 end
 
@@ -368,12 +389,13 @@ end
 -- The derived fields of every node as the job records say they should be.
 --   names: every node; chain_fn(leaf) -> chain or nil; info_fn(name) -> parent ('' for
 --   the root) and {resource = min} for the resources its min names; governed: the set of
---   resources the tree limits (for the request classes).
+--   resources the tree limits (for the request classes); limit_fn(name, resource) -> the
+--   node's max of it (a number) or nil (for which pending jobs count, see fits_ever).
 -- Returns derived[node] = {field = decimal string} (zeros left out),
 -- queued[leaf] = {score, member, ...}, classes[leaf][class] = {score, member, ...} and
 -- running[leaf] = {job, ...}; or nil and {kind, leaf, job} for the first job whose leaf
 -- has no node.
-local function derive(names, chain_fn, info_fn, governed)
+local function derive(names, chain_fn, info_fn, governed, limit_fn)
   local used, pending, queued, classes, running = {}, {}, {}, {}, {}
   local admitted = redis.call('HGETALL', K_ADMITTED)
   for i = 1, #admitted, 2 do
@@ -400,7 +422,19 @@ local function derive(names, chain_fn, info_fn, governed)
     local leaf, score, seq, req = parse_record(records[i + 1])
     local chain = chain_fn(leaf)
     if not chain then return nil, {'pending', leaf, records[i]} end
-    for _, n in ipairs(chain) do pending[n] = (pending[n] or 0) + 1 end
+    local counted = true  -- as fits_ever, under the tree being derived for
+    for k = 1, #req, 2 do
+      local r, amount = req[k], req[k + 1]
+      if counted and amount > 0 and governed[r] then
+        for _, n in ipairs(chain) do
+          local max = limit_fn(n, r)
+          if max and amount > max then counted = false end
+        end
+      end
+    end
+    if counted then
+      for _, n in ipairs(chain) do pending[n] = (pending[n] or 0) + 1 end
+    end
     local q = queued[leaf]
     if not q then q = {}; queued[leaf] = q end
     local member = member_of(seq, records[i])

@@ -7,6 +7,7 @@ local fix = ARGV[1] == '1'
 local names = redis.call('SMEMBERS', K_NODES)
 if #names == 0 then names = {IMPLICIT_ROOT} end
 local chains = {}
+local limits = {}
 local derived, queued, classes, running = derive(names, function(leaf)
   if chains[leaf] == nil then chains[leaf] = chain_of(leaf) or false end
   return chains[leaf] or nil
@@ -17,7 +18,15 @@ end, function(name)
     mins[r] = tonumber(redis.call('HGET', k_node(name), 'min:' .. r))
   end
   return v[1] or '', mins
-end, governed_set(redis.call('HGET', K_META, 'resources')))
+end, governed_set(redis.call('HGET', K_META, 'resources')), function(name, resource)
+  local key = name .. '\t' .. resource
+  local limit = limits[key]
+  if limit == nil then
+    limit = tonumber(redis.call('HGET', k_node(name), 'max:' .. resource)) or false
+    limits[key] = limit
+  end
+  return limit or nil
+end)
 if not derived then
   return {-1, 'job ' .. queued[3] .. ' is ' .. queued[1] .. ' on ' .. queued[2] ..
               ', which the tree does not hold'}

@@ -28,7 +28,7 @@ if rec then
   queue_remove(leaf, member_of(seq, job), class_of(req))
   redis.call('HDEL', K_PENDING, job)
   local before = owed_before(chain)
-  count_pending(chain, -1)
+  count_pending(chain, req, -1)
   settle_owed(chain, before)
   flush()
   bump_epoch()

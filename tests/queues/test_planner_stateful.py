@@ -13,9 +13,11 @@ engine) and the indexes agree with the records. Along the way:
 * after each settled cycle, no leaf's head that fits within its leaf's ``min`` still waits while
   evicting one borrower's job would let it in, and no head waits while evicting one job of lower
   priority in its own leaf would let it in (unless held back by another job's reservation);
-* once a leaf's head holds its starvation reservation, no other job of its leaf is admitted
-  before it; and after everything running ends, the head is admitted unless a job limit
-  (max-jobs) or a sibling's guarantee is what still refuses it.
+* once a leaf's head holds its starvation reservation, no job submitted after it is admitted
+  before it under the node that holds it back (but other leaves' guaranteed jobs); after
+  everything running ends, the cycle admits something whenever a waiting job fits (no two holds
+  wait on each other), and the oldest head is admitted unless jobs submitted before it, a job
+  limit (max-jobs) or a sibling's guarantee come first.
 """
 
 from __future__ import annotations
@@ -100,6 +102,10 @@ class CycleMachine(RuleBasedStateMachine):
             leaf = data.draw(st.sampled_from(self.leaves()))
             self.serial += 1
             job = f"{leaf}/j{self.serial}"
+            # Submitted "now" on the machine's clock: the sequence is a clock reading (the next
+            # one is the later of the last one plus one and the server's clock).
+            if int(self.client.get(self.ledger.keys.seq) or 0) < self.now * 1e6:
+                self.client.set(self.ledger.keys.seq, int(self.now * 1e6))
             self.ledger.enqueue(job, leaf, request, priority)
             self.priority[job] = priority
 
@@ -118,18 +124,32 @@ class CycleMachine(RuleBasedStateMachine):
         self.now += 1
         held = [r for r in self.planner.reservations(self.now) if r.why == "starving"]
         plan = self.cycle()
+        for _ in range(3):  # as the dispatcher does: again at once when the holds changed
+            if not plan.changed or plan.picks:
+                break
+            plan = self.cycle()
+        snap = self.ledger.snapshot()
+        pending = self.ledger.pending.records()
+        if not plan.picks and any(snap.check(r.leaf, r.request) is None for r in pending.values()):
+            raise AssertionError(
+                "nothing runs, jobs that fit wait, and the cycle admits none (a deadlock): "
+                f"refused {[(r.job, str(r.refusal)) for r in plan.refused]}, "
+                f"blocked {[(b.job, b.holder) for b in plan.blocked]}, pending {pending}, "
+                f"parked {self.planner._parked}, starving {self.planner._starving}"
+            )
         if not held:
             return
         oldest = held[0]
         if oldest.job in {p.job for p in plan.picks}:
             return
-        snap = self.ledger.snapshot()
         record = self.ledger.pending.record(oldest.job)
         if record is None:
             return  # admitted meanwhile
         refusal = snap.check(record.leaf, record.request)
         assert refusal is not None, f"{oldest.job} fits, yet was not admitted after the drain"
-        assert refusal.kind is RefusalKind.MIN or refusal.resource == MAX_JOBS, refusal
+        # Jobs submitted before it, or other leaves' guaranteed ones, went first (cycle() checks
+        # that no other job passed it); else only a job limit or a sibling's guarantee stops it.
+        assert plan.picks or refusal.kind is RefusalKind.MIN or refusal.resource == MAX_JOBS, refusal
 
     @rule(dt=st.sampled_from([0.5, 5.0, 30.0]))
     def settle(self, dt: float) -> None:
@@ -137,7 +157,7 @@ class CycleMachine(RuleBasedStateMachine):
         for _ in range(8):  # until a cycle neither admits nor preempts anything
             plan = self.cycle()
             self.blocked = {b.job for b in plan.blocked}
-            if not self.preempt(plan) and not plan.picks:
+            if not self.preempt(plan) and not plan.picks and not plan.changed:
                 break
         else:
             raise AssertionError("the cycles did not settle")
@@ -170,7 +190,9 @@ class CycleMachine(RuleBasedStateMachine):
                 if not asks & held.resources:
                     continue
                 own = next((r for r in reservations if r.job == pick.job), None)
-                older = own is None or held.rank < own.rank
+                submitted = pick.head.submitted
+                rank = own.rank if own is not None else None if submitted is None else (True, submitted)
+                older = rank is None or held.rank < rank
                 guaranteed = held.leaf != pick.leaf and fits_within_min(snap, pick.leaf, pick.request)
                 assert not older or guaranteed, f"{pick.job} passed {held}"
         decisions = self.ledger.admit_pending_many([p.job for p in plan.picks])

@@ -47,7 +47,7 @@ class ModelMachine(RuleBasedStateMachine):
         leaf = data.draw(st.sampled_from(self.model.leaves()))
         self.serial += 1
         assert self.ledger.enqueue(f"ns/j{self.serial}", leaf, request, priority) is JobState.ABSENT
-        self.model.enqueue(leaf)
+        self.model.enqueue(leaf, request)
 
     @rule(data=st.data())
     def admit(self, data: st.DataObject) -> None:
