@@ -360,8 +360,8 @@ class Planner:
             head = cursor.current(skip)
             assert head is not None
             request = cursor.classes.request
-            blocked = _blocker(reservations, head, leaf, request, snap) or self._older(
-                head, leaf, request, snap, now
+            blocked = _blocker(reservations, head, leaf, request, snap=snap, keys=keys) or self._older(
+                head, leaf, request, snap, now=now, keys=keys
             )
             if blocked is not None:
                 plan.blocked.append(Blocked(head.job, leaf, blocked))
@@ -406,11 +406,19 @@ class Planner:
         return plan
 
     def _older(
-        self, head: Head, leaf: str, request: Mapping[str, int], snap: Snapshot, now: float
+        self,
+        head: Head,
+        leaf: str,
+        request: Mapping[str, int],
+        snap: Snapshot,
+        *,
+        now: float,
+        keys: _Keys,
     ) -> Reservation | None:
         """A refused leaf head that ``head`` must not pass: one at a node of its chain asking for
         a resource it asks for, of no lower priority, that has waited more than the grace and
-        more than ``wait_ratio`` times as long as ``head`` (other leaves' guaranteed jobs pass)."""
+        more than ``wait_ratio`` times as long as ``head``. Jobs of leaves the fair order puts
+        first (see :func:`_passes`) and other leaves' guaranteed jobs pass."""
         waited = head.submitted
         if waited is None or head.job in self._nominated:
             return None  # a preemptor is not held back: its victims are being evicted for it
@@ -421,6 +429,8 @@ class Planner:
             if s.job == head.job or s.node not in chain or not s.resources & asks:
                 continue
             if s.head.priority < head.priority or (guaranteed and s.leaf != leaf):
+                continue
+            if _passes(keys, leaf, s.leaf):
                 continue
             held = s.head.submitted
             if held is None:
@@ -603,6 +613,11 @@ class _Keys:
             for leaf in self._under.get(name, ()):
                 self._leaf.pop(leaf, None)
 
+    def order(self, leaf: str) -> tuple[tuple[int, float], ...]:
+        """The leaf's place in the fair order, without its head: per level from the top, below
+        its min or not, then its share."""
+        return tuple(self.node_key(n) for n in reversed(self.snap.chain(leaf)[:-1]))
+
     def moved(self, leaf: str) -> None:
         self._head.pop(leaf, None)
         self._leaf.pop(leaf, None)
@@ -691,8 +706,23 @@ def _blocking_node(snap: Snapshot, leaf: str, refusal: Refusal) -> str:
     return by_path.get(refusal.node, leaf)
 
 
+def _passes(keys: _Keys, leaf: str, holder: str) -> bool:
+    """Whether jobs of ``leaf`` go before a head of ``holder`` that holds them back: another leaf
+    that the fair order serves first (below its min where the holder's is not, or a lower share
+    at the first level where their paths part). Holds keep a leaf's own order and an order
+    among equals, never the order between leaves: a rich leaf's old head does not stop a poor
+    leaf's new jobs."""
+    return leaf != holder and keys.order(leaf) < keys.order(holder)
+
+
 def _blocker(
-    reservations: Sequence[Reservation], head: Head, leaf: str, request: Mapping[str, int], snap: Snapshot
+    reservations: Sequence[Reservation],
+    head: Head,
+    leaf: str,
+    request: Mapping[str, int],
+    *,
+    snap: Snapshot,
+    keys: _Keys,
 ) -> Reservation | None:
     """The reservation that holds ``head`` back, if any: one at a node of its chain that keeps a
     resource the job asks for, and that ranks before it (a job holding a reservation itself
@@ -710,6 +740,8 @@ def _blocker(
         if guaranteed and held.leaf != leaf:
             continue  # another leaf's guaranteed quota is never held back for anyone
         if rank is not None and held.rank >= rank:
+            continue
+        if held.why != "nominated" and _passes(keys, leaf, held.leaf):
             continue
         if held.node in chain and held.resources & asks:
             return held

@@ -760,11 +760,14 @@ class Dispatcher:
             if holder.why == "nominated":
                 why = f"{holder.job} preempted jobs to start and holds the quota of {path} until it does"
             elif holder.why == "older":
-                why = (
-                    f"{holder.job} has waited for the quota of {path} since "
-                    f"{time.strftime('%H:%M:%S', time.gmtime(holder.since))}Z, more than "
-                    f"{self.settings.wait_ratio:g} times as long as this job: it goes first"
+                since = time.strftime("%H:%M:%S", time.gmtime(holder.since))
+                longer = (
+                    "since before this job was submitted"
+                    if self.settings.wait_ratio <= 1
+                    else f"more than {self.settings.wait_ratio:g} times as long as this job"
                 )
+                why = f"{holder.job} has waited for the quota of {path} since {since}Z, {longer}"
+                why += ": it goes first"
             else:
                 why = (
                     f"{holder.job} has waited at the head of its queue since "
@@ -773,7 +776,7 @@ class Dispatcher:
                 )
             if (self._said.get(b.job) or ("",))[0] != why:
                 REFUSALS.labels("reserved").inc()
-            items.append((b.job, QUOTA_RESERVED, why, f"{QUOTA_RESERVED}:{holder.why}:{path}"))
+            items.append((b.job, QUOTA_RESERVED, why, QUOTA_RESERVED))
         self._say_many(items)
 
     def _no_fit(

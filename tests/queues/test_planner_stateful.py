@@ -184,7 +184,9 @@ class CycleMachine(RuleBasedStateMachine):
         plan = self.planner.plan(snap.copy(), heads, self.now)
         for pick in plan.picks:
             for held in reservations:
-                if held.job == pick.job or held.node not in snap.chain(pick.leaf):
+                # A holder's own leaf keeps first come, first served behind it (other leaves
+                # that the fair order serves first may go before it).
+                if held.job == pick.job or held.leaf != pick.leaf:
                     continue
                 asks = {r for r, a in pick.request.items() if a > 0} | {MAX_JOBS}
                 if not asks & held.resources:
