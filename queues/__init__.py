@@ -41,13 +41,15 @@ Limits
 
 Borrowing
     A node whose usage would exceed its ``min`` in a resource is borrowing. It may, only if every
-    ancestor that limits the resource keeps enough headroom, after the admission, for the unused
-    guarantee (``min - used``) of each sibling that is below its ``min`` and has pending jobs.
-    Each node keeps ``due:<r>``, the sum of what its children are owed (``min - used`` where
-    positive, while the child's subtree has pending jobs), updated by every script that changes
-    usage or pending counts, so the check reads one number at the parent instead of walking the
-    siblings or their queues. It is conservative: a waiting sibling's whole unused guarantee is
-    kept free for it, whatever its queued jobs ask.
+    ancestor that limits the resource keeps enough headroom, after the admission, for what each
+    sibling below its ``min`` is owed: what the sibling's pending jobs ask for, up to its unused
+    guarantee (``min - used``). Each node keeps ``want:<r>``, what its subtree's pending jobs ask
+    for, and ``due:<r>``, the sum of what its children are owed, both updated by every script
+    that changes usage or pending jobs, so the check reads one number at the parent instead of
+    walking the siblings or their queues. A guarantee no waiting job asks for is lent (under
+    contention, keeping a waiting team's whole unused guarantee free whatever its jobs asked
+    left quota idle that nobody could use). A job larger than a ``max`` of its chain waits in its
+    queue but counts as pending nowhere: it can never use a guarantee, so it holds none back.
 
 Queues and order
     :mod:`queues.pending`: per node, ordered by priority then submission. Under the best-effort

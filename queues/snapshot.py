@@ -50,6 +50,8 @@ class Node:
     pending: int = 0
     #: Jobs in its own queue (leaves), every one, those above a max included.
     queued: int = 0
+    #: What the ``pending`` jobs ask for in all, per governed resource.
+    want: dict[str, int] = field(default_factory=dict)
     due: dict[str, int] = field(default_factory=dict)
     #: Children that have a min (the siblings the borrowing rule protects), in tree order.
     guarded: tuple[str, ...] = ()
@@ -60,11 +62,12 @@ class Node:
         return not self.children
 
     def owed(self, resource: str) -> int:
-        """What the node is owed in ``resource``: ``min - used`` while it has pending jobs."""
+        """What the node is owed in ``resource``: what its pending jobs ask for, up to its unused
+        guarantee (``min - used``)."""
         if self.pending <= 0:
             return 0
         low, used = self.min.get(resource, 0), self.used.get(resource, 0)
-        return low - used if used < low else 0
+        return min(low - used, self.want.get(resource, 0)) if used < low else 0
 
 
 def _split(value: str) -> tuple[str, ...]:
@@ -144,8 +147,7 @@ class Snapshot:
                 used, low = node.used.get(r, 0), node.min.get(r, 0)
                 if used + amount <= low:
                     continue
-                own = low - used if node.pending > 0 and used < low else 0
-                others = due - own
+                others = due - node.owed(r)
                 headroom: int | None = None
                 for up in chain[i + 1 :]:
                     limit = up.max.get(r)
@@ -162,9 +164,9 @@ class Snapshot:
             if name == node.name:
                 continue
             s = self.nodes[name]
-            have, want = s.used.get(resource, 0), s.min.get(resource, 0)
-            if s.pending > 0 and have < want:
-                return s.path, have, want, s.pending
+            have, low = s.used.get(resource, 0), s.min.get(resource, 0)
+            if s.pending > 0 and have < low and s.owed(resource) > 0:
+                return s.path, have, low, s.pending
         return "?", 0, 0, 0
 
     def never_fits(self, leaf: str, request: Mapping[str, int]) -> Refusal | None:
@@ -194,9 +196,13 @@ class Snapshot:
         if self.never_fits(leaf, request) is not None:
             pending = 0  # a job that can never be admitted is not counted (fits_ever in Lua)
         chain = [self.nodes[name] for name in self.chain(leaf)]
+        wants = [(r, a) for r, a in request.items() if a > 0 and r != MAX_JOBS and r in self.governed]
         before = [(node, r, node.owed(r)) for node in chain[:-1] for r in node.min if node.min[r] > 0]
         for node in chain:
             node.pending += pending
+            for r, amount in wants:
+                if pending:
+                    _add(node.want, r, pending * amount)
             for r, amount in {**request, MAX_JOBS: 1}.items():
                 if amount and sign:
                     _add(node.used, r, sign * amount)
@@ -268,4 +274,6 @@ def _node(name: str, row: Mapping[str, str]) -> Node:
             node.used[resource] = int(value)
         elif prefix == "due" and int(value):
             node.due[resource] = int(value)
+        elif prefix == "want" and int(value):
+            node.want[resource] = int(value)
     return node

@@ -9,9 +9,10 @@
 -- written by apply.lua, and its derived part, which only these scripts change and which
 -- apply.lua and rebuild.lua recompute from the job records:
 --   used:<r>  what its subtree's admitted jobs use (used:kube-queue/max-jobs = their count)
---   pending   how many jobs its subtree has queued
---   due:<r>   the sum over its children of what each is owed: min - used when that is
---             positive and the child's subtree has pending jobs, else 0
+--   pending   how many jobs its subtree has queued (that could ever be admitted: fits_ever)
+--   want:<r>  what those jobs ask for in all, per resource some node limits
+--   due:<r>   the sum over its children of what each is owed: what its pending jobs ask
+--             for, up to min - used (0 when it uses its min or has nothing pending)
 -- so that the borrowing rule reads one number at the parent instead of walking siblings.
 --
 -- Cost: a script run reads each node it touches once (one HMGET of every field a decision
@@ -116,6 +117,7 @@ local function columns(prefix)
   end})
 end
 local MAX, MIN, USED, DUE = columns('max:'), columns('min:'), columns('used:'), columns('due:')
+local WANT = columns('want:')
 local C_CHAIN, C_PATH, C_MINS, C_GUARDED, C_PENDING
 
 -- GOVERNED: the resources some node of the applied tree names (meta field `resources`).
@@ -131,7 +133,7 @@ local function prepare()
   if governed then
     for _, r in ipairs(split(governed)) do
       GOVERNED[r] = true
-      local _ = MAX[r] + MIN[r] + USED[r] + DUE[r]
+      local _ = MAX[r] + MIN[r] + USED[r] + DUE[r] + WANT[r]
     end
   end
 end
@@ -323,6 +325,13 @@ end
 local function count_pending(chain, req, delta)
   if not fits_ever(chain, req) then return end
   for j = 1, #chain do add(chain[j], C_PENDING, delta) end
+  for k = 1, #req, 2 do
+    local r, amount = req[k], req[k + 1]
+    if amount > 0 and r ~= MAX_JOBS and GOVERNED[r] then
+      local i = WANT[r]
+      for j = 1, #chain do add(chain[j], i, delta * amount) end
+    end
+  end
 end
 
 -- The resources node `n`'s min names (an empty list when none).
@@ -337,14 +346,16 @@ local function mins_of(n)
   return m
 end
 
--- What node `n` (read by load_chain) is owed in resource `r`: min - used where positive,
--- while its subtree has pending jobs. Computed from its row, never stored: the parent's
+-- What node `n` (read by load_chain) is owed in resource `r`: what its subtree's pending
+-- jobs ask for, up to its unused guarantee (min - used). Guarantee that no waiting job asks
+-- for is not held back from borrowers. Computed from its row, never stored: the parent's
 -- due:<r> is the only stored sum.
 local function owed(n, r)
   local row = NODES[n]
   if (tonumber(row[C_PENDING]) or 0) <= 0 then return 0 end
   local min, used = tonumber(row[MIN[r]]) or 0, tonumber(row[USED[r]]) or 0
-  return used < min and min - used or 0
+  if used >= min then return 0 end
+  return math.min(min - used, tonumber(row[WANT[r]]) or 0)
 end
 
 -- Call before changing usage or pending counts along `chain`, then settle_owed after it:
@@ -396,7 +407,7 @@ end
 -- running[leaf] = {job, ...}; or nil and {kind, leaf, job} for the first job whose leaf
 -- has no node.
 local function derive(names, chain_fn, info_fn, governed, limit_fn)
-  local used, pending, queued, classes, running = {}, {}, {}, {}, {}
+  local used, pending, queued, classes, running, want = {}, {}, {}, {}, {}, {}
   local admitted = redis.call('HGETALL', K_ADMITTED)
   for i = 1, #admitted, 2 do
     local leaf, _, _, req = parse_record(admitted[i + 1])
@@ -433,7 +444,19 @@ local function derive(names, chain_fn, info_fn, governed, limit_fn)
       end
     end
     if counted then
-      for _, n in ipairs(chain) do pending[n] = (pending[n] or 0) + 1 end
+      for _, n in ipairs(chain) do
+        pending[n] = (pending[n] or 0) + 1
+        for k = 1, #req, 2 do
+          local r, amount = req[k], req[k + 1]
+          if amount > 0 and r ~= MAX_JOBS and governed[r] then
+            local w = want[n]
+            if not w then w = {}; want[n] = w end
+            local acc = w[r]
+            if not acc then acc = {0, 0}; w[r] = acc end
+            acc_add(acc, amount)
+          end
+        end
+      end
     end
     local q = queued[leaf]
     if not q then q = {}; queued[leaf] = q end
@@ -455,11 +478,13 @@ local function derive(names, chain_fn, info_fn, governed, limit_fn)
     for r, acc in pairs(used[n] or {}) do d['used:' .. r] = acc_str(acc) end
     if pending[n] then d['pending'] = num(pending[n]) end
     local parent, mins = info_fn(n)
+    for r, acc in pairs(want[n] or {}) do d['want:' .. r] = acc_str(acc) end
     if parent ~= '' and pending[n] then
       for r, min in pairs(mins) do
         local have = used[n] and used[n][r] and acc_num(used[n][r]) or 0
-        if have < min then
-          due[parent][r] = (due[parent][r] or 0) + (min - have)
+        local wants = want[n] and want[n][r] and acc_num(want[n][r]) or 0
+        if have < min and wants > 0 then
+          due[parent][r] = (due[parent][r] or 0) + math.min(min - have, wants)
         end
       end
     end
@@ -509,10 +534,10 @@ local function owed_sibling(parent, node, resource)
     local s = guarded[i]
     if s ~= node then
       local row = ensure(s)
-      local have, want = tonumber(row[c_used]) or 0, tonumber(row[c_min]) or 0
+      local have, min = tonumber(row[c_used]) or 0, tonumber(row[c_min]) or 0
       local pending = tonumber(row[C_PENDING]) or 0
-      if pending > 0 and have < want then
-        return path_of(s), num(have), num(want), num(pending)
+      if pending > 0 and have < min and owed(s, resource) > 0 then
+        return path_of(s), num(have), num(min), num(pending)
       end
     end
   end
@@ -562,8 +587,7 @@ local function check(chain, req)
         local amount = amounts[j]
         local used, min = tonumber(row[useds[j]]) or 0, tonumber(row[mins[j]]) or 0
         if used + amount > min then
-          local own = 0
-          if (tonumber(row[C_PENDING]) or 0) > 0 and used < min then own = min - used end
+          local own = owed(chain[i], names[j])
           local others = due - own
           local headroom = nil
           for k = i + 1, #chain do

@@ -78,12 +78,40 @@ def assert_invariants(ledger: Ledger) -> None:
     assert ledger.rebuild() == []
 
 
+def pending_wants(ledger: Ledger) -> dict[str, dict[str, int]]:
+    """Per node, what its subtree's pending jobs ask for in all (those that could ever be
+    admitted), computed from the job records and the tree, not from the ledger's counters."""
+    tree = ledger.tree()
+    if tree is None:
+        return {}
+    parents = {child.name: node.name for _, _, node in tree.walk() for child in node.children}
+    limits = {
+        node.name: {r: a for r in node.max if (a := node.limit(r)) is not None} for _, _, node in tree.walk()
+    }
+    governed = {r for _, _, node in tree.walk() for r in (*node.max, *node.min)}
+    out: dict[str, dict[str, int]] = {}
+    for record in ledger.pending.records().values():
+        chain = [record.leaf]
+        while chain[-1] in parents:
+            chain.append(parents[chain[-1]])
+        asked = {**record.request, MAX_JOBS: 1}
+        if any(a > limits[n].get(r, a) for n in chain for r, a in asked.items()):
+            continue
+        for name in chain:
+            for resource, amount in record.request.items():
+                if amount > 0 and resource in governed:
+                    out.setdefault(name, {})[resource] = out.get(name, {}).get(resource, 0) + amount
+    return out
+
+
 def expected_refusal(
     tree: ElasticQuotaTree | None,
     usages: dict[str, dict[str, int]],
     pending: dict[str, int],
     leaf: str,
     request: dict[str, int],
+    *,
+    wants: dict[str, dict[str, int]] | None = None,
 ) -> str | None:
     """What DESIGN.md says about admitting ``request`` on ``leaf`` now: None, "max" or "min".
 
@@ -119,7 +147,9 @@ def expected_refusal(
                     and pending.get(sibling.name, 0)
                     and used(sibling.name, resource) < guarantee
                 ):
-                    owed += guarantee - used(sibling.name, resource)
+                    # What its waiting jobs ask for, up to its unused guarantee.
+                    asks = (wants or {}).get(sibling.name, {}).get(resource, 0)
+                    owed += min(guarantee - used(sibling.name, resource), asks)
             rooms = [
                 limit - used(up, resource) - amount
                 for up in chain[i + 1 :]

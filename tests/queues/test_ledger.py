@@ -202,14 +202,24 @@ def test_borrowing_stops_where_a_waiting_sibling_needs_its_min(ledger: Ledger) -
     assert ledger.admit("a-1", "a", {"cpu": 5 * CPU}).admitted  # a at its min
     assert ledger.admit("a-2", "a", {"cpu": 1 * CPU}).admitted  # b waits for nothing: a borrows
     ledger.enqueue("b-1", "b", {"cpu": 3 * CPU})
-    refused = ledger.admit("a-3", "a", {"cpu": 1 * CPU})
+    # b is owed what its waiting job asks for (3), not its whole unused min (5): 10 - 6 leaves 4.
+    refused = ledger.admit("a-3", "a", {"cpu": 2 * CPU})
     assert refused.reason == (
-        "quota root/a: cpu 6 used + 1 requested exceeds min 5 while root/b, "
+        "quota root/a: cpu 6 used + 2 requested exceeds min 5 while root/b, "
         "below its min (0 of 5 used), has 1 pending job"
     )
+    assert ledger.admit("a-3", "a", {"cpu": 1 * CPU}).admitted  # 3 left: exactly b's job
     assert ledger.admit_pending("b-1").admitted
-    # b is still below its min but waits for nothing: a may borrow what is left.
-    assert ledger.admit("a-3", "a", {"cpu": 1 * CPU}).admitted
+    assert ledger.usage("root")["cpu"] == 10 * CPU
+    assert_invariants(ledger)
+
+
+def test_a_guarantee_no_waiting_job_asks_for_is_lent(ledger: Ledger) -> None:
+    """A sibling below its min whose waiting jobs ask for other resources holds nothing back."""
+    ledger.apply(make_tree(two_teams()))
+    assert ledger.admit("a-1", "a", {"cpu": 5 * CPU}).admitted
+    ledger.enqueue("b-1", "b", {"memory": 1})  # b waits, but not for cpu
+    assert ledger.admit("a-2", "a", {"cpu": 5 * CPU}).admitted
     assert_invariants(ledger)
 
 

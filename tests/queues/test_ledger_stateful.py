@@ -20,7 +20,7 @@ from queues import (
     RefusalKind,
 )
 from queues.quantity import MAX_JOBS
-from tests.queues.support import assert_invariants, expected_refusal, make_tree
+from tests.queues.support import assert_invariants, expected_refusal, make_tree, pending_wants
 
 RESOURCES = ("cpu", "huawei.com/Ascend910")
 NAMES = [f"n{i}" for i in range(8)]
@@ -132,7 +132,9 @@ class LedgerMachine(RuleBasedStateMachine):
     def expect(self, leaf: str, request: dict[str, int]) -> RefusalKind | None:
         tree = self.ledger.tree()
         usages = self.ledger.usages(self.ledger.nodes())
-        kind = expected_refusal(tree, usages, self.ledger.pending_counts(), leaf, request)
+        kind = expected_refusal(
+            tree, usages, self.ledger.pending_counts(), leaf, request, wants=pending_wants(self.ledger)
+        )
         return None if kind is None else RefusalKind(kind)
 
     def check_decision(self, decision: Decision, expected: RefusalKind | None) -> None:

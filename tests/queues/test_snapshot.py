@@ -23,7 +23,8 @@ def same_state(a: Snapshot, b: Snapshot) -> None:
     assert set(a.nodes) == set(b.nodes)
     for name, node in a.nodes.items():
         other = b.nodes[name]
-        assert (node.used, node.pending, node.due) == (other.used, other.pending, other.due), name
+        mine = (node.used, node.pending, node.want, node.due)
+        assert mine == (other.used, other.pending, other.want, other.due), name
 
 
 class ModelMachine(RuleBasedStateMachine):

@@ -256,7 +256,7 @@ def test_the_blocker_names_a_starving_sibling_or_says_the_quota_admits_it(ledger
     assert fits.blocker("") == "quota admits it; waiting for capacity or its turn"
     assert ledger.admit_pending("a/fits").admitted
     assert ledger.admit("a/2", "a", {"cpu": 4 * CPU}).admitted
-    ledger.enqueue("b/1", "b", {"cpu": CPU})
+    ledger.enqueue("b/1", "b", {"cpu": 5 * CPU})  # b is owed its whole unused min: its job asks it
     ledger.enqueue("a/3", "a", {"cpu": CPU})
     wait = job_wait(ledger, "a/3")
     assert wait is not None and wait.refusal is not None and wait.refusal.kind is RefusalKind.MIN
