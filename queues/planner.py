@@ -56,7 +56,8 @@ No starvation (``starvation_seconds``)
     fits, except jobs of other leaves that
     fit within their own leaf's ``min``: another leaf's guaranteed quota is never held back,
     which is also what keeps a head refused by a sibling's guarantee from blocking that very
-    sibling. Its wait is bounded
+    sibling; nor are a leaf's own jobs within its guarantee held back for a head of the leaf that
+    asks for more than the leaf's ``min`` (it can only start by borrowing). Its wait is bounded
     by the bound plus the time the jobs already running under that node take to end (or less,
     with preemption), plus the time owed siblings take to reach their ``min``. The clock is the
     dispatcher's memory: a new leader starts it again.
@@ -161,6 +162,8 @@ class Reservation:
     until: float = math.inf
     #: When the job was submitted (None: unknown, ``since`` stands in).
     submitted: float | None = None
+    #: The job asks for more than its leaf's min (it can only start by borrowing).
+    borrows: bool = False
 
     @property
     def rank(self) -> tuple[bool, float]:
@@ -204,6 +207,8 @@ class _Starving:
     resources: frozenset[str]
     head: Head
     leaf: str = ""
+    #: It asks for more than its leaf's min: it can only start by borrowing.
+    borrows: bool = False
 
 
 class Planner:
@@ -218,6 +223,8 @@ class Planner:
         #: now preempt what passed it, so it is looked at again.
         self._passed: dict[str, int] = {}
         self._last_chance: set[str] = set()
+        #: What the starving heads held at the end of the last cycle.
+        self._holds: dict[str, tuple[str, str, frozenset[str]]] = {}
 
     # ---- memory -------------------------------------------------------------------------------
 
@@ -281,7 +288,16 @@ class Planner:
         oldest first."""
         bound = self.settings.starvation_seconds
         held = [
-            Reservation(s.job, leaf, s.node, s.resources, s.since, "starving", submitted=s.head.submitted)
+            Reservation(
+                s.job,
+                leaf,
+                s.node,
+                s.resources,
+                s.since,
+                "starving",
+                submitted=s.head.submitted,
+                borrows=s.borrows,
+            )
             for leaf, s in self._starving.items()
             if now - s.since >= bound
         ]
@@ -314,7 +330,6 @@ class Planner:
         class goes on with its next job.
         """
         plan = Plan()
-        before = {leaf: (s.job, s.node, s.resources) for leaf, s in self._starving.items()}
         for leaf, s in list(self._starving.items()):
             first = _leaf_first(heads.get(leaf, ()))
             if first is None or first.job != s.job:
@@ -401,8 +416,9 @@ class Planner:
                 plan.changed = True
         self._last_chance.clear()
         after = {leaf: (s.job, s.node, s.resources) for leaf, s in self._starving.items()}
-        if after != before and plan.blocked:
+        if after != self._holds and plan.blocked:
             plan.changed = True  # what held jobs back is not what will: look again
+        self._holds = after
         return plan
 
     def _older(
@@ -428,7 +444,7 @@ class Planner:
         for s in self._starving.values():
             if s.job == head.job or s.node not in chain or not s.resources & asks:
                 continue
-            if s.head.priority < head.priority or (guaranteed and s.leaf != leaf):
+            if s.head.priority < head.priority or (guaranteed and (s.leaf != leaf or s.borrows)):
                 continue
             if _passes(keys, leaf, s.leaf):
                 continue
@@ -437,7 +453,9 @@ class Planner:
                 continue
             wait = now - held
             if wait > self.settings.grace_seconds and wait > self.settings.wait_ratio * (now - waited):
-                return Reservation(s.job, s.leaf, s.node, s.resources, held, "older", submitted=held)
+                return Reservation(
+                    s.job, s.leaf, s.node, s.resources, held, "older", submitted=held, borrows=s.borrows
+                )
         return None
 
     def _parked_leaves(self) -> set[str]:
@@ -491,7 +509,10 @@ class Planner:
             # refused by a max may be refused by a sibling's guarantee once the max has room).
             node = _blocking_node(snap, leaf, refusal)
             since = now if known is None else known.since
-            self._starving[leaf] = _Starving(first.job, since, node, _held(refusal, cls.request), first, leaf)
+            borrows = _borrows(snap, leaf, cls.request)
+            self._starving[leaf] = _Starving(
+                first.job, since, node, _held(refusal, cls.request), first, leaf, borrows
+            )
 
     # ---- preemption ---------------------------------------------------------------------------
 
@@ -737,8 +758,8 @@ def _blocker(
     for held in reservations:
         if held.job == head.job:
             continue
-        if guaranteed and held.leaf != leaf:
-            continue  # another leaf's guaranteed quota is never held back for anyone
+        if guaranteed and (held.leaf != leaf or held.borrows):
+            continue  # guaranteed quota is held back only for a job of its leaf that needs no more
         if rank is not None and held.rank >= rank:
             continue
         if held.why != "nominated" and _passes(keys, leaf, held.leaf):
@@ -777,6 +798,13 @@ def _simulate(
         else:
             model.release(victim.leaf, victim.request, to_queue=True)
     return chosen
+
+
+def _borrows(snap: Snapshot, leaf: str, request: Mapping[str, int]) -> bool:
+    """Whether a job asks for more than its leaf's ``min`` of something the ``min`` names (it
+    can then only start by borrowing, never within its leaf's guarantee alone)."""
+    node = snap.nodes[leaf]
+    return any(a > node.min[r] for r, a in request.items() if node.min.get(r, 0) > 0)
 
 
 def _within_guarantee(snap: Snapshot, leaf: str, request: Mapping[str, int]) -> bool:
