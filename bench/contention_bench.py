@@ -99,7 +99,7 @@ import time
 import urllib.request
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -545,6 +545,7 @@ def waits(
 class Fairness:
     attainable: list[float]  # per sample with jobs waiting: sum of entitlements over the quota
     shares: dict[str, list[float]]  # per leaf: its share in each sample where it waited >= GRACE
+    attainable_at: list[float] = field(default_factory=list)  # the time of each of those samples
 
 
 #: A leaf counts as waiting in a sample (for its share) when a job of it has waited this long:
@@ -582,6 +583,7 @@ def fairness(
         jobs = {n: jobs_list[i] for n, i in index.items()}
         fair = entitlements(used, jobs, waiting)
         result.attainable.append(sum(fair.values()) / QUOTA)
+        result.attainable_at.append(t)
         for name in held_back:
             if fair[name] > 0:
                 owed = fair[name] - used[name]
@@ -1071,15 +1073,19 @@ def _report(
     best = max(share.items(), key=lambda kv: kv[1]) if share else ("-", 0.0)
     worst = min(share.items(), key=lambda kv: kv[1]) if share else ("-", 0.0)
     timeline: list[float] = []
+    attainable_timeline: list[float] = []
     if run:
         span = (run[-1][0] - run[0][0]) or 1.0
+
+        def tenth_of(t: float) -> int:
+            return int((t - run[0][0]) / span * 10 * 0.9999)
+
         for tenth in range(10):
-            part = [
-                u
-                for s, u in zip(run, use, strict=True)
-                if int((s[0] - run[0][0]) / span * 10 * 0.9999) == tenth
-            ]
+            part = [u for s, u in zip(run, use, strict=True) if tenth_of(s[0]) == tenth]
             timeline.append(round(statistics.fmean(part) * 100, 1) if part else 0.0)
+            pairs = zip(fair.attainable_at, fair.attainable, strict=True)
+            can = [a for t, a in pairs if tenth_of(t) == tenth]
+            attainable_timeline.append(round(statistics.fmean(can) * 100, 1) if can else 0.0)
 
     # Time to admission per class: each job's first wait.
     first_wait: dict[str, Wait] = {}
@@ -1156,6 +1162,7 @@ def _report(
         "quota_use_while_waiting": round(statistics.fmean(use_waiting), 3) if use_waiting else None,
         "attainable_while_waiting": round(statistics.fmean(fair.attainable), 3) if fair.attainable else None,
         "quota_use_by_tenth_pct": timeline,
+        "attainable_by_tenth_pct": attainable_timeline,
         "admission_wait": per_class,
         "class_wait_ratio_by_priority": ratios,
         "admission_seen_late": missed,
@@ -1207,6 +1214,8 @@ def _report(
         f"{figures['attainable_while_waiting'] or 0:.1%} then"
     )
     print("quota in use by tenth of the run (%): " + " ".join(f"{x:.0f}" for x in timeline))
+    attainable_timeline = figures["attainable_by_tenth_pct"]
+    print("attainable by tenth (%), jobs waiting: " + " ".join(f"{x:.0f}" for x in attainable_timeline))
     print("time from submission to admission (s), per class: mean / p50 / p95")
     for k, v in per_class.items():
         print(f"  {k:>8}: {v['mean_s']:7.2f} / {v['p50_s']:7.2f} / {v['p95_s']:7.2f}   ({v['jobs']} jobs)")
