@@ -37,6 +37,7 @@ import math
 import re
 import threading
 import time
+from collections import Counter as Tally
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -218,6 +219,8 @@ class Dispatcher:
         #: The earliest time a timer (backoff, exclusion, starvation bound, nomination) is due.
         self._wake = math.inf
         self._victims_at: deque[float] = deque()
+        #: Picks that fit no member, this cycle (for the debug line).
+        self._nofits = 0
         #: Leaf -> (its usage when read, the lowest priority running in it).
         self._lowest: dict[str, tuple[dict[str, int] | None, int | None]] = {}
         #: Preemptor -> its victims, while they still hold quota (see Planner.victims_gone).
@@ -318,19 +321,24 @@ class Dispatcher:
             if started is not None and now - started[1] < self.settings.starvation_seconds:
                 self._wake = min(self._wake, started[1] + self.settings.starvation_seconds)
         self._say_refused(plan.refused, plan.blocked, snap)
+        self._nofits = 0
         placed = self._admit(plan.picks, now, epoch) if plan.picks else 0
         preempted = self._preempt([r for r in plan.refused if r.leaf_head and r.never is None], snap, now)
         if log.isEnabledFor(logging.DEBUG):
             held = self.planner.reservations(now)
+            why = Tally(f"{r.refusal.kind.value}@{r.refusal.node}" for r in plan.refused)
+            why.update(f"held:{b.holder.why}@{b.holder.node}" for b in plan.blocked)
             log.debug(
-                "event=cycle seconds=%.3f used=%s picks=%d placed=%d refused=%d blocked=%d held=%s "
-                "preempted=%d",
+                "event=cycle seconds=%.3f root=%s picks=%d placed=%d nofit=%d refused=%d blocked=%d "
+                "why=%s held=%s preempted=%d",
                 time.time() - now,
-                snap.root.used.get("huawei.com/Ascend910", 0),
+                dict(snap.root.used),
                 len(plan.picks),
                 placed,
+                self._nofits,
                 len(plan.refused),
                 len(plan.blocked),
+                ",".join(f"{k}:{n}" for k, n in why.most_common()) or "-",
                 ",".join(f"{r.why}:{r.job}@{r.node}" for r in held) or "-",
                 preempted,
             )
@@ -791,6 +799,7 @@ class Dispatcher:
         now: float,
     ) -> None:
         DECISIONS.labels("nofit").inc()
+        self._nofits += 1
         previous = self._misses.get(key)
         if previous is None or previous.reason != "nofit" or previous.epoch != epoch:
             with self.lock:
