@@ -801,18 +801,34 @@ def _simulate(
 
 
 def _borrows(snap: Snapshot, leaf: str, request: Mapping[str, int]) -> bool:
-    """Whether a job asks for more than its leaf's ``min`` of something the ``min`` names (it
-    can then only start by borrowing, never within its leaf's guarantee alone)."""
+    """Whether a job asks for more than its leaf's ``min`` of some governed resource (a ``min``
+    that does not name a resource guarantees none of it): it can then only start by borrowing,
+    never within its leaf's guarantee alone."""
     node = snap.nodes[leaf]
-    return any(a > node.min[r] for r, a in request.items() if node.min.get(r, 0) > 0)
+    return any(a > node.min.get(r, 0) for r, a in _guarded(snap, node.min, request))
 
 
 def _within_guarantee(snap: Snapshot, leaf: str, request: Mapping[str, int]) -> bool:
-    """Whether the job fits within its leaf's ``min`` for every resource the ``min`` names and
-    the job asks for (and the ``min`` names one of them): what it may reclaim."""
+    """Whether the job fits within its leaf's ``min`` for every governed resource it asks for
+    (0 where the ``min`` does not name one), and the ``min`` names one of them: what it may
+    reclaim, and what passes holds. Kueue's rule for reclaimWithinCohort is the same (the
+    preemptor's ClusterQueue stays within its nominal quota for every resource the workload
+    requests); a job that asks for something its leaf is not guaranteed is itself a borrower,
+    and taking from one borrower to give to another is no reclaim."""
     node = snap.nodes[leaf]
-    named = [r for r, a in {**request, MAX_JOBS: 1}.items() if a > 0 and node.min.get(r, 0) > 0]
-    return bool(named) and all(node.used.get(r, 0) + request.get(r, 1) <= node.min[r] for r in named)
+    asked = _guarded(snap, node.min, request)
+    return any(node.min.get(r, 0) > 0 for r, _ in asked) and all(
+        node.used.get(r, 0) + a <= node.min.get(r, 0) for r, a in asked
+    )
+
+
+def _guarded(snap: Snapshot, floor: Mapping[str, int], request: Mapping[str, int]) -> list[tuple[str, int]]:
+    """What a job asks for that a guarantee is measured in: the governed resources it asks for,
+    and its job slot where the ``min`` names max-jobs."""
+    asked = [(r, a) for r, a in request.items() if a > 0 and r != MAX_JOBS and r in snap.governed]
+    if floor.get(MAX_JOBS, 0) > 0:
+        asked.append((MAX_JOBS, 1))
+    return asked
 
 
 def _subtree_leaves(snap: Snapshot, name: str) -> list[str]:

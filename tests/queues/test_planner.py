@@ -252,6 +252,31 @@ def test_reclaim_stops_when_the_sibling_no_longer_borrows(ledger: Ledger) -> Non
     assert found is not None and len(found[1]) == 1
 
 
+def test_a_job_asking_for_what_its_leaf_is_not_guaranteed_reclaims_nothing(ledger: Ledger) -> None:
+    """a is guaranteed cpu only: its job asking for NPUs too would borrow them, so it may not
+    take NPUs back from b, which borrows them as much as a would (else the two evict each other
+    for ever: b's job, within its cpu guarantee, would pass a's again)."""
+    tree = {
+        "name": "root",
+        "min": {"cpu": 8000, NPU: 4},
+        "max": {"cpu": 8000, NPU: 4, "kube-queue/max-jobs": 1},
+        "children": [
+            {"name": "a", "min": {"cpu": 2000}, "max": {NPU: 4}, "namespaces": ["a"]},
+            {"name": "b", "min": {"cpu": 2000}, "max": {NPU: 4}, "namespaces": ["b"]},
+        ],
+    }
+    ledger.apply(make_tree(tree))
+    d = Driver(ledger)
+    ledger.enqueue("b/j1", "b", {"cpu": 1000, NPU: 1}, 0)
+    d.cycle()
+    ledger.enqueue("a/j2", "a", {"cpu": 1000, NPU: 3}, 0)
+    [refused] = d.cycle().refused
+    assert refused.refusal.resource == "kube-queue/max-jobs"
+    snap = ledger.snapshot()
+    assert d.planner.may_preempt(snap, "a", {"cpu": 1000, NPU: 3}, 0, None) == []
+    assert d.planner.victims(snap, "a", {"cpu": 1000, NPU: 3}, 0, running_of(ledger)) is None
+
+
 def test_a_nominated_preemptor_keeps_the_freed_quota_for_itself(ledger: Ledger) -> None:
     tree = node("root", 8, 8, [node("a", 4, 8), node("b", 4, 8)])
     ledger.apply(make_tree(tree))

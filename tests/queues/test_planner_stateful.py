@@ -49,9 +49,14 @@ def leaf_head(classes: Sequence[ClassHeads]) -> Any:
 
 
 def fits_within_min(snap: Snapshot, leaf: str, request: Mapping[str, int]) -> bool:
+    """Within the leaf's guarantee: every governed resource asked for fits its ``min`` (0 where
+    the ``min`` does not name it), and the ``min`` names one of them."""
     node = snap.nodes[leaf]
-    named = [r for r, a in request.items() if a > 0 and node.min.get(r, 0) > 0]
-    return bool(named) and all(node.used.get(r, 0) + request[r] <= node.min[r] for r in named)
+    asked = {r: a for r, a in request.items() if a > 0 and r in snap.governed}
+    if node.min.get(MAX_JOBS, 0) > 0:
+        asked[MAX_JOBS] = 1
+    named = [r for r in asked if node.min.get(r, 0) > 0]
+    return bool(named) and all(node.used.get(r, 0) + a <= node.min.get(r, 0) for r, a in asked.items())
 
 
 def subtree_of(snap: Snapshot, name: str) -> set[str]:
