@@ -298,4 +298,3 @@ def run(machine: type[RuleBasedStateMachine], examples: int) -> None:
 def test_the_cycle_keeps_every_rule_at_every_step(redis_client: redis.Redis) -> None:
     CycleMachine.client = redis_client
     run(CycleMachine, 40)
-
