@@ -42,13 +42,16 @@ Limits
 Borrowing
     A node whose usage would exceed its ``min`` in a resource is borrowing. It may, only if every
     ancestor that limits the resource keeps enough headroom, after the admission, for what each
-    sibling below its ``min`` is owed: what the sibling's pending jobs ask for, up to its unused
-    guarantee (``min - used``). Each node keeps ``want:<r>``, what its subtree's pending jobs ask
-    for, and ``due:<r>``, the sum of what its children are owed, both updated by every script
-    that changes usage or pending jobs, so the check reads one number at the parent instead of
-    walking the siblings or their queues. A guarantee no waiting job asks for is lent (under
-    contention, keeping a waiting team's whole unused guarantee free whatever its jobs asked
-    left quota idle that nobody could use). A job larger than a ``max`` of its chain waits in its
+    sibling below its ``min`` is owed: what the sibling's pending jobs could use now, up to its
+    unused guarantee (``min - used``). What a subtree's jobs could use is what they ask for, capped
+    at each node by the room its ``max`` leaves and zero under a node at its max-jobs. Each leaf
+    keeps ``want:<r>``, what its pending jobs ask for, each inner node ``kids:<r>``, what its
+    children could use, and each node ``due:<r>``, the sum of what its children are owed, all
+    updated bottom up along the chain by every script that changes usage or pending jobs, so the
+    check reads one number at the parent instead of walking the siblings or their queues. A
+    guarantee no waiting job could use is lent (under contention, keeping a waiting team's whole
+    unused guarantee free whatever its jobs asked, or while its own max-jobs held them, left
+    quota idle that nobody could use). A job larger than a ``max`` of its chain waits in its
     queue but counts as pending nowhere: it can never use a guarantee, so it holds none back.
 
 Queues and order

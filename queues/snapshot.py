@@ -50,8 +50,11 @@ class Node:
     pending: int = 0
     #: Jobs in its own queue (leaves), every one, those above a max included.
     queued: int = 0
-    #: What the ``pending`` jobs ask for in all, per governed resource.
+    #: (Leaves) what the ``pending`` jobs ask for in all, per governed resource.
     want: dict[str, int] = field(default_factory=dict)
+    #: (Inner nodes) what its children could take, summed (:meth:`could_take`).
+    kids: dict[str, int] = field(default_factory=dict)
+    #: What its children are owed, summed (:meth:`owed`).
     due: dict[str, int] = field(default_factory=dict)
     #: Children that have a min (the siblings the borrowing rule protects), in tree order.
     guarded: tuple[str, ...] = ()
@@ -61,13 +64,27 @@ class Node:
     def is_leaf(self) -> bool:
         return not self.children
 
+    def could_take(self, resource: str) -> int:
+        """What the node could take of ``resource`` for its waiting jobs: what they ask for (its
+        own, a leaf's; its children's could-take, an inner node's), no more than its ``max``
+        leaves room for, and nothing while it is at its max-jobs."""
+        jobs = self.max.get(MAX_JOBS)
+        if jobs is not None and self.used.get(MAX_JOBS, 0) >= jobs:
+            return 0
+        want = self.want.get(resource, 0) + self.kids.get(resource, 0)
+        limit = self.max.get(resource)
+        if limit is not None:
+            want = min(want, limit - self.used.get(resource, 0))
+        return max(want, 0)
+
     def owed(self, resource: str) -> int:
-        """What the node is owed in ``resource``: what its pending jobs ask for, up to its unused
-        guarantee (``min - used``)."""
+        """What the node is owed in ``resource``: what it could take for its waiting jobs, up to
+        its unused guarantee (``min - used``). A guarantee its jobs could not use anyway (held at
+        a max or a max-jobs of their own) is not held back from borrowers."""
         if self.pending <= 0:
             return 0
         low, used = self.min.get(resource, 0), self.used.get(resource, 0)
-        return min(low - used, self.want.get(resource, 0)) if used < low else 0
+        return min(low - used, self.could_take(resource)) if used < low else 0
 
 
 def _split(value: str) -> tuple[str, ...]:
@@ -197,15 +214,22 @@ class Snapshot:
             pending = 0  # a job that can never be admitted is not counted (fits_ever in Lua)
         chain = [self.nodes[name] for name in self.chain(leaf)]
         wants = [(r, a) for r, a in request.items() if a > 0 and r != MAX_JOBS and r in self.governed]
+        kept = sorted(self.governed - {MAX_JOBS})
+        could = [[node.could_take(r) for r in kept] for node in chain[:-1]]
         before = [(node, r, node.owed(r)) for node in chain[:-1] for r in node.min if node.min[r] > 0]
+        if pending:
+            for r, amount in wants:
+                _add(chain[0].want, r, pending * amount)
         for node in chain:
             node.pending += pending
-            for r, amount in wants:
-                if pending:
-                    _add(node.want, r, pending * amount)
             for r, amount in {**request, MAX_JOBS: 1}.items():
                 if amount and sign:
                     _add(node.used, r, sign * amount)
+        for node, was in zip(chain[:-1], could, strict=True):  # children first
+            for r, old in zip(kept, was, strict=True):
+                now = node.could_take(r)
+                if now != old:
+                    _add(self.nodes[node.parent].kids, r, now - old)
         for node, r, owed in before:
             now = node.owed(r)
             if now != owed:
@@ -276,4 +300,6 @@ def _node(name: str, row: Mapping[str, str]) -> Node:
             node.due[resource] = int(value)
         elif prefix == "want" and int(value):
             node.want[resource] = int(value)
+        elif prefix == "kids" and int(value):
+            node.kids[resource] = int(value)
     return node

@@ -10,10 +10,16 @@
 -- apply.lua and rebuild.lua recompute from the job records:
 --   used:<r>  what its subtree's admitted jobs use (used:kube-queue/max-jobs = their count)
 --   pending   how many jobs its subtree has queued (that could ever be admitted: fits_ever)
---   want:<r>  what those jobs ask for in all, per resource some node limits
---   due:<r>   the sum over its children of what each is owed: what its pending jobs ask
---             for, up to min - used (0 when it uses its min or has nothing pending)
+--   want:<r>  (leaves) what those jobs ask for in all, per resource some node limits
+--   kids:<r>  (inner nodes) the sum over its children of what each could take (below)
+--   due:<r>   the sum over its children of what each is owed (below)
 -- so that the borrowing rule reads one number at the parent instead of walking siblings.
+--
+-- What a node could take of r for its waiting jobs (could_take): its want (a leaf) or
+-- kids (an inner node), no more than its max of r leaves room for, and nothing while it is
+-- at its max-jobs. What it is owed: that, up to its unused guarantee (min - used), while it
+-- has jobs pending. A guarantee its waiting jobs could not use anyway (their leaf or group
+-- is at its max or max-jobs) is not held back from borrowers.
 --
 -- Cost: a script run reads each node it touches once (one HMGET of every field a decision
 -- may need, see ensure) and keeps it in NODES; every change goes to NODES and is written at
@@ -117,7 +123,7 @@ local function columns(prefix)
   end})
 end
 local MAX, MIN, USED, DUE = columns('max:'), columns('min:'), columns('used:'), columns('due:')
-local WANT = columns('want:')
+local WANT, KIDS = columns('want:'), columns('kids:')
 local C_CHAIN, C_PATH, C_MINS, C_GUARDED, C_PENDING
 
 -- GOVERNED: the resources some node of the applied tree names (meta field `resources`).
@@ -129,11 +135,12 @@ local function prepare()
   GOVERNED = {}
   C_CHAIN, C_PATH, C_MINS = column('chain'), column('path'), column('mins')
   C_GUARDED, C_PENDING = column('guarded'), column('pending')
+  local _ = MAX[MAX_JOBS] + USED[MAX_JOBS]
   local governed = redis.call('HGET', K_META, 'resources')
   if governed then
     for _, r in ipairs(split(governed)) do
       GOVERNED[r] = true
-      local _ = MAX[r] + MIN[r] + USED[r] + DUE[r] + WANT[r]
+      local _ = MAX[r] + MIN[r] + USED[r] + DUE[r] + WANT[r] + KIDS[r]
     end
   end
 end
@@ -327,10 +334,7 @@ local function count_pending(chain, req, delta)
   for j = 1, #chain do add(chain[j], C_PENDING, delta) end
   for k = 1, #req, 2 do
     local r, amount = req[k], req[k + 1]
-    if amount > 0 and r ~= MAX_JOBS and GOVERNED[r] then
-      local i = WANT[r]
-      for j = 1, #chain do add(chain[j], i, delta * amount) end
-    end
+    if amount > 0 and r ~= MAX_JOBS and GOVERNED[r] then add(chain[1], WANT[r], delta * amount) end
   end
 end
 
@@ -346,23 +350,57 @@ local function mins_of(n)
   return m
 end
 
--- What node `n` (read by load_chain) is owed in resource `r`: what its subtree's pending
--- jobs ask for, up to its unused guarantee (min - used). Guarantee that no waiting job asks
--- for is not held back from borrowers. Computed from its row, never stored: the parent's
--- due:<r> is the only stored sum.
+-- The governed resources but max-jobs, sorted: those a node's could_take is kept for.
+local KEPT = nil
+local function kept()
+  if not KEPT then
+    prepare()
+    KEPT = {}
+    for r in pairs(GOVERNED) do
+      if r ~= MAX_JOBS then KEPT[#KEPT + 1] = r end
+    end
+    table.sort(KEPT)
+  end
+  return KEPT
+end
+
+-- What node `n` could take of resource `r` for its waiting jobs (see the header).
+local function could_take(n, r)
+  local jobs = field_of(n, MAX[MAX_JOBS])
+  if jobs and (tonumber(field_of(n, USED[MAX_JOBS])) or 0) >= tonumber(jobs) then return 0 end
+  local want = (tonumber(field_of(n, WANT[r])) or 0) + (tonumber(field_of(n, KIDS[r])) or 0)
+  local max = field_of(n, MAX[r])
+  if max then
+    local room = tonumber(max) - (tonumber(field_of(n, USED[r])) or 0)
+    if room < want then want = room end
+  end
+  if want < 0 then return 0 end
+  return want
+end
+
+-- What node `n` (read by load_chain) is owed in resource `r`: what it could take for its
+-- waiting jobs, up to its unused guarantee (min - used). Guarantee that no waiting job
+-- could use is not held back from borrowers. Computed from its row, never stored: the
+-- parent's due:<r> is the only stored sum.
 local function owed(n, r)
   local row = NODES[n]
   if (tonumber(row[C_PENDING]) or 0) <= 0 then return 0 end
   local min, used = tonumber(row[MIN[r]]) or 0, tonumber(row[USED[r]]) or 0
   if used >= min then return 0 end
-  return math.min(min - used, tonumber(row[WANT[r]]) or 0)
+  return math.min(min - used, could_take(n, r))
 end
 
 -- Call before changing usage or pending counts along `chain`, then settle_owed after it:
--- every change in what a node is owed is folded into its parent's due:<r>.
+-- every change in what a node could take is folded into its parent's kids:<r>, bottom up,
+-- and every change in what it is owed into its parent's due:<r>.
 local function owed_before(chain)
   local before, k = {}, 0
+  local rs = kept()
   for i = 1, #chain - 1 do
+    for j = 1, #rs do
+      k = k + 1
+      before[k] = could_take(chain[i], rs[j])
+    end
     local mins = mins_of(chain[i])
     for j = 1, #mins do
       k = k + 1
@@ -373,8 +411,20 @@ local function owed_before(chain)
 end
 local function settle_owed(chain, before)
   local k = 0
+  local rs = kept()
+  local owed_at = {}
+  for i = 1, #chain - 1 do
+    for j = 1, #rs do
+      k = k + 1
+      local now = could_take(chain[i], rs[j])
+      if now ~= before[k] then add(chain[i + 1], KIDS[rs[j]], now - before[k]) end
+    end
+    owed_at[i] = k
+    k = k + #mins_of(chain[i])
+  end
   for i = 1, #chain - 1 do
     local mins = mins_of(chain[i])
+    k = owed_at[i]
     for j = 1, #mins do
       k = k + 1
       local now = owed(chain[i], mins[j])
@@ -444,17 +494,15 @@ local function derive(names, chain_fn, info_fn, governed, limit_fn)
       end
     end
     if counted then
-      for _, n in ipairs(chain) do
-        pending[n] = (pending[n] or 0) + 1
-        for k = 1, #req, 2 do
-          local r, amount = req[k], req[k + 1]
-          if amount > 0 and r ~= MAX_JOBS and governed[r] then
-            local w = want[n]
-            if not w then w = {}; want[n] = w end
-            local acc = w[r]
-            if not acc then acc = {0, 0}; w[r] = acc end
-            acc_add(acc, amount)
-          end
+      for _, n in ipairs(chain) do pending[n] = (pending[n] or 0) + 1 end
+      for k = 1, #req, 2 do
+        local r, amount = req[k], req[k + 1]
+        if amount > 0 and r ~= MAX_JOBS and governed[r] then
+          local w = want[leaf]
+          if not w then w = {}; want[leaf] = w end
+          local acc = w[r]
+          if not acc then acc = {0, 0}; w[r] = acc end
+          acc_add(acc, amount)
         end
       end
     end
@@ -471,24 +519,66 @@ local function derive(names, chain_fn, info_fn, governed, limit_fn)
     c[#c + 1] = score
     c[#c + 1] = member
   end
-  local derived, due = {}, {}
-  for _, n in ipairs(names) do derived[n] = {}; due[n] = {} end
+  local derived, due, parents, mins_by, children = {}, {}, {}, {}, {}
+  for _, n in ipairs(names) do
+    derived[n] = {}
+    due[n] = {}
+    parents[n], mins_by[n] = info_fn(n)
+  end
+  for _, n in ipairs(names) do
+    local p = parents[n]
+    if p ~= '' then
+      local c = children[p]
+      if not c then c = {}; children[p] = c end
+      c[#c + 1] = n
+    end
+  end
+  local function used_of(n, r)
+    return used[n] and used[n][r] and acc_num(used[n][r]) or 0
+  end
+  -- What each node could take for its waiting jobs (could_take), its children first.
+  local took = {}
+  local function take(n)
+    if took[n] then return took[n] end
+    local base = {}
+    for r, acc in pairs(want[n] or {}) do base[r] = acc_num(acc) end
+    local kids = {}
+    for _, c in ipairs(children[n] or {}) do
+      for r, a in pairs(take(c)) do kids[r] = (kids[r] or 0) + a end
+    end
+    for r, a in pairs(kids) do
+      if a > 0 then derived[n]['kids:' .. r] = num(a) end
+      base[r] = (base[r] or 0) + a
+    end
+    local out = {}
+    local jobs = limit_fn(n, MAX_JOBS)
+    if not (jobs and used_of(n, MAX_JOBS) >= jobs) then
+      for r, a in pairs(base) do
+        local max = limit_fn(n, r)
+        if max and max - used_of(n, r) < a then a = max - used_of(n, r) end
+        if a > 0 then out[r] = a end
+      end
+    end
+    took[n] = out
+    return out
+  end
   for _, n in ipairs(names) do
     local d = derived[n]
     for r, acc in pairs(used[n] or {}) do d['used:' .. r] = acc_str(acc) end
     if pending[n] then d['pending'] = num(pending[n]) end
-    local parent, mins = info_fn(n)
     for r, acc in pairs(want[n] or {}) do d['want:' .. r] = acc_str(acc) end
+    local parent = parents[n]
     if parent ~= '' and pending[n] then
-      for r, min in pairs(mins) do
-        local have = used[n] and used[n][r] and acc_num(used[n][r]) or 0
-        local wants = want[n] and want[n][r] and acc_num(want[n][r]) or 0
+      local could = take(n)
+      for r, min in pairs(mins_by[n]) do
+        local have, wants = used_of(n, r), could[r] or 0
         if have < min and wants > 0 then
           due[parent][r] = (due[parent][r] or 0) + math.min(min - have, wants)
         end
       end
     end
   end
+  for _, n in ipairs(names) do take(n) end
   for n, sums in pairs(due) do
     for r, amount in pairs(sums) do derived[n]['due:' .. r] = num(amount) end
   end

@@ -31,7 +31,7 @@ if not derived then
   return {-1, 'job ' .. queued[3] .. ' is ' .. queued[1] .. ' on ' .. queued[2] ..
               ', which the tree does not hold'}
 end
-local DERIVED = {used = true, due = true, want = true}
+local DERIVED = {used = true, due = true, want = true, kids = true}
 local drift = {}
 for _, n in ipairs(names) do
   local want = derived[n]

@@ -130,6 +130,22 @@ def expected_refusal(
     def used(name: str, resource: str) -> int:
         return usages.get(name, {}).get(resource, 0)
 
+    def could_take(name: str, resource: str) -> int:
+        """What a subtree's waiting jobs could use of ``resource`` now: its leaves' asks, each
+        node capped by the room its max leaves, nothing under a node at its max-jobs."""
+        node = nodes[name]
+        jobs = node.limit(MAX_JOBS)
+        if jobs is not None and used(name, MAX_JOBS) >= jobs:
+            return 0
+        if node.children:
+            asks = sum(could_take(child.name, resource) for child in node.children)
+        else:
+            asks = (wants or {}).get(name, {}).get(resource, 0)
+        limit = node.limit(resource)
+        if limit is not None:
+            asks = min(asks, limit - used(name, resource))
+        return max(asks, 0)
+
     for name in chain:
         for resource, amount in asked.items():
             limit = nodes[name].limit(resource)
@@ -147,9 +163,8 @@ def expected_refusal(
                     and pending.get(sibling.name, 0)
                     and used(sibling.name, resource) < guarantee
                 ):
-                    # What its waiting jobs ask for, up to its unused guarantee.
-                    asks = (wants or {}).get(sibling.name, {}).get(resource, 0)
-                    owed += min(guarantee - used(sibling.name, resource), asks)
+                    # What its waiting jobs could use, up to its unused guarantee.
+                    owed += min(guarantee - used(sibling.name, resource), could_take(sibling.name, resource))
             rooms = [
                 limit - used(up, resource) - amount
                 for up in chain[i + 1 :]

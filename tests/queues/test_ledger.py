@@ -223,6 +223,38 @@ def test_a_guarantee_no_waiting_job_asks_for_is_lent(ledger: Ledger) -> None:
     assert_invariants(ledger)
 
 
+def test_a_guarantee_the_sibling_could_not_use_is_lent(ledger: Ledger) -> None:
+    """A sibling below its min whose waiting jobs are held by its own max-jobs, or by a max of a
+    group above them, holds nothing back: no schedule could give it that quota now."""
+    tree = {
+        "name": "root",
+        "min": {"cpu": 10},
+        "max": {"cpu": 10},
+        "children": [
+            {"name": "a", "min": {"cpu": 5}, "max": {"cpu": 10}, "namespaces": ["team-a"]},
+            {
+                "name": "org",
+                "min": {"cpu": 5},
+                "max": {"cpu": 10, MAX_JOBS: 1},
+                "children": [{"name": "b", "min": {"cpu": 3}, "max": {"cpu": 3}, "namespaces": ["team-b"]}],
+            },
+        ],
+    }
+    ledger.apply(make_tree(tree))
+    assert ledger.admit("b-1", "b", {"cpu": 1 * CPU}).admitted  # org at its max-jobs
+    ledger.enqueue("b-2", "b", {"cpu": 2 * CPU})
+    assert ledger.admit("a-1", "a", {"cpu": 9 * CPU}).admitted  # borrows all org could not use
+    ledger.release("a-1")
+    ledger.release("b-1")  # org has room for a job now; b's max lets it take 3, it asks 2
+    assert ledger.admit("a-2", "a", {"cpu": 9 * CPU}).reason == (
+        "quota root/a: cpu 0 used + 9 requested exceeds min 5 while root/org, "
+        "below its min (0 of 5 used), has 1 pending job"
+    )
+    assert ledger.admit("a-3", "a", {"cpu": 8 * CPU}).admitted  # exactly b-2's 2 left
+    assert ledger.admit_pending("b-2").admitted
+    assert_invariants(ledger)
+
+
 def test_borrowing_that_leaves_the_sibling_its_min_is_allowed(ledger: Ledger) -> None:
     ledger.apply(make_tree(two_teams(root_cpu=20, a_max=20)))
     ledger.enqueue("b-1", "b", {"cpu": 5 * CPU})

@@ -23,8 +23,8 @@ def same_state(a: Snapshot, b: Snapshot) -> None:
     assert set(a.nodes) == set(b.nodes)
     for name, node in a.nodes.items():
         other = b.nodes[name]
-        mine = (node.used, node.pending, node.want, node.due)
-        assert mine == (other.used, other.pending, other.want, other.due), name
+        mine = (node.used, node.pending, node.want, node.kids, node.due)
+        assert mine == (other.used, other.pending, other.want, other.kids, other.due), name
 
 
 class ModelMachine(RuleBasedStateMachine):
