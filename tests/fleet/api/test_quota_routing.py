@@ -280,3 +280,28 @@ def test_a_refused_label_is_refused_for_an_admin_too(api: FleetApiThread, client
     )
     assert code == 403, answer
     assert_forbidden_label(answer, "steal", "child-b")
+
+
+def test_applying_the_switch_is_validated_and_warns_of_unbound_namespaces(
+    kubectl: Kubectl, fleet_api: FleetApiThread, fleet_redis: redis.Redis
+) -> None:
+    bad = tree(**{"child-b": {AVAILABLE_ATTRIBUTE: "team-a,Team C"}})
+    code, answer = call(fleet_api, "POST", TREES, bad)
+    assert (code, answer["reason"]) == (422, "Invalid"), answer
+    (cause,) = answer["details"]["causes"]
+    assert cause["field"] == f"spec.root.children[0].children[1].attributes.{AVAILABLE_ATTRIBUTE}"
+    assert cause["message"] == (
+        f"root/teams/child-b: attributes.{AVAILABLE_ATTRIBUTE}: 'Team C' is not a namespace name "
+        "(a comma-separated list of namespaces, or '*')"
+    )
+    assert Ledger(fleet_redis).tree() is None
+    done = kubectl(
+        "create", "-f", "-", stdin=yaml.safe_dump(tree(teams={AVAILABLE_ATTRIBUTE: "team-a,team-z"}))
+    )
+    assert (
+        f"Warning: root/teams: attributes.{AVAILABLE_ATTRIBUTE}: namespace 'team-z' is bound by no node, "
+        "so its jobs are refused whatever this attribute says"
+    ) in done.stderr
+    applied = Ledger(fleet_redis).tree()
+    assert applied is not None
+    assert applied.leaf_for("team-a", {QUOTA_LABEL: "child-b"}) == "child-b"
