@@ -7,6 +7,10 @@ The tree
     :mod:`queues.tree` models the ElasticQuotaTree as Kube Queue writes it (quantities become exact
     integers through :mod:`queues.quantity`); :mod:`queues.validation` checks it, every problem
     naming the node path, the field and the rule (``root/child-2: min.cpu 20 exceeds max.cpu 10``).
+    A job belongs to the leaf that binds its namespace; its quota label may name another leaf
+    only where the tree makes that leaf available in the job's namespace (the node attribute
+    ``fleet.io/available-in-namespaces``), and a namespace no node binds is refused whatever its
+    labels say (:meth:`ElasticQuotaTree.leaf_for <queues.tree.ElasticQuotaTree.leaf_for>`).
 
 The ledger (:mod:`queues.ledger`)
     Redis holds, under one hash tag (:mod:`queues.keys`): the applied tree, compiled to one hash
@@ -74,11 +78,21 @@ from queues.ledger import Applied, ApplyRefused, Decision, Drift, Fence, Ledger,
 from queues.pending import PendingQueues, QueuePolicy
 from queues.reasons import Refusal, RefusalKind
 from queues.records import Fenced, InvalidRequest, JobRecord, JobState, LedgerError
-from queues.tree import IMPLICIT_ROOT, QUOTA_LABEL, ElasticQuotaTree, QuotaNode, UnboundJob, queue_name
+from queues.tree import (
+    AVAILABLE_ATTRIBUTE,
+    IMPLICIT_ROOT,
+    QUOTA_LABEL,
+    ElasticQuotaTree,
+    QuotaNode,
+    QuotaNotAvailable,
+    UnboundJob,
+    queue_name,
+)
 from queues.validation import Problem, Severity, TreeInvalid, check, load, load_file, validate
 from queues.views import QueueView, Waiting, format_views, job_wait, queue_views
 
 __all__ = [
+    "AVAILABLE_ATTRIBUTE",
     "DEFAULT_KEYS",
     "IMPLICIT_ROOT",
     "QUOTA_LABEL",
@@ -100,6 +114,7 @@ __all__ = [
     "QueuePolicy",
     "QueueView",
     "QuotaNode",
+    "QuotaNotAvailable",
     "Refusal",
     "RefusalKind",
     "Severity",

@@ -18,7 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_seriali
 from queues.quantity import MAX_JOBS, MAX_JOBS_UNLIMITED, UNLIMITED, QuantityError, format_quantity, parse
 
 __all__ = [
+    "ANY_NAMESPACE",
     "API_VERSION",
+    "AVAILABLE_ATTRIBUTE",
     "IMPLICIT_ROOT",
     "KIND",
     "PREEMPTION_ATTRIBUTE",
@@ -30,7 +32,9 @@ __all__ = [
     "ElasticQuotaTree",
     "PreemptionPolicy",
     "QuotaNode",
+    "QuotaNotAvailable",
     "UnboundJob",
+    "available_entries",
     "is_unlimited",
     "preemption_policy",
     "queue_name",
@@ -40,7 +44,8 @@ API_VERSION: Final = "scheduling.sigs.k8s.io/v1beta1"
 KIND: Final = "ElasticQuotaTree"
 #: The only namespace where Kube Queue honours an ElasticQuotaTree.
 TREE_NAMESPACE = "kube-system"
-#: A job label naming its quota node explicitly (wins over the namespace binding).
+#: A job label naming its quota node explicitly: a leaf its namespace may use (see
+#: :meth:`ElasticQuotaTree.leaf_for` and :data:`AVAILABLE_ATTRIBUTE`).
 QUOTA_LABEL = "quota.scheduling.alibabacloud.com/name"
 #: The node every job belongs to while no tree is applied: queue order, no limits.
 IMPLICIT_ROOT = "root"
@@ -54,6 +59,17 @@ PREEMPTION_VALUES: Final = ("LowerPriority", "Never")
 #: priority than the waiting one) or ``Never`` (Kueue's ``reclaimWithinCohort``).
 RECLAIM_ATTRIBUTE: Final = "fleet.io/reclaim"
 RECLAIM_VALUES: Final = ("Any", "LowerPriority", "Never")
+#: Node attribute: the namespaces, besides those a leaf binds, whose jobs may name the leaf with
+#: :data:`QUOTA_LABEL`: comma-separated namespace names, or :data:`ANY_NAMESPACE` for every
+#: namespace the tree binds. Set on any node, it holds for the leaves below it unless a nearer
+#: node says otherwise (an empty value: none). Unset everywhere, a job may use only the leaf that
+#: binds its namespace. This is koord-queue's ``kube-queue/available-quota-in-namespace`` (a
+#: Namespace annotation listing the quotas its jobs may name, checked under the
+#: ``ElasticQuotaTreeCheckAvailableQuota`` gate) turned around onto the tree, where Fleet keeps
+#: quota policy: see :meth:`ElasticQuotaTree.leaf_for`.
+AVAILABLE_ATTRIBUTE: Final = "fleet.io/available-in-namespaces"
+#: The :data:`AVAILABLE_ATTRIBUTE` entry meaning "every namespace some node binds".
+ANY_NAMESPACE: Final = "*"
 
 
 def is_unlimited(resource: str, amount: int) -> bool:
@@ -97,8 +113,33 @@ def queue_name(path: str) -> str:
     return path.replace("/", "-")
 
 
+def available_entries(value: str) -> tuple[str, ...]:
+    """The entries of an :data:`AVAILABLE_ATTRIBUTE` value, stripped of spaces; ``()`` for a blank
+    value. Empty entries (``a,,b``) are kept, for validation to report."""
+    if not value.strip():
+        return ()
+    return tuple(entry.strip() for entry in value.split(","))
+
+
 class UnboundJob(LookupError):
-    """A job that no quota node takes: its namespace is unbound, or its label names no leaf."""
+    """A job that no quota node takes: its namespace is unbound, or its label names no leaf.
+
+    ``label`` is the label key when the label is what is refused (None: the namespace is).
+    """
+
+    def __init__(self, message: str, *, label: str | None = None) -> None:
+        super().__init__(message)
+        self.label = label
+
+
+class QuotaNotAvailable(UnboundJob):
+    """A job whose quota label names a leaf that its namespace may not use: not the leaf that
+    binds the namespace, and not one that :data:`AVAILABLE_ATTRIBUTE` opens to it."""
+
+    def __init__(self, message: str, *, label: str, node: str, namespace: str) -> None:
+        super().__init__(message, label=label)
+        self.node = node
+        self.namespace = namespace
 
 
 class _Strict(BaseModel):
@@ -182,18 +223,70 @@ class ElasticQuotaTree(_Strict):
         return {node.name: path for path, _, node in self.walk()}
 
     def leaf_for(self, namespace: str, labels: Mapping[str, str] | None = None) -> str:
-        """The name of the leaf a job belongs to: its quota label's node, else its namespace's."""
-        nodes = {node.name: node for _, _, node in self.walk()}
+        """The name of the leaf a job of ``namespace`` with ``labels`` belongs to.
+
+        The rule is koord-queue's (``koordinator-sh/koord-queue``, formerly kube-queue:
+        ``pkg/framework/plugins/elasticquota/elastic_quota_tree.go``,
+        ``getElasticQuotaInfoWithoutLock`` with the ``ElasticQuotaTreeCheckAvailableQuota`` gate
+        on, and ``consts.go``, ``IsQuotaAvailableInNamespace``): a job without
+        :data:`QUOTA_LABEL` belongs to the leaf that binds its namespace; a job with the label
+        belongs to the quota it names only if that quota is available in the job's namespace,
+        and is refused otherwise. Upstream lists a namespace's available quotas in an annotation
+        of the Namespace (``kube-queue/available-quota-in-namespace``); Fleet lists on the tree
+        the namespaces a node is available in (:data:`AVAILABLE_ATTRIBUTE`), and adds that the
+        leaf binding a namespace is always available in it (naming it is the same as not
+        labelling). As koordinator refuses a pod linked to a parent quota
+        (``koordinator-sh/koordinator``, ``pkg/webhook/elasticquota/pod_check.go``,
+        ``ValidateAddPod``), the label must name a leaf. Before any label is looked at, the
+        namespace must be bound by some node: a job of an unbound namespace is refused whatever
+        its labels say.
+
+        Raises :class:`UnboundJob` (the namespace is bound nowhere, or the label names no leaf)
+        or :class:`QuotaNotAvailable` (the label names a leaf the namespace may not use).
+        """
+        nodes: dict[str, QuotaNode] = {}
+        bound: str | None = None
+        for _, _, each in self.walk():
+            nodes[each.name] = each
+            if namespace in each.namespaces:
+                bound = each.name
+        if bound is None:
+            raise UnboundJob(f"namespace {namespace!r} is bound to no node of the ElasticQuotaTree")
         named = (labels or {}).get(QUOTA_LABEL)
-        if named is not None:
-            node = nodes.get(named)
-            if node is None or not node.is_leaf:
-                raise UnboundJob(f"label {QUOTA_LABEL}={named!r} names no leaf of the ElasticQuotaTree")
-            return named
-        for node in nodes.values():
-            if namespace in node.namespaces:
-                return node.name
-        raise UnboundJob(f"namespace {namespace!r} is bound to no node of the ElasticQuotaTree")
+        if named is None or named == bound:
+            return bound
+        node = nodes.get(named)
+        if node is None or not node.is_leaf:
+            raise UnboundJob(
+                f"label {QUOTA_LABEL}={named!r} names no leaf of the ElasticQuotaTree", label=QUOTA_LABEL
+            )
+        if not self.available_in(named, namespace):
+            raise QuotaNotAvailable(
+                f"label {QUOTA_LABEL}={named!r}: quota node {named!r} is not available in namespace "
+                f"{namespace!r}, whose jobs belong to {bound!r} (a node is available in other "
+                f"namespaces only where the tree lists them in its attribute {AVAILABLE_ATTRIBUTE})",
+                label=QUOTA_LABEL,
+                node=named,
+                namespace=namespace,
+            )
+        return named
+
+    def available_in(self, name: str, namespace: str) -> bool:
+        """Whether :data:`AVAILABLE_ATTRIBUTE` opens node ``name`` to ``namespace``, as set on the
+        nearest node from ``name`` up to the root that sets it (set nowhere: it does not). Bindings
+        are not looked at: :meth:`leaf_for` has checked that ``namespace`` is bound somewhere."""
+        nodes: dict[str, QuotaNode] = {}
+        chain: list[str] = []
+        for path, _, each in self.walk():
+            nodes[each.name] = each
+            if each.name == name:
+                chain = path.split("/")
+        for ancestor in reversed(chain):
+            value = nodes[ancestor].attributes.get(AVAILABLE_ATTRIBUTE)
+            if value is not None:
+                entries = available_entries(value)
+                return namespace in entries or ANY_NAMESPACE in entries
+        return False
 
     def to_document(self) -> dict[str, Any]:
         """The tree as YAML/JSON would write it (quantities as Kubernetes strings)."""

@@ -21,6 +21,8 @@ from pydantic import ValidationError
 
 from queues.quantity import format_quantity
 from queues.tree import (
+    ANY_NAMESPACE,
+    AVAILABLE_ATTRIBUTE,
     IMPLICIT_ROOT,
     PREEMPTION_ATTRIBUTE,
     PREEMPTION_VALUES,
@@ -29,6 +31,7 @@ from queues.tree import (
     TREE_NAMESPACE,
     ElasticQuotaTree,
     QuotaNode,
+    available_entries,
     queue_name,
 )
 
@@ -105,6 +108,14 @@ def _check_node(path: str, node: QuotaNode, problems: list[Problem]) -> None:
                 f"attributes.{attribute}",
                 f"attributes.{attribute}: {value!r} is not one of {', '.join(allowed)}",
             )
+    available = node.attributes.get(AVAILABLE_ATTRIBUTE)
+    for entry in available_entries(available or ""):
+        if entry != ANY_NAMESPACE and not _dns_label(entry):
+            error(
+                f"attributes.{AVAILABLE_ATTRIBUTE}",
+                f"attributes.{AVAILABLE_ATTRIBUTE}: {entry!r} is not a namespace name "
+                f"(a comma-separated list of namespaces, or {ANY_NAMESPACE!r})",
+            )
     for field, amounts in (("min", node.min), ("max", node.max)):
         for resource, amount in amounts.items():
             if not is_resource_name(resource):
@@ -180,6 +191,7 @@ def validate(tree: ElasticQuotaTree) -> list[Problem]:
                 )
             else:
                 bound[namespace] = path
+    problems.extend(_unbound_available(tree, bound))
     differs = sorted(r for r in set(root.max) | set(root.min) if root.max.get(r) != root.min.get(r))
     if differs:
         problems.append(
@@ -192,6 +204,27 @@ def validate(tree: ElasticQuotaTree) -> list[Problem]:
             )
         )
     return problems
+
+
+def _unbound_available(tree: ElasticQuotaTree, bound: Mapping[str, str]) -> list[Problem]:
+    """A warning for each namespace that an available-in attribute lists but no node binds: its
+    jobs are refused at submission whatever the attribute says (probably a misspelling)."""
+    warnings: list[Problem] = []
+    field = f"attributes.{AVAILABLE_ATTRIBUTE}"
+    for path, _, node in tree.walk():
+        entries = available_entries(node.attributes.get(AVAILABLE_ATTRIBUTE) or "")
+        for entry in entries:
+            if entry != ANY_NAMESPACE and _dns_label(entry) and entry not in bound:
+                warnings.append(
+                    Problem(
+                        path,
+                        field,
+                        f"{field}: namespace {entry!r} is bound by no node, so its jobs are refused "
+                        "whatever this attribute says",
+                        Severity.WARNING,
+                    )
+                )
+    return warnings
 
 
 def _node_path(document: Any, loc: tuple[int | str, ...]) -> tuple[str, tuple[int | str, ...]]:

@@ -2,16 +2,20 @@
 
 ``create`` is how a job is accepted (see :mod:`fleet.jobs.submit`): :func:`~fleet.jobs.submit.prepare`
 validates it with its workload adapter (each ``FieldError`` one 422 cause), resolves its quota
-leaf (a namespace no tree node binds is a 422 naming it), resolves its priority through the
-fleet's PriorityClasses (:mod:`fleet.jobs.priority`; a class that does not exist is refused as
-Kubernetes' Priority admission plugin refuses a pod: 403 Forbidden, ``no PriorityClass with name
-<name> was found``, after the field ``spec.runPolicy.schedulingPolicy.priorityClass``, which the
-Status's causes name too) and sets its first status (``Queued``, the resolved priority) and the
-finalizer; the ledger's own argument checks (priority range, request) run too, so that nothing
-that the ledger would refuse is ever stored. Then the object is stored (``RedisStore``;
-``AlreadyExists`` is a 409) and queued on its leaf, and a ``Submitted`` Event is recorded. A
-process that dies between storing and queueing loses nothing: the dispatcher's reconcile queues
-a stored job that the ledger lacks. A dry run stops after the store's own dry run.
+leaf (:meth:`queues.ElasticQuotaTree.leaf_for`: a namespace no tree node binds is a 422 naming
+it, whatever the labels say; a quota label naming no leaf is a 422 naming the label; a quota
+label naming a leaf that the tree does not make available in the job's namespace is a 403
+Forbidden naming the label and the node, its cause the label's field, as an admission plugin
+refuses), resolves its priority through the fleet's PriorityClasses (:mod:`fleet.jobs.priority`;
+a class that does not exist is refused as Kubernetes' Priority admission plugin refuses a pod:
+403 Forbidden, ``no PriorityClass with name <name> was found``, after the field
+``spec.runPolicy.schedulingPolicy.priorityClass``, which the Status's causes name too) and sets
+its first status (``Queued``, the resolved priority) and the finalizer; the ledger's own argument
+checks (priority range, request) run too, so that nothing that the ledger would refuse is ever
+stored. Then the object is stored (``RedisStore``; ``AlreadyExists`` is a 409) and queued on its
+leaf, and a ``Submitted`` Event is recorded. A process that dies between storing and queueing
+loses nothing: the dispatcher's reconcile queues a stored job that the ledger lacks. A dry run
+makes every one of these decisions and stops after the store's own dry run.
 
 A ``Queued`` job read by name carries ``status.position`` and ``status.blocker``, computed at that
 moment and never stored (see :mod:`fleet.api.computed`): ``kubectl describe acjob NAME`` shows
@@ -49,7 +53,7 @@ from fleet.jobs.status import current_state
 from fleet.jobs.submit import Prepared, prepare, queue_accepted
 from fleet.state import Objects, RedisStore
 from fleet.workloads import InvalidWorkload, UnknownKind
-from queues import InvalidRequest, Ledger, UnboundJob
+from queues import InvalidRequest, Ledger, QuotaNotAvailable, UnboundJob
 from queues.records import request_args, score_of
 
 __all__ = ["JobBackend"]
@@ -79,8 +83,13 @@ class JobBackend:
             raise invalid(rt, dict(obj), [Cause(e.path, e.message) for e in error.errors]) from None
         except UnknownKind as error:
             raise invalid(rt, dict(obj), [Cause("kind", str(error), "FieldValueNotSupported")]) from None
+        except QuotaNotAvailable as error:
+            name = str((obj.get("metadata") or {}).get("name") or "")
+            field = f"metadata.labels[{error.label}]"
+            raise refused(rt, name, str(error), [Cause(field, str(error), "FieldValueForbidden")]) from None
         except UnboundJob as error:
-            raise invalid(rt, dict(obj), [Cause("metadata.namespace", str(error))]) from None
+            field = "metadata.namespace" if error.label is None else f"metadata.labels[{error.label}]"
+            raise invalid(rt, dict(obj), [Cause(field, str(error))]) from None
         try:
             score_of(prepared.priority)
         except InvalidRequest as error:

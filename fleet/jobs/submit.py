@@ -108,9 +108,11 @@ def prepare(obj: Mapping[str, Any], ledger: Ledger, classes: Classes = None) -> 
     """Validate a job being submitted and derive its queueing, its priority resolved through
     ``classes`` (:func:`fleet.jobs.priority.resolve`) and recorded in the status it will be
     stored with. Raises ``InvalidWorkload``, ``UnknownKind``, ``queues.UnboundJob`` (no quota
-    node binds its namespace) or :class:`~fleet.jobs.priority.PriorityClassNotFound`, and
-    changes nothing. A valid job costs one round trip (:func:`_read_current`) while neither the
-    tree nor any class changed."""
+    node binds its namespace, or its quota label names no leaf), ``queues.QuotaNotAvailable``
+    (its quota label names a leaf not available in its namespace:
+    :meth:`queues.ElasticQuotaTree.leaf_for`) or
+    :class:`~fleet.jobs.priority.PriorityClassNotFound`, and changes nothing. A valid job costs
+    one round trip (:func:`_read_current`) while neither the tree nor any class changed."""
     adapter = adapter_for(obj)
     demand = adapter.demand(obj)
     if isinstance(classes, Objects):

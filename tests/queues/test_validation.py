@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from queues.quantity import MAX_JOBS
-from queues.tree import QUOTA_LABEL, ElasticQuotaTree, UnboundJob
+from queues.tree import AVAILABLE_ATTRIBUTE, QUOTA_LABEL, ElasticQuotaTree, QuotaNotAvailable, UnboundJob
 from queues.validation import Severity, TreeInvalid, check, load, load_file
 
 SAMPLE = Path(__file__).parents[2] / "config" / "samples" / "elasticquotatree.yaml"
@@ -170,6 +170,22 @@ INVALID: list[tuple[str, Any, list[str]]] = [
         ["ElasticQuotaTree: the document must be a YAML mapping (an ElasticQuotaTree)"],
     ),
     (
+        "available-in entry not a namespace name",
+        doc(root({"name": "a", "namespaces": ["ns"], "attributes": {AVAILABLE_ATTRIBUTE: "ns,Team B"}})),
+        [
+            f"root/a: attributes.{AVAILABLE_ATTRIBUTE}: 'Team B' is not a namespace name "
+            "(a comma-separated list of namespaces, or '*')"
+        ],
+    ),
+    (
+        "available-in with an empty entry",
+        doc(root({"name": "a", "namespaces": ["ns"]}, attributes={AVAILABLE_ATTRIBUTE: "ns,,other"})),
+        [
+            f"root: attributes.{AVAILABLE_ATTRIBUTE}: '' is not a namespace name "
+            "(a comma-separated list of namespaces, or '*')"
+        ],
+    ),
+    (
         "several errors at once, all reported",
         doc(root({"name": "a", "min": {"cpu": 200}, "max": {"cpu": 10}})),
         ["root: children's min.cpu sum 200 exceeds min.cpu 100", "root/a: min.cpu 200 exceeds max.cpu 10"],
@@ -193,18 +209,142 @@ def test_malformed_yaml_is_an_error_naming_the_document() -> None:
     assert str(problems[0]).startswith("ElasticQuotaTree: not valid YAML: ")
 
 
-def test_job_leaf_from_namespace_or_label() -> None:
+def two_teams(**attributes: dict[str, str]) -> ElasticQuotaTree:
+    """root/{a (team-a), b (team-b)} and root/shared/{x (team-x), y (no namespace)}; each node's
+    attributes from the keyword of its name."""
+
+    def node(name: str, **fields: Any) -> dict[str, Any]:
+        return {"name": name, **fields, **({"attributes": attributes[name]} if name in attributes else {})}
+
     tree, _ = load(
         doc(
-            root(
-                {"name": "a", "namespaces": ["team-a"]},
-                {"name": "b", "namespaces": ["team-b"], "children": []},
-            )
+            {
+                **root(
+                    node("a", namespaces=["team-a"]),
+                    node("b", namespaces=["team-b"], children=[]),
+                    node("shared", children=[node("x", namespaces=["team-x"]), node("y")]),
+                ),
+                **({"attributes": attributes["root"]} if "root" in attributes else {}),
+            }
         )
     )
+    return tree
+
+
+def test_a_job_belongs_to_the_leaf_that_binds_its_namespace() -> None:
+    tree = two_teams()
     assert tree.leaf_for("team-a") == "a"
-    assert tree.leaf_for("team-a", {QUOTA_LABEL: "b"}) == "b"
+    assert tree.leaf_for("team-a", {"other": "label"}) == "a"
+    assert tree.leaf_for("team-a", {QUOTA_LABEL: "a"}) == "a"  # naming its own leaf changes nothing
     with pytest.raises(UnboundJob, match=r"^namespace 'team-c' is bound to no node of the ElasticQuotaTree$"):
         tree.leaf_for("team-c")
-    with pytest.raises(UnboundJob, match=r"names no leaf"):
-        tree.leaf_for("team-a", {QUOTA_LABEL: "root"})
+
+
+def test_a_quota_label_naming_another_teams_leaf_is_refused_naming_label_and_node() -> None:
+    tree = two_teams()
+    with pytest.raises(QuotaNotAvailable) as caught:
+        tree.leaf_for("team-a", {QUOTA_LABEL: "b"})
+    assert str(caught.value) == (
+        f"label {QUOTA_LABEL}='b': quota node 'b' is not available in namespace 'team-a', whose jobs "
+        f"belong to 'a' (a node is available in other namespaces only where the tree lists them in "
+        f"its attribute {AVAILABLE_ATTRIBUTE})"
+    )
+    assert (caught.value.label, caught.value.node, caught.value.namespace) == (QUOTA_LABEL, "b", "team-a")
+    with pytest.raises(QuotaNotAvailable):
+        tree.leaf_for("team-a", {QUOTA_LABEL: "y"})  # a leaf that binds no namespace is no exception
+
+
+@pytest.mark.parametrize("label", ["a", "b", "y", "root", "nope"])
+def test_a_namespace_no_node_binds_is_refused_whatever_its_label(label: str) -> None:
+    tree = two_teams(root={AVAILABLE_ATTRIBUTE: "*"}, b={AVAILABLE_ATTRIBUTE: "team-c"})
+    with pytest.raises(UnboundJob, match=r"^namespace 'team-c' is bound to no node") as caught:
+        tree.leaf_for("team-c", {QUOTA_LABEL: label})
+    assert not isinstance(caught.value, QuotaNotAvailable)
+    assert caught.value.label is None
+
+
+@pytest.mark.parametrize("label", ["root", "shared", "nope", ""])
+def test_a_quota_label_must_name_a_leaf(label: str) -> None:
+    tree = two_teams(root={AVAILABLE_ATTRIBUTE: "*"})
+    with pytest.raises(UnboundJob, match=rf"^label {QUOTA_LABEL}='{label}' names no leaf") as caught:
+        tree.leaf_for("team-a", {QUOTA_LABEL: label})
+    assert caught.value.label == QUOTA_LABEL
+
+
+def test_the_tree_makes_a_leaf_available_in_the_namespaces_it_lists() -> None:
+    tree = two_teams(b={AVAILABLE_ATTRIBUTE: "team-a, team-x"})
+    assert tree.leaf_for("team-a", {QUOTA_LABEL: "b"}) == "b"
+    assert tree.leaf_for("team-x", {QUOTA_LABEL: "b"}) == "b"
+    assert tree.leaf_for("team-a") == "a"  # without the label, still its own leaf
+    with pytest.raises(QuotaNotAvailable):
+        tree.leaf_for("team-b", {QUOTA_LABEL: "a"})  # one way: b lists team-a, a lists nobody
+
+
+def test_the_nearest_node_that_sets_the_attribute_decides() -> None:
+    inherited = two_teams(shared={AVAILABLE_ATTRIBUTE: "team-a"})
+    assert inherited.leaf_for("team-a", {QUOTA_LABEL: "y"}) == "y"
+    assert inherited.leaf_for("team-a", {QUOTA_LABEL: "x"}) == "x"
+    with pytest.raises(QuotaNotAvailable):
+        inherited.leaf_for("team-a", {QUOTA_LABEL: "b"})  # not below shared
+    closed = two_teams(shared={AVAILABLE_ATTRIBUTE: "team-a"}, y={AVAILABLE_ATTRIBUTE: ""})
+    assert closed.leaf_for("team-a", {QUOTA_LABEL: "x"}) == "x"
+    with pytest.raises(QuotaNotAvailable):
+        closed.leaf_for("team-a", {QUOTA_LABEL: "y"})
+    narrowed = two_teams(root={AVAILABLE_ATTRIBUTE: "*"}, b={AVAILABLE_ATTRIBUTE: "team-x"})
+    assert narrowed.leaf_for("team-a", {QUOTA_LABEL: "y"}) == "y"
+    assert narrowed.leaf_for("team-x", {QUOTA_LABEL: "b"}) == "b"
+    with pytest.raises(QuotaNotAvailable):
+        narrowed.leaf_for("team-a", {QUOTA_LABEL: "b"})
+
+
+def test_any_namespace_means_every_namespace_the_tree_binds() -> None:
+    tree = two_teams(y={AVAILABLE_ATTRIBUTE: "*"})
+    for namespace in ("team-a", "team-b", "team-x"):
+        assert tree.leaf_for(namespace, {QUOTA_LABEL: "y"}) == "y"
+    with pytest.raises(UnboundJob, match="namespace 'team-c' is bound to no node"):
+        tree.leaf_for("team-c", {QUOTA_LABEL: "y"})
+
+
+def test_the_available_in_attribute_is_validated_and_kept() -> None:
+    source = doc(
+        root(
+            {"name": "a", "namespaces": ["team-a"]},
+            {"name": "b", "namespaces": ["team-b"], "attributes": {AVAILABLE_ATTRIBUTE: " team-a ,*,"}},
+        )
+    )
+    tree, problems = check(source)
+    assert tree is not None
+    assert [str(p) for p in problems] == [
+        f"root/b: attributes.{AVAILABLE_ATTRIBUTE}: '' is not a namespace name "
+        "(a comma-separated list of namespaces, or '*')"
+    ]
+    good = doc(
+        root(
+            {"name": "a", "namespaces": ["team-a"], "attributes": {AVAILABLE_ATTRIBUTE: ""}},
+            {"name": "b", "namespaces": ["team-b"], "attributes": {AVAILABLE_ATTRIBUTE: "team-a, *"}},
+        )
+    )
+    tree, problems = load(good)
+    assert problems == []
+    assert ElasticQuotaTree.model_validate(tree.to_document()) == tree
+    assert tree.to_document()["spec"]["root"]["children"][1]["attributes"] == {
+        AVAILABLE_ATTRIBUTE: "team-a, *"
+    }
+
+
+def test_listing_a_namespace_no_node_binds_is_a_warning() -> None:
+    source = doc(
+        root(
+            {"name": "a", "namespaces": ["team-a"]},
+            {"name": "b", "namespaces": ["team-b"], "attributes": {AVAILABLE_ATTRIBUTE: "team-a,tema-c,*"}},
+        )
+    )
+    tree, problems = load(source)
+    assert [(p.severity, str(p)) for p in problems] == [
+        (
+            Severity.WARNING,
+            f"root/b: attributes.{AVAILABLE_ATTRIBUTE}: namespace 'tema-c' is bound by no node, so its "
+            "jobs are refused whatever this attribute says",
+        )
+    ]
+    assert tree.leaf_for("team-a", {QUOTA_LABEL: "b"}) == "b"
