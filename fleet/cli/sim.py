@@ -84,12 +84,16 @@ def sim(  # noqa: PLR0917 (click passes options positionally)
     help="The kubeconfig a running `fleet sim` wrote.",
 )
 @click.option("--always", is_flag=True, help="fail-job: fail every run, not only the next one.")
+@click.option("--job", "job", metavar="NS/NAME", help="refuse-create: refuse only this job's creates.")
 @click.argument("member")
 @click.argument("fault", type=click.Choice(list(FAULTS)))
 @click.argument("value", required=False)
-def fault(kubeconfig: Path, always: bool, member: str, fault: str, value: str | None) -> None:
+def fault(  # noqa: PLR0917 (click passes options positionally)
+    kubeconfig: Path, always: bool, job: str | None, member: str, fault: str, value: str | None
+) -> None:
     """Inject FAULT into MEMBER of a running simulator: down|up|503|ok|slow MS|node-notready NODE|
-    node-ready NODE|fail-job NS/NAME [--always]."""
+    node-ready NODE|fail-job NS/NAME [--always]|refuse-create invalid|forbidden|webhook|policy|no-crd
+    [--job NS/NAME] (ok ends every fault)."""
     wanted = FAULTS[fault]
     if wanted is not None and not value:
         raise click.UsageError(f"{fault} needs {wanted}")
@@ -108,6 +112,10 @@ def fault(kubeconfig: Path, always: bool, member: str, fault: str, value: str | 
     elif fault == "fail-job":
         body["job"] = value
         body["always"] = always
+    elif fault == "refuse-create":
+        body["refusal"] = value
+        if job:
+            body["job"] = job
     try:
         url = control_endpoint(kubeconfig, member)
     except KubeconfigError as exc:

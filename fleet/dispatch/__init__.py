@@ -24,9 +24,14 @@ Workers (:mod:`~fleet.dispatch.tasks`, run by RQ)
     time, one pipeline of ``Dispatched`` writes), each named and labelled after the
     fleet job (:mod:`fleet.workloads.labels`), optionally pinned to the planned nodes. Creation
     is idempotent: an existing copy of the same uid and attempt is adopted, an older attempt's
-    copy is deleted first, another job's copy is a conflict. A permanent refusal (422, 403, a
-    conflict) or a member that stays unreachable gives the job back: its hold and quota are
-    released and it is queued again with that member excluded for a while, the reason kept.
+    copy is deleted first, another job's copy is a conflict. A member that stays unreachable
+    gives the job back: its hold and quota are released and it is queued again with that
+    member excluded for a while, the reason kept. A permanent refusal is judged by whom it is
+    about (:func:`fleet.members.scope_of`): the job itself (a 422 from the member's own
+    validation, which every member would repeat) fails the job; the member's own (403, 404, a
+    conflict, an admission denial) gives the job back with that member excluded for good, and
+    fails it with every member's reason once no member is left. An error while making one job's
+    copy fails that job; the rest of the batch goes on.
     ``purge``: delete a member copy of a given uid and attempt (never its successor).
 
 Syncer (:mod:`~fleet.dispatch.syncer`)

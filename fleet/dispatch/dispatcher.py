@@ -48,7 +48,7 @@ from rq import Queue, Retry
 
 from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.dispatch.context import Context, policy_for
-from fleet.dispatch.handback import COMPONENT, inflight_entry
+from fleet.dispatch.handback import COMPONENT, every_refusal, inflight_entry, members_left, refused_by
 from fleet.dispatch.lease import Lease
 from fleet.dispatch.preemption import PREEMPTED_BY, PREEMPTIONS, RUNNING_STATES, mark_victims
 from fleet.dispatch.tasks import Propagation, propagate_batch
@@ -430,8 +430,14 @@ class Dispatcher:
                 self._fail_invalid(key, obj, str(error))
                 continue
             policy = policy_for(obj, policies)
+            refused = refused_by(obj)
+            if refused and not members_left(refused, self._members_known(), policy):
+                # Refused by every member it may use (the worker that recorded the last refusal
+                # knew fewer members, or members left the fleet since): it would wait forever.
+                self._fail(key, obj, FleetReason.ALL_MEMBERS_REFUSED, every_refusal(refused))
+                continue
             excluded = status.get("excluded") or {}
-            avoid = self._down | {m for m, until in excluded.items() if float(until) > now}
+            avoid = self._down | {m for m, until in excluded.items() if float(until) > now} | set(refused)
             affinity = policy.spec.placement.cluster_affinity
             with self.lock:
                 fits = self.placer.candidates(demand, affinity=affinity, avoid=avoid)
@@ -809,7 +815,8 @@ class Dispatcher:
                     avoid=avoid,
                     member_labels=self._member_labels(),
                 )
-            lines = [_say_down(line, self._down) for line in lines]
+            refused = refused_by(obj)
+            lines = [_say_avoided(line, self._down, refused) for line in lines]
             message = (
                 "no member cluster fits the whole job now: " + "; ".join(lines)
                 if lines
@@ -821,20 +828,34 @@ class Dispatcher:
         self._remember(key, _Miss("nofit", epoch, now + 0.05, wake=min(ends, default=math.inf)))
 
     def _fail_invalid(self, key: str, obj: dict[str, Any], message: str) -> None:
+        self._fail(key, obj, FleetReason.INVALID, message)
+
+    def _fail(self, key: str, obj: dict[str, Any], reason: str, message: str) -> None:
+        """Fail a job that is not placed (queued, or a stored job the ledger lost) for good:
+        ``Failed`` with ``reason``, out of its queue."""
+
         def change(current: dict[str, Any]) -> dict[str, Any] | None:
             status = current.setdefault("status", {})
-            return current if set_state(status, Phase.FAILED, FleetReason.INVALID, message) else None
+            return current if set_state(status, Phase.FAILED, reason, message) else None
 
         self.ctx.objects.mutate(FLEET_ASCENDJOB, *split_key(key), change, fence=self._fence)
         self.ctx.ledger.release(key, fence=self._ledger_fence)
+        self._misses.pop(key, None)
+        self._said.pop(key, None)
         record_event(
             self.ctx.objects,
             obj,
             type="Warning",
-            reason=FleetReason.INVALID,
+            reason=reason,
             message=message,
             component=COMPONENT,
         )
+
+    def _members_known(self) -> dict[str, Mapping[str, str]]:
+        """Every member the placer knows, with the labels a cluster affinity is matched on."""
+        labels = self._member_labels()
+        with self.lock:
+            return {cap.name: labels.get(cap.name, cap.labels) for cap in self.placer.members()}
 
     # ---- repair -------------------------------------------------------------------------------
 
@@ -934,9 +955,12 @@ def _admitted(obj: Mapping[str, Any]) -> bool:
     return current_state(obj) == Phase.ADMITTED
 
 
-def _say_down(line: str, down: frozenset[str]) -> str:
-    """A member avoided because it is NotReady says so, not that the job failed there."""
+def _say_avoided(line: str, down: frozenset[str], refused: Mapping[str, str]) -> str:
+    """A member avoided because it is NotReady, or because it refused the job, says so, not
+    that the job failed there."""
     member = line.split(":", 1)[0]
+    if member in refused:
+        return f"{member}: refused the job ({refused[member]})"
     return f"{member}: NotReady (failing its health probes)" if member in down else line
 
 

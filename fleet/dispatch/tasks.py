@@ -3,6 +3,14 @@
 Each task re-reads the fleet object and acts only if its attempt is still the current one, so a
 task that runs late, twice, or after a dispatcher takeover changes nothing it should not. See
 the package docstring for the rules of creation (adopt, replace an older attempt, refuse).
+
+What a member's permanent refusal does depends on whom it is about (:func:`fleet.members.scope_of`):
+the job itself (its API server's validation: every member would say the same) fails the job
+(``MemberRejected``); the member's own rights, set-up or policy excludes that member for this job
+for good, and fails the job when no member is left (``AllMembersRefused``); a passing refusal of
+the member's (its namespace being deleted, its ResourceQuota used up) avoids it for a while. Any
+other error while building or sending one job's copy fails that job (``PropagationFailed``) with
+the error; the rest of the batch goes on.
 """
 
 from __future__ import annotations
@@ -16,12 +24,13 @@ from typing import Any, Final
 
 from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.dispatch.context import Context, current
-from fleet.dispatch.handback import COMPONENT, give_back, inflight_entry
+from fleet.dispatch.handback import COMPONENT, fail, give_back, inflight_entry
 from fleet.dispatch.preemption import requeued
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import attempt_of, cluster_of, current_state, set_state
 from fleet.jobs.submit import split_key
-from fleet.members import Conflict, MemberRefused, MemberUnavailable, NotFound
+from fleet.members import Conflict, MemberRefused, MemberUnavailable, NotFound, Scope, scope_of
+from fleet.members.refusals import describe
 from fleet.state import record_event, record_events
 from fleet.workloads import adapter_for
 from fleet.workloads.labels import ATTEMPT_LABEL, JOB_UID_LABEL
@@ -40,8 +49,9 @@ __all__ = [
 
 log = logging.getLogger("fleet.dispatch.tasks")
 
-#: How long a member that refused a job (422, 403, a name taken) is avoided for that job.
-EXCLUDE_REFUSED_SECONDS: Final = 3600.0
+#: How long a member that refused a job for now (its namespace being deleted, its ResourceQuota
+#: used up) is avoided for that job. A member that refused it for good is never tried again for it.
+EXCLUDE_REFUSED_SECONDS: Final = 60.0
 #: How long a member that could not be reached is avoided for that job.
 EXCLUDE_UNAVAILABLE_SECONDS: Final = 60.0
 
@@ -122,25 +132,18 @@ def _propagate_one(
 ) -> str:
     key, uid, attempt, member, pin = item
     namespace, name = split_key(key)
+    body: dict[str, Any] = obj
     try:
         if member in unreachable:
             raise unreachable[member]
+        try:
+            client = ctx.member(member)
+        except LookupError as error:  # this worker's kubeconfig lacks it: another worker may not
+            raise MemberUnavailable(member, "create_job", str(error)) from None
         body = adapter_for(obj).member_copy(obj, uid, attempt, pin=pin)
-        client = ctx.member(member)
         return _create(client, namespace, name, body, uid=uid, attempt=attempt)
     except MemberRefused as error:
-        give_back(
-            ctx,
-            key,
-            uid,
-            attempt,
-            member=member,
-            reason=FleetReason.MEMBER_REFUSED,
-            message=f"{member} refused the job: {error.code} {error.reason}: {error.message}",
-            exclude_for=EXCLUDE_REFUSED_SECONDS,
-            count_failure=False,
-        )
-        return "refused"
+        return _refused(ctx, item, str(body.get("kind") or ""), error)
     except MemberUnavailable as error:
         unreachable[member] = error
         give_back(
@@ -155,6 +158,53 @@ def _propagate_one(
             count_failure=False,
         )
         return "unavailable"
+    except Exception as error:  # building or sending this job's copy failed: the job, not the batch
+        log.exception("event=propagation_failed job=%s attempt=%d member=%s", key, attempt, member)
+        what = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        fail(
+            ctx,
+            key,
+            uid,
+            attempt,
+            member=member,
+            reason=FleetReason.PROPAGATION_FAILED,
+            message=f"the copy of the job for {member} could not be made: {what}"[:1024],
+        )
+        return "failed"
+
+
+def _refused(ctx: Context, item: Propagation, kind: str, error: MemberRefused) -> str:
+    """Act on a member's permanent refusal by whom it is about (see the module docstring)."""
+    key, uid, attempt, member, _ = item
+    said = describe(error)
+    scope = scope_of(error, kind=kind)
+    log.info(
+        "event=refused job=%s attempt=%d member=%s scope=%s refusal=%r", key, attempt, member, scope, said
+    )
+    if scope is Scope.JOB:
+        fail(
+            ctx,
+            key,
+            uid,
+            attempt,
+            member=member,
+            reason=FleetReason.MEMBER_REJECTED,
+            message=f"{member} rejected the job itself, as every member would: {said}",
+        )
+        return "rejected"
+    give_back(
+        ctx,
+        key,
+        uid,
+        attempt,
+        member=member,
+        reason=FleetReason.MEMBER_REFUSED,
+        message=f"{member} refused the job: {said}",
+        exclude_for=EXCLUDE_REFUSED_SECONDS if scope is Scope.MEMBER_FOR_NOW else 0.0,
+        count_failure=False,
+        refused=said if scope is Scope.MEMBER else None,
+    )
+    return "refused"
 
 
 def _create(client: Any, namespace: str, name: str, body: dict[str, Any], *, uid: str, attempt: int) -> str:

@@ -45,6 +45,12 @@ class FleetReason:
     DISPATCHED: Final = "Dispatched"
     ADOPTED: Final = "Adopted"
     MEMBER_REFUSED: Final = "MemberRefused"
+    #: Terminal: a member refused the job itself (its API server's validation), as every member would.
+    MEMBER_REJECTED: Final = "MemberRejected"
+    #: Terminal: every member the job may use refused it, each for a reason of its own.
+    ALL_MEMBERS_REFUSED: Final = "AllMembersRefused"
+    #: Terminal: the member copy could not be built or sent (an error in Fleet for this job).
+    PROPAGATION_FAILED: Final = "PropagationFailed"
     MEMBER_UNAVAILABLE: Final = "MemberUnavailable"
     CLUSTER_FAILOVER: Final = "ClusterFailover"
     APPLICATION_FAILOVER: Final = "ApplicationFailover"

@@ -9,6 +9,8 @@ The shape, on the fleet object::
       attempt: 2               # placements so far; labels the member copy
       failures: 1              # attempts that ended in failover
       excluded: {member-1: 1763900000.0}   # members avoided until that time (epoch seconds)
+      refused: {member-3: "403 Forbidden: ..."}   # members that refused the job for a reason of
+                               # their own: never tried again for it; when no member is left, Failed
       notBefore: 1763900010.0  # backoff: not placed again before then
       replicaStatuses, startTime, completionTime   # mirrored from the member copy
 

@@ -24,6 +24,9 @@ The parts, each in its own module:
     What failures look like to callers: :class:`MemberUnavailable` (transient, retries spent),
     :class:`MemberRefused` with ``code``/``reason``/``message``/``causes`` (permanent), and its
     subclasses :class:`NotFound` and :class:`Conflict`.
+``refusals``
+    Whose fault a refusal is (:func:`scope_of`): the job's, which every member would repeat (a
+    422 from the API server's own validation), or the member's (its rights, set-up, policy).
 ``access``
     :class:`Member`: the calls the dispatcher, workers, syncers and placement make. AscendJobs
     (``create_job`` creates the namespace when the member lacks it; ``delete_job`` is idempotent
@@ -52,6 +55,7 @@ from fleet.members.config import (
     load_members,
 )
 from fleet.members.errors import Conflict, MemberError, MemberRefused, MemberUnavailable, NotFound
+from fleet.members.refusals import Scope, scope_of
 from fleet.members.settings import MemberSettings, SettingsError
 from fleet.members.watch import (
     ADDED,
@@ -88,8 +92,10 @@ __all__ = [
     "NotFound",
     "Probe",
     "Resource",
+    "Scope",
     "SettingsError",
     "WatchEvent",
     "Watcher",
     "load_members",
+    "scope_of",
 ]

@@ -1,8 +1,10 @@
 """The simulator's control endpoint: fault injection and ``/metrics``, on a port of its own.
 
 ``POST /members/{member}/faults`` with ``{"fault": "down"|"up"|"503"|"ok"|"slow"|"node-notready"|
-"node-ready"|"fail-job", "ms": N, "node": NAME, "job": "NS/NAME", "always": bool}`` applies one
-fault and answers the member's fault state; ``GET /members`` lists the members and their state.
+"node-ready"|"fail-job"|"refuse-create", "ms": N, "node": NAME, "job": "NS/NAME", "always": bool,
+"refusal": "invalid"|"forbidden"|"webhook"|"policy"|"no-crd"}`` applies one fault (``refuse-create``
+refuses the creates of ``job``, or of every job without one) and answers the member's fault state;
+``GET /members`` lists the members and their state.
 A bad request is answered 400 with a message naming the field, and changes nothing.
 """
 
@@ -20,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from fleet.apiserver.errors import NotFound
-from fleet.sim.faults import FAULTS
+from fleet.sim.faults import FAULTS, REFUSALS
 from fleet.sim.member import SimMember
 from fleet.sim.metrics import SimMetrics
 
@@ -61,6 +63,16 @@ async def apply_fault(member: SimMember, body: Mapping[str, Any]) -> dict[str, A
         if not namespace or not name:
             raise FaultRequestError(f"job: {job!r} must be NAMESPACE/NAME")
         member.operator.fail_job(namespace, name, always=bool(body.get("always")))
+    elif fault == "refuse-create":
+        refusal = body.get("refusal")
+        if refusal not in REFUSALS:
+            raise FaultRequestError(f"refusal: {refusal!r} is not one of {', '.join(REFUSALS)}")
+        job = body.get("job")
+        if job is not None:
+            namespace, _, name = str(job).partition("/")
+            if not isinstance(job, str) or not namespace or not name:
+                raise FaultRequestError(f"job: {job!r} must be NAMESPACE/NAME")
+        member.faults.refusals[job or "*"] = str(refusal)
     elif fault == "down":
         await member.down()
     elif fault == "up":
@@ -70,6 +82,7 @@ async def apply_fault(member: SimMember, body: Mapping[str, Any]) -> dict[str, A
     else:  # ok
         member.faults.unavailable = False
         member.faults.latency_ms = 0
+        member.faults.refusals.clear()
     member.metrics.faults.labels(member.name, str(fault)).inc()
     log.info(
         "event=fault member=%s fault=%s body=%s", member.name, fault, json.dumps(dict(body), sort_keys=True)
