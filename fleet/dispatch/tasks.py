@@ -22,6 +22,7 @@ from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import attempt_of, cluster_of, current_state, set_state
 from fleet.jobs.submit import split_key
 from fleet.members import Conflict, MemberRefused, MemberUnavailable, NotFound
+from fleet.members.errors import safe_message
 from fleet.state import record_event, record_events
 from fleet.workloads import adapter_for
 from fleet.workloads.labels import ATTEMPT_LABEL, JOB_UID_LABEL
@@ -129,6 +130,10 @@ def _propagate_one(
         client = ctx.member(member)
         return _create(client, namespace, name, body, uid=uid, attempt=attempt)
     except MemberRefused as error:
+        # The whole answer here; the job's condition and Event get it without addresses.
+        log.info(
+            "event=member_refused job=%s attempt=%d member=%s error=%r", key, attempt, member, str(error)
+        )
         give_back(
             ctx,
             key,
@@ -136,12 +141,20 @@ def _propagate_one(
             attempt,
             member=member,
             reason=FleetReason.MEMBER_REFUSED,
-            message=f"{member} refused the job: {error.code} {error.reason}: {error.message}",
+            message=f"{member} refused the job ({safe_message(error)})",
             exclude_for=EXCLUDE_REFUSED_SECONDS,
             count_failure=False,
         )
         return "refused"
     except MemberUnavailable as error:
+        if member not in unreachable:
+            log.warning(
+                "event=member_unavailable job=%s attempt=%d member=%s error=%r",
+                key,
+                attempt,
+                member,
+                str(error),
+            )
         unreachable[member] = error
         give_back(
             ctx,
@@ -150,7 +163,7 @@ def _propagate_one(
             attempt,
             member=member,
             reason=FleetReason.MEMBER_UNAVAILABLE,
-            message=f"{member} could not be reached: {error}",
+            message=f"{member} could not be reached ({safe_message(error)})",
             exclude_for=EXCLUDE_UNAVAILABLE_SECONDS,
             count_failure=False,
         )
