@@ -3,10 +3,18 @@
 Every process must survive Redis going away and coming back (a restart from its AOF, a
 failover): the client retries a failed command with exponential backoff for about half a minute
 before the error reaches the caller, and checks an idle connection before reusing it.
+
+Every role takes its Redis as one URL, in redis-py's form: ``redis://[[user]:password@]host:port/db``,
+or ``rediss://`` for TLS with the certificate options as query arguments
+(``?ssl_ca_certs=/etc/fleet/redis-ca.crt&ssl_certfile=...&ssl_keyfile=...&ssl_cert_reqs=required``).
+A password in it is a secret: whatever shows the URL (a log line, an error, a summary) shows
+:func:`mask_url` of it, and :func:`check_url` says what is wrong with a malformed one without
+repeating any part of it that might be the password.
 """
 
 from __future__ import annotations
 
+import re
 import weakref
 from collections.abc import Sequence
 from typing import Any, Final
@@ -14,15 +22,64 @@ from typing import Any, Final
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.commands.core import Script
+from redis.connection import parse_url
 from redis.exceptions import NoScriptError
 from redis.retry import Retry
 
-__all__ = ["DEFAULT_REDIS_URL", "ScriptCall", "redis_from_url", "run_script_many", "run_scripts"]
+__all__ = [
+    "DEFAULT_REDIS_URL",
+    "MASK",
+    "ScriptCall",
+    "check_url",
+    "mask_url",
+    "redis_from_url",
+    "run_script_many",
+    "run_scripts",
+]
 
 DEFAULT_REDIS_URL: Final = "redis://127.0.0.1:6379/0"
 
+#: What stands for a password (or another secret) in a URL that is shown.
+MASK: Final = "***"
+
+#: Query arguments whose value is a secret (redis-py passes ``password``, ``ssl_password`` on).
+_SECRET_ARGUMENT: Final = re.compile(r"(?i)([?&][^=&#]*(?:password|passwd|secret|token)[^=&#]*=)[^&#]*")
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its password (and any secret query argument) replaced by ``***``.
+
+    Robust to URLs that do not parse: the user part runs to the last ``@``, so a password with an
+    unencoded ``/``, ``?``, ``#`` or ``@`` is masked whole (at worst more than the password is).
+    """
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        return url
+    at = rest.rfind("@")
+    if at >= 0:
+        userinfo, after = rest[:at], rest[at + 1 :]
+        user, colon, _password = userinfo.partition(":")
+        rest = f"{user}:{MASK}@{after}" if colon else rest
+    return f"{scheme}://{_SECRET_ARGUMENT.sub(lambda m: m.group(1) + MASK, rest)}"
+
+
+def check_url(url: str) -> str | None:
+    """Why redis-py cannot use ``url`` (the URL shown masked), or ``None`` when it can."""
+    try:
+        parse_url(url)  # type: ignore[no-untyped-call]
+    except ValueError as error:
+        text = str(error)
+        if "Port" in text:  # urllib's words repeat what it took for the port: maybe the password
+            text = "no valid host:port (a password with '/', '?', '#' or '@' in it must be percent-encoded)"
+        return f"{mask_url(url)}: {text}"
+    return None
+
 
 def redis_from_url(url: str, *, retries: int = 12) -> redis.Redis:
+    """A client of ``url`` that retries through a Redis restart or failover (see the module)."""
+    problem = check_url(url)
+    if problem is not None:
+        raise ValueError(f"invalid Redis URL {problem}")
     return redis.Redis.from_url(
         url,
         retry=Retry(ExponentialBackoff(cap=4.0, base=0.05), retries),

@@ -42,6 +42,7 @@ from fleet.api.kinds import MEMBER_CLUSTER
 from fleet.apiserver.resources import Obj
 from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS, DispatchKeys
 from fleet.members import KubeconfigClients, MemberConfigError
+from fleet.members.errors import redact
 
 __all__ = ["KubeconfigMembers", "MemberNames", "member_kind", "member_object", "members_from", "parse_health"]
 
@@ -133,7 +134,8 @@ def member_object(name: str, health: Mapping[str, Any]) -> Obj:
         "type": "Ready",
         "status": status,
         "reason": reason,
-        "message": str(error or "") if status != "True" else "",
+        # The syncer writes it without addresses; redacted again for any writer that did not.
+        "message": redact(str(error or "")) if status != "True" else "",
     }
     for field, names in (
         ("lastTransitionTime", ("since", "lastTransitionTime", "changed")),

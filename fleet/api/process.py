@@ -27,7 +27,7 @@ from fleet.api.app import build_fleet_api
 from fleet.api.auth import ADMIN_GROUP, load_token_file
 from fleet.api.members import members_from
 from fleet.apiserver.serve import Server
-from fleet.connections import redis_from_url
+from fleet.connections import mask_url, redis_from_url
 
 __all__ = ["async_redis_from_url", "run_api"]
 
@@ -69,6 +69,7 @@ async def run_api(
     logging.getLogger("fleet.apiserver.serve").setLevel(logging.INFO)
     tokens = load_token_file(token_file) if token_file is not None else None
     members = members_from(kubeconfig)
+    log.info("event=connecting role=api redis=%s", mask_url(redis_url))
     client = redis_from_url(redis_url, retries=_RETRIES)
     aclient = async_redis_from_url(redis_url)
     replica = build_fleet_api(client, aclient, members=members, tokens=tokens)

@@ -14,7 +14,7 @@ from typing import Any, Final, TypeVar
 import click
 from prometheus_client import start_http_server
 
-from fleet.connections import DEFAULT_REDIS_URL
+from fleet.connections import DEFAULT_REDIS_URL, check_url
 
 __all__ = [
     "LOG_FORMAT",
@@ -23,6 +23,7 @@ __all__ = [
     "metrics_port_option",
     "on_termination",
     "redis_option",
+    "redis_url_checked",
     "serve_metrics",
     "setup_logging",
 ]
@@ -37,13 +38,27 @@ def setup_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), format=LOG_FORMAT, stream=sys.stderr, force=True)
 
 
+def redis_url_checked(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """A click callback: refuse a Redis URL redis-py cannot use, without repeating its password."""
+    if value is None:
+        return None
+    problem = check_url(value)
+    if problem is not None:
+        raise click.BadParameter(problem)
+    return value
+
+
 def redis_option(f: F) -> F:
+    # The default is shown as its recipe, never as the value: $FLEET_REDIS_URL may hold a password.
     return click.option(
         "--redis",
         "redis_url",
         default=lambda: os.environ.get("FLEET_REDIS_URL", DEFAULT_REDIS_URL),
         show_default="$FLEET_REDIS_URL or " + DEFAULT_REDIS_URL,
-        help="Redis URL of the fleet's state.",
+        callback=redis_url_checked,
+        help="Redis URL of the fleet's state: redis://[[user]:password@]host:port/db, or rediss:// "
+        "for TLS with ssl_ca_certs, ssl_certfile, ssl_keyfile, ssl_cert_reqs as query arguments. "
+        "Prefer $FLEET_REDIS_URL for a URL with a password (a command line is visible to others).",
     )(f)
 
 

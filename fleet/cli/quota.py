@@ -29,6 +29,8 @@ from fleet.cli.endpoint import (
     kubeconfig_path_option,
     warnings_of,
 )
+from fleet.cli.options import redis_url_checked
+from fleet.connections import mask_url
 from queues import (
     ApplyRefused,
     Ledger,
@@ -49,6 +51,7 @@ _REDIS = click.option(
     envvar="FLEET_REDIS_URL",
     default="redis://127.0.0.1:6379/0",
     show_default=True,
+    callback=redis_url_checked,
     help="Redis holding the quota ledger (env FLEET_REDIS_URL).",
 )
 _FILE = click.option(
@@ -89,6 +92,7 @@ def validate(path: Path) -> None:
     "--redis",
     "redis_url",
     default=None,
+    callback=redis_url_checked,
     help="Apply straight to the quota ledger in this Redis instead of through the fleet endpoint.",
 )
 @kubeconfig_path_option
@@ -111,7 +115,7 @@ def apply(
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(1) from None
     except redis.RedisError as exc:
-        click.echo(f"error: redis at {redis_url}: {exc}", err=True)
+        click.echo(f"error: redis at {mask_url(redis_url)}: {exc}", err=True)
         raise SystemExit(1) from None
     finally:
         client.close()
@@ -200,7 +204,7 @@ def queues(redis_url: str) -> None:
     try:
         click.echo(format_views(queue_views(Ledger(client))))
     except redis.RedisError as exc:
-        click.echo(f"error: redis at {redis_url}: {exc}", err=True)
+        click.echo(f"error: redis at {mask_url(redis_url)}: {exc}", err=True)
         raise SystemExit(1) from None
     finally:
         client.close()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from fleet.cli.options import log_level_option, setup_logging
+from fleet.cli.options import log_level_option, redis_url_checked, setup_logging
 
 __all__ = ["up"]
 
@@ -24,7 +24,14 @@ log = logging.getLogger("fleet.local")
     show_default=True,
     help="Kubeconfig to write once ready: contexts fleet (current) and one per member; removed on exit.",
 )
-@click.option("--redis", "redis_url", default=None, help="Redis URL to use (default: an embedded one).")
+@click.option(
+    "--redis",
+    "redis_url",
+    default=None,
+    callback=redis_url_checked,
+    help="Redis URL to use (default: an embedded one); it may hold a password (never shown) and be "
+    "rediss:// (see fleet api --help).",
+)
 @click.option(
     "--port",
     type=click.IntRange(0, 65535),

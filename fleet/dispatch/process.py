@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 from fleet import collector
-from fleet.connections import redis_from_url
+from fleet.connections import mask_url, redis_from_url
 from fleet.dispatch.context import Context, install
 from fleet.dispatch.dispatcher import Dispatcher, DispatcherSettings
 from fleet.dispatch.syncer import Syncer, SyncerSettings
@@ -38,6 +38,7 @@ def run_dispatcher(
     sync_timeout: float = 30.0,
 ) -> None:
     """Watch every member's capacity and dispatch while leading, until ``stop`` is set."""
+    log.info("event=connecting role=dispatcher redis=%s", mask_url(redis_url))
     ctx = Context(redis_from_url(redis_url), kubeconfig)
     placer = Placer(ctx.reservations)
     feeder = CapacityFeeder(placer, ctx.members)
@@ -60,6 +61,7 @@ def run_worker(
 ) -> None:
     """Run an RQ worker on the eviction, propagation and purge queues, in that order (it stops
     on SIGTERM after its current task)."""
+    log.info("event=connecting role=worker redis=%s", mask_url(redis_url))
     ctx = Context(redis_from_url(redis_url), kubeconfig)
     log.info("event=worker_members members=%d", len(ctx.members))  # built now, not on the first task
     install(ctx)
@@ -79,6 +81,7 @@ def run_syncer(
     redis_url: str, kubeconfig: Path | None, stop: threading.Event, *, settings: SyncerSettings | None = None
 ) -> None:
     """Watch and probe every member and act on what they say, until ``stop`` is set."""
+    log.info("event=connecting role=syncer redis=%s", mask_url(redis_url))
     ctx = Context(redis_from_url(redis_url), kubeconfig)
     collector.tune()
     try:

@@ -56,6 +56,7 @@ from fleet.jobs.phases import FINISHED, FleetReason, Phase
 from fleet.jobs.status import attempt_of, cluster_of, current_state, mirror, now_rfc3339
 from fleet.jobs.submit import FINALIZER, job_key
 from fleet.members import DELETED, SYNC, Member, Watcher, WatchEvent
+from fleet.members.errors import redact
 from fleet.policy import ApplicationFailover, PropagationPolicy, PurgeMode
 from fleet.state import delete_events_for, record_event, record_events
 from fleet.workloads import WorkloadStatus, adapter_for
@@ -569,10 +570,17 @@ class Syncer:
     def _probe_loop(self, name: str, member: Member, stop: threading.Event) -> None:
         while not stop.is_set():
             probe = member.probe()
-            self._record_probe(name, healthy=probe.healthy, error=probe.error, latency=probe.seconds)
+            self._record_probe(
+                name, healthy=probe.healthy, error=probe.error, latency=probe.seconds, detail=probe.detail
+            )
             stop.wait(self.settings.probe_interval)
 
-    def _record_probe(self, name: str, *, healthy: bool, error: str | None, latency: float) -> None:
+    def _record_probe(
+        self, name: str, *, healthy: bool, error: str | None, latency: float, detail: str | None = None
+    ) -> None:
+        """Count a probe; ``error`` (no address in it) goes into the health every reader sees,
+        ``detail`` (the client's own words, host and port included) only into this log."""
+        error = redact(error) if error is not None else None
         settings = self.settings
         with self._lock:
             health = self._health.setdefault(name, _Health())
@@ -597,7 +605,12 @@ class Syncer:
             ready = health.ready
         MEMBER_READY.labels(name).set(1 if ready else 0)
         if turned:
-            log.warning("event=member_%s member=%s error=%s", "ready" if ready else "not_ready", name, error)
+            log.warning(
+                "event=member_%s member=%s error=%r",
+                "ready" if ready else "not_ready",
+                name,
+                detail or error,
+            )
         if turned and ready and name in self._watchers:
             # Back from an outage: a resumed watch reports only changes, so look again at every
             # copy it knows; those its jobs left meanwhile are stale now and get purged.

@@ -30,6 +30,7 @@ from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import attempt_of, cluster_of, current_state, set_state
 from fleet.jobs.submit import split_key
 from fleet.members import Conflict, MemberRefused, MemberUnavailable, NotFound, Scope, scope_of
+from fleet.members.errors import safe_message
 from fleet.members.refusals import describe
 from fleet.state import record_event, record_events
 from fleet.workloads import adapter_for
@@ -145,6 +146,14 @@ def _propagate_one(
     except MemberRefused as error:
         return _refused(ctx, item, str(body.get("kind") or ""), error)
     except MemberUnavailable as error:
+        if member not in unreachable:
+            log.warning(
+                "event=member_unavailable job=%s attempt=%d member=%s error=%r",
+                key,
+                attempt,
+                member,
+                str(error),
+            )
         unreachable[member] = error
         give_back(
             ctx,
@@ -153,7 +162,7 @@ def _propagate_one(
             attempt,
             member=member,
             reason=FleetReason.MEMBER_UNAVAILABLE,
-            message=f"{member} could not be reached: {error}",
+            message=f"{member} could not be reached ({safe_message(error)})",
             exclude_for=EXCLUDE_UNAVAILABLE_SECONDS,
             count_failure=False,
         )
@@ -178,8 +187,9 @@ def _refused(ctx: Context, item: Propagation, kind: str, error: MemberRefused) -
     key, uid, attempt, member, _ = item
     said = describe(error)
     scope = scope_of(error, kind=kind)
+    # The whole answer in the log; the job's condition and Event get it without addresses.
     log.info(
-        "event=refused job=%s attempt=%d member=%s scope=%s refusal=%r", key, attempt, member, scope, said
+        "event=refused job=%s attempt=%d member=%s scope=%s error=%r", key, attempt, member, scope, str(error)
     )
     if scope is Scope.JOB:
         fail(

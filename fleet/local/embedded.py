@@ -18,6 +18,7 @@ from typing import Final, Protocol
 
 import redis
 
+from fleet.connections import mask_url
 from fleet.local.children import Child, free_port
 
 __all__ = ["EmbeddedRedis", "FakeRedisThread", "RedisServerProcess", "start_embedded_redis"]
@@ -52,7 +53,9 @@ def wait_for_redis(url: str, timeout: float, alive: Child | None = None) -> None
                         f"redis-server exited with code {alive.returncode}:\n{alive.tail()}"
                     ) from None
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"Redis at {url} did not answer in {timeout:g}s: {error}") from None
+                    raise RuntimeError(
+                        f"Redis at {mask_url(url)} did not answer in {timeout:g}s: {error}"
+                    ) from None
                 time.sleep(0.05)
     finally:
         client.close()

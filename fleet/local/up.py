@@ -35,6 +35,7 @@ from typing import Any, Final
 import redis
 import yaml
 
+from fleet.connections import mask_url
 from fleet.local.children import Child, fleet_command, free_port, stop_all
 from fleet.local.embedded import EmbeddedRedis, start_embedded_redis, wait_for_redis
 from fleet.local.kubeconfig import fleet_kubeconfig, remove_own, remove_stale
@@ -157,7 +158,8 @@ class LocalFleet:
             except RuntimeError as error:
                 raise UpError(str(error)) from None
             self.endpoints.redis_url = url
-            self.endpoints.redis_description = f"Redis at {url} (given with --redis)"
+            self.endpoints.redis_description = f"Redis at {mask_url(url)} (given with --redis)"
+            self.echo(f"redis      {self.endpoints.redis_description}")
             return
         try:
             self.redis = start_embedded_redis(self.layout.redis, self.layout.log("redis"), self.settings.host)
@@ -216,8 +218,9 @@ class LocalFleet:
         return config if isinstance(config, dict) else {}
 
     def _role_argv(self, role: str) -> list[str]:
+        # The Redis URL goes in the environment (``_role_env``), not here: a command line is
+        # visible to every user of the machine, and the URL may hold a password.
         common = [
-            "--redis", self.endpoints.redis_url,
             "--kubeconfig", str(self.layout.members_kubeconfig),
             "--log-level", self.settings.log_level,
         ]  # fmt: skip
@@ -238,12 +241,15 @@ class LocalFleet:
             )  # fmt: skip
         return fleet_command(role, *common)
 
+    def _role_env(self) -> dict[str, str]:
+        return {"FLEET_REDIS_URL": self.endpoints.redis_url}
+
     def _start_roles(self) -> None:
         self._write_tokens()
         if self.settings.port:
             _check_port_free(self.settings.host, self.settings.port)
         for role in ROLES:
-            child = Child(role, self._role_argv(role), self.layout.log(role))
+            child = Child(role, self._role_argv(role), self.layout.log(role), env=self._role_env())
             self.roles[role] = child
             child.start()
         self.echo(f"roles      {', '.join(ROLES)} (logs in {self.layout.logs}/)")

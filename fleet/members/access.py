@@ -31,7 +31,7 @@ from kubernetes.client.exceptions import ApiException
 
 from fleet import fastjson
 from fleet.ascend import ASCENDJOB_GROUP, ASCENDJOB_KIND, ASCENDJOB_PLURAL, ASCENDJOB_VERSION
-from fleet.members.errors import Conflict, MemberError, MemberRefused, NotFound
+from fleet.members.errors import Conflict, MemberError, MemberRefused, NotFound, safe_message
 from fleet.members.retry import Caller
 from fleet.members.settings import MemberSettings
 from fleet.members.watch import BatchCallback, EventCallback, Watcher
@@ -81,11 +81,14 @@ class Listing:
 
 @dataclass(frozen=True)
 class Probe:
-    """One health probe: ``error`` says what went wrong when not ``healthy``."""
+    """One health probe: ``error`` says what went wrong when not ``healthy``, fit for a status
+    message (no address: :func:`~fleet.members.errors.safe_message`); ``detail`` says it all,
+    for the log only."""
 
     healthy: bool
     seconds: float
     error: str | None = None
+    detail: str | None = None
 
 
 def safe_server(url: str) -> str:
@@ -539,5 +542,5 @@ class Member:
         try:
             self._call("probe", readyz, retry=False)
         except MemberError as error:
-            return Probe(False, time.perf_counter() - start, str(error))
+            return Probe(False, time.perf_counter() - start, safe_message(error), str(error))
         return Probe(True, time.perf_counter() - start)

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, Final
 
-from fleet.members.errors import MemberRefused
+from fleet.members.errors import MemberRefused, redact
 
 __all__ = ["FIELD_ERRORS", "Scope", "describe", "scope_of"]
 
@@ -101,6 +101,7 @@ def scope_of(error: MemberRefused, *, kind: str) -> Scope:
 
 
 def describe(error: MemberRefused) -> str:
-    """The refusal as a job's condition says it: ``<code> <reason>: <the member's message>``."""
+    """The refusal as a job's condition says it: ``<code> <reason>: <the member's message>``,
+    with any address or credential the member's message carries taken out (:func:`redact`)."""
     reason = f" {error.reason}" if error.reason else ""
-    return f"{error.code}{reason}: {error.message}"
+    return f"{error.code}{reason}: {redact(error.message)}"

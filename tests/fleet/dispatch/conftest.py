@@ -157,7 +157,8 @@ class InvariantMonitor:
 
 @pytest.fixture
 def fleet_factory(tmp_path: Path) -> Iterator[Callable[..., RunningFleet]]:
-    """Start a fleet: ``fleet_factory(members={...}, workers=2, tree=TREE, **simulation)``."""
+    """Start a fleet: ``fleet_factory(members={...}, workers=2, tree=TREE, **simulation)``
+    (``redis_password=``, ``redis_tls=True``: a Redis that demands them, its URL given to every role)."""
     _require_redis_server()
     stack: list[Any] = []
 
@@ -170,10 +171,12 @@ def fleet_factory(tmp_path: Path) -> Iterator[Callable[..., RunningFleet]]:
         tree: str | None = TREE,
         dispatcher_args: tuple[str, ...] = (),
         syncer_args: tuple[str, ...] = (),
+        redis_password: str | None = None,
+        redis_tls: bool = False,
         **simulation: Any,
     ) -> RunningFleet:
-        server = RedisServer(tmp_path / "redis")
         (tmp_path / "redis").mkdir(exist_ok=True)
+        server = RedisServer(tmp_path / "redis", password=redis_password, tls=redis_tls)
         server.start()
         stack.append(server.stop)
         topology = {

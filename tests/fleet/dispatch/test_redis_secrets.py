@@ -1,0 +1,165 @@
+"""Every role against a Redis that demands a password (and, where redis-server has it, TLS with
+client certificates): each starts, does its work, and never shows the password.
+
+A real ``redis-server`` with ``requirepass`` (and ``--tls-port``, ``--tls-auth-clients yes``) is
+given to ``fleet dispatcher``, ``fleet worker`` and ``fleet syncer`` as ``--redis URL`` and to
+``fleet api`` as ``$FLEET_REDIS_URL``; a job submitted through the API runs on a member and its
+MemberClusters are Ready, which takes every role. Then the captured output of every role, its
+metrics and the API's answers are searched for the password.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import redis
+from kubernetes import client as k8s
+
+from fleet.jobs import current_state
+from tests.fleet.dispatch.conftest import MODULE_POOL, RunningFleet
+from tests.fleet.placement.factory import job
+from tests.support.net import free_port
+from tests.support.redis_server import TLSUnsupported
+
+pytestmark = pytest.mark.integration
+
+#: The password: URL-special characters in it, percent-encoded in the URL as redis-py wants.
+PASSWORD = "Pw-7c1f/e2+9a=b"
+NS = "team-a"
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+@dataclass
+class Api:
+    process: subprocess.Popen[bytes]
+    port: int
+    metrics_port: int
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode(errors="replace")
+    except OSError:
+        return 0, ""
+
+
+@pytest.fixture
+def api_process(tmp_path: Path) -> Iterator[Callable[[RunningFleet], Api]]:
+    """``fleet api`` with the Redis URL in ``$FLEET_REDIS_URL`` (as a deployment's Secret gives it)."""
+    started: list[Api] = []
+
+    def start(fleet: RunningFleet) -> Api:
+        port, metrics_port = free_port(), free_port()
+        log_path = tmp_path / "api.log"
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "FLEET_REDIS_URL": fleet.redis_server.url}
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                [
+                    sys.executable, "-c", "from fleet.cli import main; main(prog_name='fleet')",
+                    "api", "--kubeconfig", str(fleet.sim.kubeconfig),
+                    "--port", str(port), "--metrics-port", str(metrics_port),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )  # fmt: skip
+        api = Api(process, port, metrics_port, log_path)
+        started.append(api)
+        deadline = time.monotonic() + 30
+        while _get(api.url + "/readyz")[0] != 200:
+            assert process.poll() is None and time.monotonic() < deadline, log_path.read_text()
+            time.sleep(0.1)
+        return api
+
+    yield start
+    for api in started:
+        if api.process.poll() is None:
+            api.process.send_signal(signal.SIGTERM)
+            try:
+                api.process.wait(15)
+            except subprocess.TimeoutExpired:
+                api.process.kill()
+                api.process.wait()
+
+
+def _job(name: str) -> dict[str, Any]:
+    obj = job(name, workers=0, npus=1, exclusive=False)
+    obj["metadata"]["namespace"] = NS
+    obj["metadata"]["annotations"] = {"sim.fleet.io/duration-seconds": "60"}
+    return obj
+
+
+@pytest.mark.parametrize("transport", ["password", "password-and-tls"])
+def test_every_role_works_against_a_redis_with_a_password_and_never_shows_it(
+    transport: str,
+    fleet_factory: Callable[..., RunningFleet],
+    api_process: Callable[[RunningFleet], Api],
+) -> None:
+    metrics = {role: free_port() for role in ("dispatcher", "worker", "syncer")}
+    try:
+        fleet = fleet_factory(
+            members={"member-1": MODULE_POOL},
+            workers=1,
+            redis_password=PASSWORD,
+            redis_tls=transport == "password-and-tls",
+            dispatcher_args=("--metrics-port", str(metrics["dispatcher"])),
+            syncer_args=("--metrics-port", str(metrics["syncer"]), "--probe-interval", "0.3"),
+        )
+    except TLSUnsupported as error:
+        if IN_CI:
+            raise
+        pytest.skip(f"redis-server here has no TLS: {error}")
+    url = fleet.redis_server.url
+    assert url.startswith("rediss://" if transport == "password-and-tls" else "redis://")
+    assert PASSWORD not in url  # percent-encoded in the URL...
+    with pytest.raises(redis.AuthenticationError):  # ...and Redis really demands it
+        fleet.redis_server.client(password=None).ping()
+    # The worker's metrics port: the fixture starts it without one, so start a second worker.
+    fleet.procs.start("worker-2", "worker", "--metrics-port", str(metrics["worker"]))
+    api = api_process(fleet)
+
+    configuration = k8s.Configuration()
+    configuration.host = api.url
+    api_client = k8s.ApiClient(configuration)
+    jobs = k8s.CustomObjectsApi(api_client)
+    jobs.create_namespaced_custom_object("mindxdl.gitee.com", "v1", NS, "ascendjobs", _job("with-secret"))
+
+    def running() -> bool:
+        obj = jobs.get_namespaced_custom_object("mindxdl.gitee.com", "v1", NS, "ascendjobs", "with-secret")
+        return current_state(cast(dict[str, Any], obj)) == "Running"
+
+    fleet.wait_for("the job to run in member-1 (api, dispatcher, worker, syncer all at work)", running, 60)
+    member: Any = jobs.get_cluster_custom_object("fleet.io", "v1alpha1", "memberclusters", "member-1")
+    assert [c["status"] for c in member["status"]["conditions"]] == ["True"]
+
+    seen = [json.dumps(member)]
+    for port in [*metrics.values(), api.metrics_port]:
+        code, text = _get(f"http://127.0.0.1:{port}/metrics")
+        assert code == 200 and "fleet_" in text
+        seen.append(text)
+    logs = {role.name: role.log_path.read_text(errors="replace") for role in fleet.procs.roles.values()}
+    logs["api"] = api.log_path.read_text(errors="replace")
+    for role, text in logs.items():
+        shown = "rediss://:***@" if transport == "password-and-tls" else "redis://:***@"
+        assert f"redis={shown}127.0.0.1:{fleet.redis_server.port}/0" in text, (role, text)
+    text = "\n".join([*seen, *logs.values()])
+    for secret in (PASSWORD, urllib.parse.quote(PASSWORD, safe=""), "Pw-7c1f"):
+        assert secret not in text
