@@ -23,9 +23,14 @@ Design, module by module:
 ``app``
     :func:`build_app`: the Starlette app. Request policy lives here: decoding, strict fields,
     create-time defaulting (status reset, Namespace and Pod phases), validation with field causes,
-    dry run, the three patch types (with retries on conflict), Table output, watch streaming
+    dry run, the three patch types (retried on conflict unless they name a resourceVersion, as
+    the API server's ``GuaranteedUpdate``), Table output, watch streaming
     with bookmarks and ``timeoutSeconds``, errors as ``Status``, one log line per request,
     Prometheus metrics at ``/metrics``.
+``bodies``
+    One home for the limits on request bodies, as the Kubernetes API server sets them where
+    Python allows: 3 MiB for every content type (413), 100 levels of nesting (400), YAML aliases
+    counted as go-yaml counts them, JSON patches of at most 10000 operations copying 3 MiB.
 ``serve``
     :class:`Server`: uvicorn in the running loop, started and stopped at will on a fixed port.
 ``patch``, ``selectors``, ``tables``, ``discovery``, ``validation``, ``errors``

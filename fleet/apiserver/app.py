@@ -4,7 +4,9 @@
 OpenAPI, list/get/create/update/patch/delete/deletecollection, the ``status`` subresource, watch
 as a chunked stream of JSON lines, Table output for kubectl, and errors as ``Status`` objects.
 Request-level policy lives here (decoding, strict fields, create-time defaulting, validation,
-dry run, patch application); storage semantics (versions, conflicts, history) live in the store.
+dry run, patch application, the retry of patches without a resourceVersion on conflicts);
+storage semantics (versions, conflicts, history) live in the store; what a body may cost (size,
+depth, YAML aliases) is bounded in :mod:`fleet.apiserver.bodies`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-import yaml
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
@@ -27,7 +28,7 @@ from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from fleet import fastjson
-from fleet.apiserver import discovery
+from fleet.apiserver import bodies, discovery
 from fleet.apiserver.errors import (
     ApiError,
     BadRequest,
@@ -36,7 +37,6 @@ from fleet.apiserver.errors import (
     Invalid,
     MethodNotAllowed,
     NotFound,
-    RequestEntityTooLarge,
     Unauthorized,
     UnsupportedMediaType,
     status_object,
@@ -88,11 +88,11 @@ _JSON: Final = "application/json"
 _MERGE_PATCH: Final = "application/merge-patch+json"
 _JSON_PATCH: Final = "application/json-patch+json"
 _STRATEGIC_PATCH: Final = "application/strategic-merge-patch+json"
-_PATCH_RETRIES: Final = 5
-#: Kubernetes refuses request bodies over 3 MiB as well.
-MAX_BODY_BYTES: Final = 3 * 1024 * 1024
-_YAML_TYPES: Final = frozenset({"application/yaml", "application/x-yaml", "text/yaml"})
-_BODY_TYPES: Final = frozenset({_JSON, _MERGE_PATCH, _JSON_PATCH, _STRATEGIC_PATCH, *_YAML_TYPES})
+#: How long a patch without a resourceVersion goes on retrying on conflicts (each retry follows a
+#: write by someone else, so this bounds only a pathologically hot object; Kubernetes retries
+#: within its 60-second request timeout).
+_PATCH_RETRY_SECONDS: Final = 30.0
+_BODY_TYPES: Final = frozenset({_JSON, _MERGE_PATCH, _JSON_PATCH, _STRATEGIC_PATCH, *bodies.YAML_TYPES})
 _DEFAULT_BOOKMARK_INTERVAL: Final = 30.0
 _MAX_WATCH_SECONDS: Final = 3600.0
 _WATCH_BATCH: Final = 256  # watch events at most per socket write
@@ -157,6 +157,20 @@ def _json_response(body: Any, status: int = 200, headers: Mapping[str, str] | No
 
 def _error_response(error: ApiError) -> Response:
     return _json_response(error.to_status(), error.code)
+
+
+async def _drain_unread(request: Request) -> None:
+    """Drop the body of a request answered without reading it (401, 404, 415...): see
+    :func:`fleet.apiserver.bodies.drain`. Not when the client waits for ``100 Continue``."""
+    if (
+        request.method in ("GET", "HEAD")
+        or request.scope.get("fleet.body_read")
+        or request.headers.get("expect", "").lower() == "100-continue"
+    ):
+        return
+    request.scope["fleet.body_read"] = True
+    with contextlib.suppress(Exception):  # consumed already, or the client went away
+        await bodies.drain(request.stream(), request.headers.get("content-length"))
 
 
 @dataclass(frozen=True)
@@ -233,6 +247,7 @@ class _Api:
                 response = _json_response(
                     status_object(500, "InternalError", "an internal error occurred; see the server log"), 500
                 )
+            await _drain_unread(request)
             elapsed = time.perf_counter() - started
             resource = request.scope.get("fleet.resource", "-")
             verb = request.scope.get("fleet.verb", request.method.lower())
@@ -256,24 +271,32 @@ class _Api:
 
         return wrapped
 
+    @staticmethod
+    async def _raw_body(request: Request) -> bytes:
+        """The request body, read once, and only up to the size limit (else 413)."""
+        raw = request.scope.get("fleet.body")
+        if raw is None:
+            request.scope["fleet.body_read"] = True
+            raw = await bodies.read_limited(
+                request.stream(),
+                request.headers.get("content-length"),
+                expects_continue=request.headers.get("expect", "").lower() == "100-continue",
+            )
+            request.scope["fleet.body"] = raw
+        return bytes(raw)
+
     async def _body(self, request: Request) -> Any:
-        raw = await request.body()
+        """The decoded body: bounded in size, depth and YAML aliasing (:mod:`~fleet.apiserver.bodies`)."""
+        raw = await self._raw_body(request)
         if not raw:
             raise BadRequest("the request body is empty")
-        if len(raw) > MAX_BODY_BYTES:
-            raise RequestEntityTooLarge(f"the request body is larger than {MAX_BODY_BYTES} bytes")
         content_type = request.headers.get("content-type", _JSON).split(";")[0].strip()
         if content_type not in _BODY_TYPES:
             raise UnsupportedMediaType(
                 f'the body of the request was in an unknown format: "{content_type}" - '
                 f"accepted media types include: {', '.join(sorted(_BODY_TYPES))}"
             )
-        try:
-            if content_type in _YAML_TYPES:
-                return yaml.safe_load(raw)
-            return fastjson.loads(raw)
-        except (ValueError, yaml.YAMLError) as error:
-            raise BadRequest(f"the request body is not valid {content_type}: {error}") from None
+        return bodies.decode(raw, content_type)
 
     def _target(self, request: Request) -> _Target:
         """Resolve ``/api/v1/...`` or ``/apis/<g>/<v>/...`` to a kind, namespace, name, subresource."""
@@ -521,8 +544,10 @@ class _Api:
             )
         patch = await self._body(request)
         dry_run = self._dry_run(request)
-        for attempt in range(_PATCH_RETRIES):
-            current = await self.store.get(rt, target.namespace, target.name)
+        deadline = time.monotonic() + _PATCH_RETRY_SECONDS
+        current = await self.store.get(rt, target.namespace, target.name)
+        while True:
+            read_version = str(current["metadata"]["resourceVersion"])
             if content_type == _JSON_PATCH:
                 patched = apply_json_patch(current, patch)
             elif content_type == _MERGE_PATCH:
@@ -530,24 +555,31 @@ class _Api:
             else:
                 assert rt.strategic is not None
                 patched = apply_strategic_merge_patch(current, patch, rt.strategic)
+            bodies.check_object(patched, "the patched object")
             obj = self._check_type(rt, patched)
             self._scope(target, obj)
-            pinned = isinstance(patch, dict) and bool((patch.get("metadata") or {}).get("resourceVersion"))
-            if not pinned:
-                obj["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            meta = obj["metadata"]
+            if not meta.get("resourceVersion"):
+                meta["resourceVersion"] = read_version
             self._validate(rt, obj)
             try:
                 updated = await self.store.update(rt, obj, subresource=target.subresource, dry_run=dry_run)
             except Conflict:
-                if pinned or attempt == _PATCH_RETRIES - 1:
+                # As the API server's GuaranteedUpdate: a patch with no opinion on the version (the
+                # patched object kept the version it was applied to) is applied again to the object
+                # as it now is, when it changed meanwhile; a patch that names another version, or a
+                # conflict that is not a newer object (a backend's own refusal), is answered.
+                if str(meta["resourceVersion"]) != read_version or time.monotonic() > deadline:
+                    raise
+                current = await self.store.get(rt, target.namespace, target.name)
+                if str(current["metadata"]["resourceVersion"]) == read_version:
                     raise
                 continue
             return self._render(request, rt, updated)
-        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _delete_options(self, request: Request) -> Obj:
         """The optional ``DeleteOptions`` body (kubectl sends ``dryRun`` and preconditions there)."""
-        raw = await request.body()
+        raw = await self._raw_body(request)
         if not raw.strip():
             return {}
         options = await self._body(request)
@@ -818,9 +850,11 @@ def build_app(
     ]
 
     async def not_found(request: Request, exc: Exception) -> Response:
+        await _drain_unread(request)
         return _error_response(NotFound("the server could not find the requested resource"))
 
     async def not_allowed(request: Request, exc: Exception) -> Response:
+        await _drain_unread(request)
         return _error_response(MethodNotAllowed(f"the server does not allow this method ({request.method})"))
 
     app = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_allowed})

@@ -10,7 +10,10 @@
   which kubectl therefore always sends whole).
 
 Failures raise the errors Kubernetes answers with: a malformed patch is ``BadRequest``, a patch
-that cannot be applied (a failed ``test``, a missing path) is ``Invalid`` (422).
+that cannot be applied (a failed ``test``, a missing path) is ``Invalid`` (422). A JSON patch is
+bounded as the API server bounds it (:mod:`fleet.apiserver.bodies`): at most 10000 operations and
+3 MiB copied by its ``copy`` operations (413), and one that builds a document nested too deeply
+for the copying to follow is a ``BadRequest``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.apiserver.errors import BadRequest, Invalid
+from fleet.apiserver.bodies import (
+    JSON_PATCH_MAX_COPY_BYTES,
+    MAX_JSON_PATCH_OPERATIONS,
+    encoded_size,
+    too_deep,
+)
+from fleet.apiserver.errors import BadRequest, Invalid, RequestEntityTooLarge
 
 __all__ = [
     "MergeRule",
@@ -155,7 +164,19 @@ def apply_json_patch(target: Any, operations: Any) -> Any:
     """RFC 6902, all or nothing. ``target`` is not modified."""
     if not isinstance(operations, list):
         raise BadRequest("json patch: the patch must be a JSON array of operations")
-    doc = copy.deepcopy(target)
+    if len(operations) > MAX_JSON_PATCH_OPERATIONS:
+        raise RequestEntityTooLarge(
+            f"The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, "
+            f"got {len(operations)}"
+        )
+    try:
+        return _apply_operations(copy.deepcopy(target), operations)
+    except RecursionError:  # moves and adds can nest a document deeper than copying can follow
+        raise too_deep() from None
+
+
+def _apply_operations(doc: Any, operations: list[Any]) -> Any:
+    copied = 0
     for number, operation in enumerate(operations):
         if not isinstance(operation, dict) or "op" not in operation or "path" not in operation:
             raise BadRequest(f"json patch: operation {number} must be an object with 'op' and 'path'")
@@ -172,11 +193,20 @@ def apply_json_patch(target: Any, operations: Any) -> Any:
             doc = _add(doc, path, copy.deepcopy(operation["value"]), replace=True)
         elif op == "move":
             source = operation["from"]
-            if path != source and path.startswith(source + "/"):
+            if not isinstance(source, str):
+                raise BadRequest(f"json patch: operation {number} (move): 'from' must be a JSON pointer")
+            if path != source and isinstance(path, str) and path.startswith(source + "/"):
                 raise Invalid(f"json patch: cannot move {source} into its own child {path}")
             doc = _add(doc, path, _remove(doc, source))
         elif op == "copy":
-            doc = _add(doc, path, copy.deepcopy(_get(doc, operation["from"])))
+            value = _get(doc, operation["from"])
+            copied += encoded_size(value)
+            if copied > JSON_PATCH_MAX_COPY_BYTES:
+                raise RequestEntityTooLarge(
+                    f"json patch: the copy operations would copy more than the limit of "
+                    f"{JSON_PATCH_MAX_COPY_BYTES} bytes"
+                )
+            doc = _add(doc, path, copy.deepcopy(value))
         elif op == "test":
             if _get(doc, path) != operation["value"]:
                 raise Invalid(f"json patch: test operation failed: {path} is not {operation['value']!r}")

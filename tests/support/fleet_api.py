@@ -4,7 +4,8 @@
 client points at (fakeredis or a real redis-server): the sync client is the replica's, and an
 asyncio client to the same Redis is made on the server's own loop. Several threads over one
 Redis are several replicas. ``kubeconfig()`` writes a kubeconfig for kubectl, with a bearer
-token when given.
+token when given. :func:`keyspace` reads a whole Redis, to show that a refused request changed
+nothing.
 """
 
 from __future__ import annotations
@@ -124,3 +125,25 @@ class FleetApiThread:
             f"  context:\n    cluster: {context}\n    user: {context}\n    namespace: default\n"
         )
         return path
+
+
+def keyspace(client: redis.Redis) -> dict[Any, Any]:
+    """Every key with its whole value: the state a refused request must leave alone."""
+    state: dict[Any, Any] = {}
+    for key in sorted(client.keys("*")):
+        kind = client.type(key)
+        if kind == b"string":
+            state[key] = client.get(key)
+        elif kind == b"hash":
+            state[key] = client.hgetall(key)
+        elif kind == b"zset":
+            state[key] = client.zrange(key, 0, -1, withscores=True)
+        elif kind == b"set":
+            state[key] = client.smembers(key)
+        elif kind == b"list":
+            state[key] = client.lrange(key, 0, -1)
+        elif kind == b"stream":
+            state[key] = client.xrange(key)
+        else:
+            state[key] = kind
+    return state

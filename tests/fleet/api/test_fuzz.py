@@ -8,12 +8,23 @@ query parameters kubectl and clients send (``dryRun``, selectors, ``limit``/``co
 one field replaced or removed, random JSON, or not JSON at all. The whole Redis keyspace is read
 before and after; whenever the answer is an error it must be a Kubernetes ``Status`` with the same
 code, and the keyspace must be exactly as it was.
+
+Hostile bodies are drawn too (issue 17): a field of a sample given a value of the wrong type; the
+sample in YAML; YAML with aliases inside it (billion laughs of several sizes, an anchor inside
+itself, an unknown anchor, a few honest aliases); a field nested around the depth limit, or 1025
+or 10000 levels deep, in JSON or YAML; a body over the size limit in any content type; a job
+whose quota label names a tree node (its own, another, the root, none that exists) from a
+namespace the node binds or one it does not. Those past a limit must be refused (4xx), never
+accepted. A second test sends label and annotation patches without a resourceVersion from
+several threads at once through the official client: all succeed and all their labels are there.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 import json
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -26,16 +37,21 @@ import redis
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kubernetes import client as kube
 
 from fleet.api.auth import parse_token_file
+from fleet.apiserver.bodies import MAX_BODY_BYTES, MAX_DEPTH
+from fleet.ascend import ASCENDJOB_GROUP, ASCENDJOB_PLURAL, ASCENDJOB_VERSION
 from tests.fleet.api.conftest import JOB, POLICIES, TREE
-from tests.support.fleet_api import FleetApiThread
+from tests.support.fleet_api import FleetApiThread, keyspace
 
 pytestmark = pytest.mark.integration
 
 TOKEN_FILE = 'admin-token-f1,admin,u-1,"fleet:admins"\nalice-token-f2,alice,u-2,"namespace:default"\n'
 #: Mostly tokens that get past authentication, so that requests reach the kinds' own code.
 TOKENS = ["admin-token-f1"] * 4 + ["alice-token-f2"] * 2 + [None, "not-a-token"]
+#: Hostile bodies mostly from the admin, whom nothing but the body can stop.
+HOSTILE_TOKENS = ["admin-token-f1"] * 5 + ["alice-token-f2"]
 
 JOBS = "/apis/mindxdl.gitee.com/v1"
 TREES = "/apis/scheduling.sigs.k8s.io/v1beta1"
@@ -70,6 +86,31 @@ CONTENT_TYPES = [
     "application/apply-patch+yaml",
     "text/plain",
 ]
+YAML_TYPES = ["application/yaml", "application/x-yaml", "text/yaml"]
+QUOTA_LABEL = "quota.scheduling.alibabacloud.com/name"
+#: Values of a type (or a form) the field does not take.
+WRONG = [
+    "2",
+    True,
+    False,
+    1.5,
+    -1,
+    0,
+    2**63,
+    2**64,
+    "",
+    "1500m",
+    "x" * 300,
+    [],
+    {},
+    None,
+    [1, "a"],
+    {"a": None},
+]
+#: One body over the limit, sent whatever the drawn content type says.
+OVERSIZED = json.dumps(
+    {"metadata": {"name": "oversized", "annotations": {"a": "x" * MAX_BODY_BYTES}}}
+).encode()
 
 
 def samples() -> dict[str, dict[str, Any]]:
@@ -139,14 +180,106 @@ def mutated(draw: st.DrawFn, sample: str) -> Any:
     return obj
 
 
+def with_placeholder(draw: st.DrawFn, sample: str) -> Any:
+    """The sample with one field (drawn) replaced by the string ``@@@``, to put raw text there."""
+    obj = copy.deepcopy(SAMPLES[sample])
+    path = draw(st.sampled_from(leaf_paths(obj)[1:]))
+    parent: Any = obj
+    for step in path[:-1]:
+        parent = parent[step]
+    parent[path[-1]] = "@@@"
+    return obj
+
+
+def laughs(levels: int, fanout: int) -> str:
+    """A YAML flow sequence defining each level of a billion laughs inline, then using it."""
+    parts = ["&l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    for level in range(1, levels + 1):
+        parts.append(f"&l{level} [{', '.join([f'*l{level - 1}'] * fanout)}]")
+    return "[" + ", ".join(parts) + "]"
+
+
 @st.composite
-def requests(draw: st.DrawFn) -> tuple[str, str, bytes | None, dict[str, str]]:
+def hostile(draw: st.DrawFn, sample: str, method: str) -> tuple[bytes, str, bool]:
+    """A hostile body for ``sample``: the bytes, a content type, and whether it must be refused.
+
+    Patches are JSON: a PATCH gets no YAML, and its deep bodies come as patch types.
+    """
+    patching = method == "PATCH"
+    families = (
+        ["typed", "deep", "oversized"]
+        if patching
+        else ["typed", "yaml", "aliased", "aliased", "deep", "oversized"]
+    )
+    family = draw(st.sampled_from(families))
+    if family == "typed":
+        obj = with_placeholder(draw, sample)
+        return json.dumps(obj).replace('"@@@"', json.dumps(draw(st.sampled_from(WRONG)))).encode(), "", False
+    if family == "yaml":
+        yaml_type = draw(st.sampled_from(YAML_TYPES))
+        return yaml.safe_dump(mutated(draw, sample), allow_unicode=True).encode(), yaml_type, False
+    if family == "oversized":
+        return OVERSIZED, draw(st.sampled_from(CONTENT_TYPES[:4] + YAML_TYPES)), True
+    obj = with_placeholder(draw, sample)
+    flow = json.dumps(obj)  # JSON is YAML's flow style: raw YAML text fits in where "@@@" was
+    if family == "aliased":
+        levels, fanout = draw(st.integers(2, 9)), draw(st.integers(2, 10))
+        bomb = laughs(levels, fanout)
+        # (YAML put where the field was, must it be refused?) Recursive and unknown anchors must.
+        text, refuse = draw(
+            st.sampled_from(
+                [
+                    *[(bomb, fanout**levels * 9 > 2_000_000)] * 4,
+                    ("&s [1, *s]", True),
+                    ("{a: &s {b: *s}}", True),
+                    ("*nowhere", True),
+                    ("[&m {a: 1, b: [x, y]}, *m, *m, {<<: *m, c: 2}]", False),
+                ]
+            )
+        )
+        body = flow.replace('"@@@"', text).encode()
+        return body, draw(st.sampled_from(YAML_TYPES * 3 + CONTENT_TYPES[:1])), refuse
+    depth = draw(st.sampled_from([MAX_DEPTH - 5, MAX_DEPTH - 1, MAX_DEPTH + 1, 1024, 1025, 10_000]))
+    opening, closing = draw(st.sampled_from([("[", "]"), ('{"a":', "}")]))
+    inner = opening * depth + ("1" if opening != "[" else "") + closing * depth
+    types = CONTENT_TYPES[1:4] if patching else ["application/json", *YAML_TYPES]
+    return flow.replace('"@@@"', inner).encode(), draw(st.sampled_from(types)), depth > MAX_DEPTH
+
+
+@st.composite
+def quota_labelled(draw: st.DrawFn) -> tuple[str, str, bytes, str]:
+    """A job whose quota label names a tree node, submitted, replaced or patched, from a namespace."""
+    node = draw(st.sampled_from(["root", "child-2", "root-child-2", "child-b", "nosuch", "", "x" * 70]))
+    namespace = draw(st.sampled_from(["default", "default", "team-b", "kube-system"]))
+    name = draw(st.sampled_from(["default-test-pytorch", "quota-job"]))
+    job = copy.deepcopy(SAMPLES["job"])
+    job["metadata"]["namespace"] = namespace
+    job["metadata"]["name"] = name
+    job["metadata"]["labels"][QUOTA_LABEL] = node
+    collection = f"{JOBS}/namespaces/{namespace}/ascendjobs"
+    method = draw(st.sampled_from(["POST", "POST", "PUT", "PATCH"]))
+    if method == "POST":
+        return method, collection, json.dumps(job).encode(), "application/json"
+    if method == "PUT":
+        return method, f"{collection}/{name}", json.dumps(job).encode(), "application/json"
+    patch = {"metadata": {"labels": {QUOTA_LABEL: node}}}
+    return method, f"{collection}/{name}", json.dumps(patch).encode(), "application/merge-patch+json"
+
+
+@st.composite
+def requests(draw: st.DrawFn) -> tuple[str, str, bytes | None, dict[str, str], bool]:
+    """A request: method, path with query, body, headers, and whether it must be refused."""
     method = draw(st.sampled_from(["GET", "POST", "PUT", "PATCH", "DELETE"]))
     sample = draw(st.sampled_from(sorted(SAMPLES)))
-    if draw(st.integers(0, 9)) < 6:  # aimed: the sample's own collection or object
+    kind = None
+    if method in ("POST", "PUT", "PATCH"):
+        kind = draw(st.sampled_from(["mutated"] * 4 + ["json", "bytes"] + ["hostile"] * 4 + ["quota"] * 2))
+    # Hostile bodies mostly go where they get decoded: the sample's own place, with a token.
+    hostile_body = kind in ("hostile", "quota")
+    if draw(st.integers(0, 9)) < (9 if hostile_body else 6):  # aimed: the sample's collection or object
         collection, name = HOMES[sample]
         path = collection if method == "POST" else f"{collection}/{name}"
-        if method in ("PUT", "PATCH") and draw(st.booleans()):
+        if method in ("PUT", "PATCH") and draw(st.integers(0, 3)) == 0:
             path += "/status"
     else:
         path = draw(st.sampled_from(ROUTES)).format(
@@ -154,42 +287,26 @@ def requests(draw: st.DrawFn) -> tuple[str, str, bytes | None, dict[str, str]]:
         )
     query = urllib.parse.urlencode(draw(queries))
     headers = {"Accept": "application/json"}
-    token = draw(st.sampled_from(TOKENS))
+    token = draw(st.sampled_from(HOSTILE_TOKENS if hostile_body else TOKENS))
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
     body: bytes | None = None
-    if method in ("POST", "PUT", "PATCH"):
-        kind = draw(st.sampled_from(["mutated"] * 4 + ["json", "bytes"]))
+    refuse = False
+    if kind is not None:
+        content_type = draw(st.sampled_from(CONTENT_TYPES[:3] * 3 + CONTENT_TYPES))
         if kind == "mutated":
             body = json.dumps(mutated(draw, sample)).encode()
         elif kind == "json":
             body = json.dumps(draw(json_values)).encode()
+        elif kind == "hostile":
+            body, drawn_type, refuse = draw(hostile(sample, method))
+            content_type = drawn_type or content_type
+        elif kind == "quota":
+            method, path, body, content_type = draw(quota_labelled())
         else:
             body = draw(st.binary(max_size=64))
-        headers["Content-Type"] = draw(st.sampled_from(CONTENT_TYPES[:3] * 3 + CONTENT_TYPES))
-    return method, path + (f"?{query}" if query else ""), body, headers
-
-
-def keyspace(client: redis.Redis) -> dict[Any, Any]:
-    """Every key with its whole value: the state a refused request must leave alone."""
-    state: dict[Any, Any] = {}
-    for key in sorted(client.keys("*")):
-        kind = client.type(key)
-        if kind == b"string":
-            state[key] = client.get(key)
-        elif kind == b"hash":
-            state[key] = client.hgetall(key)
-        elif kind == b"zset":
-            state[key] = client.zrange(key, 0, -1, withscores=True)
-        elif kind == b"set":
-            state[key] = client.smembers(key)
-        elif kind == b"list":
-            state[key] = client.lrange(key, 0, -1)
-        elif kind == b"stream":
-            state[key] = client.xrange(key)
-        else:
-            state[key] = kind
-    return state
+        headers["Content-Type"] = content_type
+    return method, path + (f"?{query}" if query else ""), body, headers, refuse
 
 
 @pytest.fixture(scope="module")
@@ -222,15 +339,90 @@ def send(
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(request=requests())
 def test_no_request_gets_a_5xx_and_a_refused_one_changes_nothing(
-    fuzzed: tuple[FleetApiThread, redis.Redis], request: tuple[str, str, bytes | None, dict[str, str]]
+    fuzzed: tuple[FleetApiThread, redis.Redis], request: tuple[str, str, bytes | None, dict[str, str], bool]
 ) -> None:
     api, client = fuzzed
-    method, path, body, headers = request
+    method, path, body, headers, refuse = request
     before = keyspace(client)
     code, answer = send(api, method, path, body, headers)
-    assert code < 500, (method, path, body, code, answer[:500])
+    shown = body[:300] if body else body
+    assert code < 500, (method, path, shown, code, answer[:500])
+    assert code >= 400 or not refuse, (method, path, shown, code, answer[:500])
     if code >= 400:
         status = json.loads(answer)
         assert (status["kind"], status["status"], status["code"]) == ("Status", "Failure", code), status
         assert status["message"], status
-        assert keyspace(client) == before, (method, path, body, code, status)
+        assert keyspace(client) == before, (method, path, shown, code, status)
+
+
+@pytest.fixture(scope="module")
+def labelled() -> Iterator[Any]:
+    """A replica of its own with the tree and one job (annotated), and an admin's official client."""
+    redis_client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    with FleetApiThread(redis_client, tokens=parse_token_file(TOKEN_FILE)) as api:
+        admin = {"Authorization": "Bearer admin-token-f1", "Content-Type": "application/json"}
+        job = copy.deepcopy(SAMPLES["job"])
+        job["metadata"]["annotations"] = {"seed": "1"}
+        for path, obj in [
+            (f"{TREES}/namespaces/kube-system/elasticquotatrees", SAMPLES["tree"]),
+            (f"{JOBS}/namespaces/default/ascendjobs", job),
+        ]:
+            assert send(api, "POST", path, json.dumps(obj).encode(), admin)[0] == 201
+        configuration = kube.Configuration(host=api.url, api_key={"authorization": "Bearer admin-token-f1"})
+        api_client = kube.ApiClient(configuration)
+        yield kube.CustomObjectsApi(api_client)
+        api_client.close()  # type: ignore[no-untyped-call]
+    redis_client.close()
+
+
+_ROUNDS = itertools.count()
+_JOB: dict[str, Any] = {
+    "group": ASCENDJOB_GROUP,
+    "version": ASCENDJOB_VERSION,
+    "plural": ASCENDJOB_PLURAL,
+    "namespace": "default",
+    "name": "default-test-pytorch",
+}
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    patches=st.lists(
+        st.sampled_from(["merge-label", "json-label", "merge-annotation", "json-annotation"]),
+        min_size=2,
+        max_size=8,
+    )
+)
+def test_concurrent_patches_without_a_resource_version_all_succeed(labelled: Any, patches: list[str]) -> None:
+    custom = labelled
+    round_ = next(_ROUNDS)
+    start = threading.Barrier(len(patches))
+    failures: list[BaseException] = []
+
+    def one(index: int, kind: str) -> None:
+        how, what = kind.split("-")
+        field = "labels" if what == "label" else "annotations"
+        key = f"r{round_}-{index}"
+        try:
+            start.wait()
+            if how == "merge":
+                custom.patch_namespaced_custom_object(**_JOB, body={"metadata": {field: {key: "v"}}})
+            else:
+                custom.patch_namespaced_custom_object(
+                    **_JOB,
+                    body=[{"op": "add", "path": f"/metadata/{field}/{key}", "value": "v"}],
+                    _content_type="application/json-patch+json",
+                )
+        except BaseException as error:
+            failures.append(error)
+
+    threads = [threading.Thread(target=one, args=(i, kind)) for i, kind in enumerate(patches)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert failures == []
+    meta = custom.get_namespaced_custom_object(**_JOB)["metadata"]
+    for index, kind in enumerate(patches):
+        field = "labels" if kind.endswith("label") else "annotations"
+        assert meta[field].get(f"r{round_}-{index}") == "v", (kind, meta)
