@@ -364,7 +364,8 @@ def workload(
         cls = rng.choices(CLASSES, weights=g.mix)[0]
         priority = rng.choices((0, 10, 100), weights=(60, 30, 10))[0] if priority_mix else 0
         duration = round(rng.uniform(2.0, 8.0), 1)
-        name = f"{cls.name.replace('x', 'p')}-{i:05d}"
+        # A job name is a DNS-1035 label: it starts with a letter (j1p8-00042).
+        name = f"j{cls.name.replace('x', 'p')}-{i:05d}"
         specs.append(Spec(name, leaf.name, cls.name, cls.pods, cls.npus, duration, priority, 0.0))
     seconds = window * sum(s.total * s.duration for s in specs) / QUOTA
     at_once = round(jobs * burst)

@@ -9,13 +9,18 @@ Python and in Redis Lua agree to the unit:
   counted in its base unit (bytes for memory), rounded up like the API server rounds requests.
 
 Parsing is delegated to the official ``kubernetes`` client's ``parse_quantity``; this module only
-fixes the units and the rounding. Redis Lua numbers are doubles, so amounts above 2**53 lose
+fixes the units and the rounding, and holds strings to the grammar ``resource.ParseQuantity``
+accepts (``k8s.io/apimachinery/pkg/api/resource/quantity.go``; the same pattern the CRDs that
+embed quantities carry), which the client's parser is looser than (it takes ``" 2"`` and
+``"1_000"``). :func:`parse_exact` gives the amount as written, for rules about its form (an
+extended resource must be a whole number). Redis Lua numbers are doubles, so amounts above 2**53 lose
 exactness there: :data:`UNLIMITED` caps them, and a limit at or above it means "not limited".
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from decimal import Decimal
 
@@ -29,6 +34,7 @@ __all__ = [
     "QuantityError",
     "format_quantity",
     "parse",
+    "parse_exact",
     "parse_resources",
 ]
 
@@ -41,14 +47,21 @@ UNLIMITED = 2**53
 #: Resources counted in thousandths of their unit.
 MILLI_RESOURCES = frozenset({"cpu"})
 
+#: ``<signedNumber><suffix>`` of ``resource.ParseQuantity``: binary SI (Ki..Ei), decimal SI
+#: (n, u, m, "", k, M, G, T, P, E) or a decimal exponent.
+_GRAMMAR = re.compile(
+    r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?:[KMGTPE]i|[numkMGTPE]|[eE][+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))?"
+)
+
 
 class QuantityError(ValueError):
     """A value that is not a valid Kubernetes quantity (or is negative where that is wrong)."""
 
 
-def parse(resource: str, value: object) -> int:
-    """Parse ``value`` (``"10Gi"``, ``500``, ``"500m"``) into the canonical integer for ``resource``."""
-    if isinstance(value, bool) or value is None:
+def parse_exact(value: object) -> Decimal:
+    """The amount ``value`` (``"1500m"``, ``2``, ``"10Gi"``) stands for, exactly, in its base unit."""
+    if isinstance(value, bool) or value is None or (isinstance(value, str) and not _GRAMMAR.fullmatch(value)):
         raise QuantityError(f"{value!r} is not a quantity")
     try:
         amount: Decimal = parse_quantity(value)  # type: ignore[no-untyped-call]
@@ -56,6 +69,12 @@ def parse(resource: str, value: object) -> int:
         raise QuantityError(f"{value!r} is not a quantity") from exc
     if not amount.is_finite():
         raise QuantityError(f"{value!r} is not a quantity")
+    return amount
+
+
+def parse(resource: str, value: object) -> int:
+    """Parse ``value`` (``"10Gi"``, ``500``, ``"500m"``) into the canonical integer for ``resource``."""
+    amount = parse_exact(value)
     if resource in MILLI_RESOURCES:
         amount *= 1000
     # Round away from zero so that a tiny negative amount stays detectably negative.

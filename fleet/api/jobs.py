@@ -80,7 +80,7 @@ class JobBackend:
             reason = f"{error.field}: {error}"
             raise refused(rt, name, reason, [Cause(error.field, str(error), "FieldValueNotFound")]) from None
         except InvalidWorkload as error:
-            raise invalid(rt, dict(obj), [Cause(e.path, e.message) for e in error.errors]) from None
+            raise invalid(rt, dict(obj), [Cause(e.path, e.message, e.reason) for e in error.errors]) from None
         except UnknownKind as error:
             raise invalid(rt, dict(obj), [Cause("kind", str(error), "FieldValueNotSupported")]) from None
         except QuotaNotAvailable as error:

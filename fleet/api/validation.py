@@ -26,6 +26,7 @@ from fleet.jobs.priority import (
 )
 from fleet.policy import PropagationPolicy
 from fleet.workloads import UnknownKind, adapter_for
+from fleet.workloads.base import fleet_label_errors
 
 __all__ = [
     "field_path",
@@ -67,12 +68,17 @@ def pydantic_causes(error: ValidationError) -> list[Cause]:
 
 
 def validate_job(obj: Obj) -> list[Cause]:
-    """The workload adapter's verdict on a job (every rule it breaks, one cause each)."""
+    """The workload adapter's verdict on a job (every rule it breaks, one cause each), and, for a
+    field it found nothing wrong with, whether the labels Fleet derives from the job's name and
+    namespace are valid (:func:`fleet.workloads.base.fleet_label_errors`)."""
     try:
         adapter = adapter_for(obj)
     except UnknownKind as error:
         return [Cause("kind", str(error), "FieldValueNotSupported")]
-    return [Cause(e.path, e.message) for e in adapter.validate(obj)]
+    errors = adapter.validate(obj)
+    flagged = {e.path for e in errors}
+    errors += [e for e in fleet_label_errors(obj) if e.path not in flagged]
+    return [Cause(e.path, e.message, e.reason) for e in errors]
 
 
 def validate_policy(obj: Obj) -> list[Cause]:

@@ -397,7 +397,8 @@ class _Api:
         meta = obj["metadata"]
         probe = obj
         if not meta.get("name") and isinstance(meta.get("generateName"), str) and meta["generateName"]:
-            probe = {**obj, "metadata": {**meta, "name": meta["generateName"] + "x"}}
+            # The store appends five characters (``generate_name``): validate a name that long.
+            probe = {**obj, "metadata": {**meta, "name": meta["generateName"] + "xxxxx"}}
         causes = validate_metadata(probe, namespaced=rt.namespaced)
         if rt.validate is not None:
             specific = rt.validate(obj)

@@ -5,7 +5,9 @@ request, or its limit where the request is missing; the larger of the summed app
 the largest init container; plus pod overhead; one ``pods`` each), how many such pods, and what
 the pod asks of a node (node selector, required node affinity, tolerations, whether it must have
 a node to itself among the job's pods). The job adds its ``minAvailable`` and the Ascend schedule
-policy. Quantities go through :func:`queues.quantity.parse` only.
+policy. Quantities go through :func:`queues.quantity.parse` only. Whether the requests are ones a
+member accepts (whole extended resources, requests within or equal to limits) is the API
+server's rule, checked at submission by :mod:`fleet.apiserver.pods`; here they are only read.
 
 Demands are frozen and hashable and hold no job name: two jobs with identical templates have
 equal demands, so the fit can cache its answer per demand and member state.
@@ -84,11 +86,6 @@ def _container_requests(container: Mapping[str, Any], path: str) -> dict[str, in
                 raise DemandError(f"{path}.resources.{part}.{name}", "must not be negative")
             parsed[part][str(name)] = amount
     limits, requests = parsed["limits"], parsed["requests"]
-    for name, amount in requests.items():
-        if name in limits and amount > limits[name]:
-            raise DemandError(f"{path}.resources.requests.{name}", "must be less than or equal to its limit")
-        if "/" in name and name in limits and amount != limits[name]:
-            raise DemandError(f"{path}.resources.requests.{name}", "must equal its limit (extended resource)")
     out.update(limits)
     out.update(requests)
     return out

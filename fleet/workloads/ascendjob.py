@@ -1,18 +1,40 @@
 """The AscendJob adapter: the ascend-operator's validation, demand, status and member copy.
 
-Validation follows the ascend-operator (MindCluster) rules for ``mindxdl.gitee.com/v1``
-AscendJob, each failure one :class:`~fleet.workloads.base.FieldError` with its path:
+Validation refuses at submission what a member would refuse later (its API server storing the
+copy, the ascend-operator reconciling it, or the API server refusing the pods and Service the
+operator makes of it), each failure one :class:`~fleet.workloads.base.FieldError` with its path.
+The operator's own rules are ``validateJob`` in MindCluster's ascend-operator
+(``component/ascend-operator/pkg/controllers/v1/ascendjob_validate.go``, with ``maxReplicas`` in
+``consts.go`` and the framework label in ``pkg/api/v1/defaults.go``):
 
-* ``metadata.labels.framework`` is pytorch, mindspore or tensorflow;
+* ``metadata.labels.framework`` is pytorch, mindspore or tensorflow (``GetJobFramework``);
 * replica types are the framework's leader and ``Worker`` (pytorch: Master, mindspore:
-  Scheduler, tensorflow: Chief); the leader has exactly one replica and is required once the
-  job has more than one pod (the workers rendezvous with it);
-* every template has a container named ``ascend`` with an image;
-* replica counts lie in 1..:data:`MAX_REPLICAS`, ``minAvailable`` in 1..total replicas;
-* quantities are valid Kubernetes quantities (requests within limits), the schedule policy
-  annotation is well formed;
-* ``spec.runPolicy.schedulingPolicy.priorityClass``, when given, is a string: the name of a
-  PriorityClass, which Fleet resolves at submission (:mod:`fleet.jobs.priority`).
+  Scheduler, tensorflow: Chief; ``validateReplicaType``); the leader has exactly one replica
+  (``validateLeader``); a pytorch or tensorflow job always has its leader, a mindspore job
+  without a Scheduler only when its workers take at most one NPU in all (``checkReplicaSpecs``:
+  ``jobTotalRequest``, the ``huawei.com/`` request of each Worker's ``ascend`` container);
+* replica counts lie in 1..:data:`MAX_REPLICAS` (``validateReplicas``: at most ``maxReplicas``;
+  Fleet also refuses 0, which earlier operators refused and a job of no pod cannot be placed),
+  ``minAvailable`` in 1..total replicas;
+* every template has a container named ``ascend`` (``validateContainer``);
+* ``spec.successPolicy`` is ``""`` or ``AllWorkers`` (``validateBasicInfo``); a
+  ``scaleout-type`` label, when set, is RoCE or UBoE in any case (``CheckAcJobScaleOutTypeLabel``,
+  ``pkg/utils/job_v2.go``); a ``mind-cluster/scaling-rule`` label comes with
+  ``mind-cluster/group-name`` and ``jobID`` labels (``ValidJob``,
+  ``pkg/controllers/scaling/controller.go``);
+* the name is a DNS-1035 label, as Kubeflow's training-operator requires of its jobs
+  (``NameIsDNS1035Label`` in its webhooks): the operator labels every pod with it (``job-name``)
+  and names the leader's Service ``<name>-<leader>-0`` (``getOrCreateSvc`` /
+  ``GenGeneralName``), which the API server refuses beyond 63 characters, so a job with a
+  leader leaves room for that suffix (a pytorch job's name has at most 54 characters);
+* the fields of the CRD's schema are of their type: ``replicas``, ``minAvailable`` and
+  ``backoffLimit`` are int32, ``activeDeadlineSeconds`` int64, never a string or a boolean;
+* every pod template passes the API server's own rules (:mod:`fleet.apiserver.pods`: field
+  types, labels and annotations, container names, images and ports, and resource quantities:
+  whole NPUs, requests equal to limits for extended resources);
+* the schedule policy annotation is well formed; ``spec.runPolicy.schedulingPolicy.priorityClass``,
+  when given, is a string: the name of a PriorityClass, which Fleet resolves at submission
+  (:mod:`fleet.jobs.priority`).
 
 The pydantic models read only the parts Fleet uses and allow any other field: users write full
 pod templates and the member copy carries them unchanged.
@@ -22,10 +44,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
+from fleet.apiserver.pods import validate_pod_template
+from fleet.apiserver.validation import DNS1035_LABEL_MAX_LENGTH, dns1035_label
 from fleet.ascend import (
     ASCENDJOB_GROUP,
     ASCENDJOB_KIND,
@@ -45,6 +69,7 @@ from fleet.workloads.base import (
     register,
     run_policy_priority_class,
 )
+from queues.quantity import QuantityError, parse
 
 __all__ = ["ASCEND_CONTAINER", "FRAMEWORKS", "MAX_REPLICAS", "AscendJobAdapter", "ascendjob"]
 
@@ -53,8 +78,21 @@ ASCEND_CONTAINER: Final = "ascend"
 #: Framework -> its leader replica type; the other type is always ``Worker``.
 FRAMEWORKS: Final[dict[str, str]] = {"pytorch": "Master", "mindspore": "Scheduler", "tensorflow": "Chief"}
 WORKER: Final = "Worker"
-#: Most replicas one type may ask for (an int32 field; anything larger is a typo).
-MAX_REPLICAS: Final = 10_000
+#: Most replicas one type may ask for (the ascend-operator's ``maxReplicas``).
+MAX_REPLICAS: Final = 20_000
+#: ``successPolicy`` values the operator accepts (``SuccessPolicyDefault``, ``SuccessPolicyAllWorkers``).
+SUCCESS_POLICIES: Final = ("", "AllWorkers")
+#: The label naming the scale-out network of a job, and its values (compared in upper case).
+SCALE_OUT_TYPE_LABEL: Final = "scaleout-type"
+SCALE_OUT_TYPES: Final = ("ROCE", "UBOE")
+#: A job with the scaling-rule label must name its group and job ID too.
+SCALING_RULE_LABEL: Final = "mind-cluster/scaling-rule"
+SCALING_LABELS: Final = ("mind-cluster/group-name", "jobID")
+#: The ``huawei.com/`` requests the operator counts as a pod's NPUs (``getContainerResourceReq``).
+NPU_RESOURCE_PREFIX: Final = "huawei.com/"
+
+Int32 = Annotated[StrictInt, Field(ge=-(2**31), le=2**31 - 1)]
+Int64 = Annotated[StrictInt, Field(ge=-(2**63), le=2**63 - 1)]
 
 
 class _Open(BaseModel):
@@ -76,27 +114,32 @@ class PodTemplate(_Open):
 
 
 class ReplicaSpec(_Open):
-    replicas: int = 1
-    restart_policy: str | None = Field(default=None, alias="restartPolicy")
+    replicas: Int32 = 1
+    restart_policy: StrictStr | None = Field(default=None, alias="restartPolicy")
     template: PodTemplate
 
 
 class SchedulingPolicy(_Open):
-    min_available: int | None = Field(default=None, alias="minAvailable")
-    queue: str | None = None
+    min_available: Int32 | None = Field(default=None, alias="minAvailable")
+    queue: StrictStr | None = None
     #: The PriorityClass of the job (the ascend-operator copies it into the PodGroup's
     #: ``priorityClassName``); Fleet resolves it at submission (:mod:`fleet.jobs.priority`).
-    priority_class: str | None = Field(default=None, alias="priorityClass")
+    priority_class: StrictStr | None = Field(default=None, alias="priorityClass")
 
 
 class RunPolicy(_Open):
     scheduling_policy: SchedulingPolicy | None = Field(default=None, alias="schedulingPolicy")
-    backoff_limit: int | None = Field(default=None, alias="backoffLimit")
+    backoff_limit: Int32 | None = Field(default=None, alias="backoffLimit")
+    active_deadline_seconds: Int64 | None = Field(default=None, alias="activeDeadlineSeconds")
+    ttl_seconds_after_finished: Int32 | None = Field(default=None, alias="ttlSecondsAfterFinished")
+    clean_pod_policy: StrictStr | None = Field(default=None, alias="cleanPodPolicy")
 
 
 class Spec(_Open):
     replica_specs: dict[str, ReplicaSpec] = Field(alias="replicaSpecs")
     run_policy: RunPolicy | None = Field(default=None, alias="runPolicy")
+    success_policy: StrictStr | None = Field(default=None, alias="successPolicy")
+    scheduler_name: StrictStr | None = Field(default=None, alias="schedulerName")
 
 
 class Metadata(_Open):
@@ -139,11 +182,132 @@ def _path(loc: tuple[int | str, ...]) -> str:
     return out
 
 
+def _json_shown(value: Any) -> str:
+    """A wrongly typed input as the user wrote it: ``a string ("2")``, ``a boolean (true)``."""
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, str):
+        return f'a string ("{value}")'
+    if isinstance(value, float):
+        return f"a number ({value})"
+    if isinstance(value, list):
+        return "a list"
+    return "an object" if isinstance(value, dict) else repr(value)
+
+
+def _pydantic_message(error: Any) -> str:
+    kind = error["type"]
+    if kind in ("int_type", "string_type") and "input" in error:
+        expected = "an integer" if kind == "int_type" else "a string"
+        return f"must be {expected}, not {_json_shown(error['input'])}"
+    if kind == "greater_than_equal":
+        return f"must be at least {error['ctx']['ge']}"
+    if kind == "less_than_equal":
+        return f"must be at most {error['ctx']['le']}"
+    message: str = error["msg"]
+    return _PYDANTIC_MESSAGES.get(kind, message[:1].lower() + message[1:])
+
+
 def _pydantic_errors(exc: ValidationError) -> list[FieldError]:
-    return [
-        FieldError(_path(e["loc"]), _PYDANTIC_MESSAGES.get(e["type"], e["msg"][:1].lower() + e["msg"][1:]))
-        for e in exc.errors()
-    ]
+    return [FieldError(_path(e["loc"]), _pydantic_message(e)) for e in exc.errors()]
+
+
+def _npu_request(template: Mapping[str, Any]) -> int:
+    """NPUs the ``ascend`` container requests, as ``getContainerResourceReq`` counts them: its
+    first ``huawei.com/`` request (limits are not looked at), rounded up."""
+    for container in template["spec"]["containers"]:  # as the model read them
+        if container.get("name") == ASCEND_CONTAINER:
+            resources = container.get("resources")
+            requests = resources.get("requests") if isinstance(resources, Mapping) else None
+            for name, value in (requests if isinstance(requests, Mapping) else {}).items():
+                if NPU_RESOURCE_PREFIX in str(name):
+                    try:
+                        return parse(str(name), value)
+                    except QuantityError:
+                        return 0
+            return 0
+    return 0
+
+
+def _name_errors(name: str, framework: str | None, leader: str | None, has_leader: bool) -> list[FieldError]:
+    """The job's name: a DNS-1035 label (pod label ``job-name``), short enough for the Service
+    the operator names after the leader (``<name>-<leader>-0``)."""
+    if why := dns1035_label(name):
+        return [FieldError("metadata.name", f'Invalid value: "{name}": {why}')]
+    if leader is None or not has_leader:
+        return []
+    service = f"{name}-{leader.lower()}-0"
+    longest = DNS1035_LABEL_MAX_LENGTH - (len(service) - len(name))
+    if len(service) > DNS1035_LABEL_MAX_LENGTH:
+        return [
+            FieldError(
+                "metadata.name",
+                f'Invalid value: "{name}": must be no more than {longest} characters for a {framework} '
+                f"job: the ascend-operator names the {leader}'s Service {service!r}, a DNS-1035 label of "
+                f"at most {DNS1035_LABEL_MAX_LENGTH} characters",
+            )
+        ]
+    return []
+
+
+def _label_errors(labels: Mapping[str, str]) -> list[FieldError]:
+    """The operator's rules on the job's own labels (scale-out type, scaling rule)."""
+    errors: list[FieldError] = []
+    scale_out = labels.get(SCALE_OUT_TYPE_LABEL)
+    if scale_out is not None and scale_out.strip() and scale_out.upper() not in SCALE_OUT_TYPES:
+        errors.append(
+            FieldError(
+                f"metadata.labels.{SCALE_OUT_TYPE_LABEL}",
+                f"{scale_out!r} is not a scale-out type (RoCE or UBoE, in any case)",
+            )
+        )
+    if SCALING_RULE_LABEL in labels:
+        errors += [
+            FieldError(f"metadata.labels.{key}", f"is required with the {SCALING_RULE_LABEL} label")
+            for key in SCALING_LABELS
+            if key not in labels
+        ]
+    return errors
+
+
+def _leader_errors(
+    framework: str | None, leader: str | None, specs: Mapping[str, ReplicaSpec], raw: Mapping[str, Any]
+) -> list[FieldError]:
+    """A pytorch or tensorflow job needs its leader; a mindspore job without a Scheduler may only
+    have workers that take at most one NPU in all (``checkReplicaSpecs``)."""
+    if leader is None or leader in specs or not specs:
+        return []
+    if framework != "mindspore":
+        return [FieldError(f"spec.replicaSpecs.{leader}", f"is required for a {framework} job")]
+    worker = specs.get(WORKER)
+    npus = _npu_request(raw[WORKER]["template"]) * worker.replicas if worker is not None else 0
+    if npus > 1:
+        return [
+            FieldError(
+                f"spec.replicaSpecs.{leader}",
+                f"is required for a mindspore job whose workers take more than one NPU ({npus})",
+            )
+        ]
+    return []
+
+
+def _unparsed_errors(obj: Mapping[str, Any], reported: set[str]) -> list[FieldError]:
+    """For a job the models could not read: the rules that need only the raw object (the name,
+    the pod templates), so that one answer lists every fault, not only the type errors."""
+    meta = obj.get("metadata")
+    spec = obj.get("spec")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    raw = spec.get("replicaSpecs") if isinstance(spec, Mapping) else None
+    raw = raw if isinstance(raw, Mapping) else {}
+    framework = labels.get(FRAMEWORK_LABEL) if isinstance(labels, Mapping) else None
+    leader = FRAMEWORKS.get(framework) if isinstance(framework, str) else None
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    errors = _name_errors(name, framework, leader, leader in raw) if isinstance(name, str) and name else []
+    for rtype, replica in raw.items():
+        if isinstance(replica, Mapping) and isinstance(replica.get("template"), Mapping):
+            causes = validate_pod_template(replica["template"], f"spec.replicaSpecs.{rtype}.template")
+            errors += [FieldError(c.field, c.message, c.reason) for c in causes]
+    return [e for e in errors if e.path not in reported]
 
 
 def _replica_templates(obj: Mapping[str, Any], job: AscendJob, leader: str) -> list[ReplicaTemplate]:
@@ -188,7 +352,7 @@ class AscendJobAdapter:
         """Every rule at once: the job's demand (None when any rule failed) and what failed."""
         job, errors = self._parse(obj)
         if job is None:
-            return None, errors
+            return None, errors + _unparsed_errors(obj, {e.path for e in errors})
         framework = job.metadata.labels.get(FRAMEWORK_LABEL)
         allowed = ", ".join(FRAMEWORKS)
         fpath = f"metadata.labels.{FRAMEWORK_LABEL}"
@@ -196,10 +360,17 @@ class AscendJobAdapter:
             errors.append(FieldError(fpath, f"is required (one of {allowed})"))
         elif framework not in FRAMEWORKS:
             errors.append(FieldError(fpath, f"{framework!r} is not a supported framework (one of {allowed})"))
+        errors += _label_errors(job.metadata.labels)
         specs = job.spec.replica_specs
         if not specs:
             errors.append(FieldError("spec.replicaSpecs", "must name at least one replica type"))
         leader = FRAMEWORKS.get(framework or "")
+        errors += _name_errors(job.metadata.name, framework, leader, leader in specs)
+        success = job.spec.success_policy
+        if success is not None and success not in SUCCESS_POLICIES:
+            errors.append(FieldError("spec.successPolicy", 'must be "" or "AllWorkers"'))
+        raw = obj["spec"]["replicaSpecs"]
+        templates_ok = True
         for rtype, spec in specs.items():
             path = f"spec.replicaSpecs.{rtype}"
             if leader is not None and rtype not in (leader, WORKER):
@@ -218,20 +389,14 @@ class AscendJobAdapter:
                         f"{path}.restartPolicy", f"must be one of {', '.join(sorted(_RESTART_POLICIES))}"
                     )
                 )
-            cpath = f"{path}.template.spec.containers"
-            ascend = [i for i, c in enumerate(spec.template.spec.containers) if c.name == ASCEND_CONTAINER]
-            if not ascend:
+            if not any(c.name == ASCEND_CONTAINER for c in spec.template.spec.containers):
+                cpath = f"{path}.template.spec.containers"
                 errors.append(FieldError(cpath, f"must have a container named {ASCEND_CONTAINER}"))
-            for i in ascend:
-                if not spec.template.spec.containers[i].image:
-                    errors.append(FieldError(f"{cpath}[{i}].image", "is required"))
+            causes = validate_pod_template(raw[rtype]["template"], f"{path}.template")
+            templates_ok = templates_ok and not causes
+            errors += [FieldError(c.field, c.message, c.reason) for c in causes]
+        errors += _leader_errors(framework, leader, specs, raw)
         total = sum(s.replicas for s in specs.values())
-        if leader is not None and leader not in specs and total > 1:
-            errors.append(
-                FieldError(
-                    f"spec.replicaSpecs.{leader}", f"is required for a {framework} job of more than one pod"
-                )
-            )
         counts_ok = bool(specs) and all(1 <= s.replicas <= MAX_REPLICAS for s in specs.values())
         min_available = job.min_available
         if counts_ok and min_available is not None and not 1 <= min_available <= total:
@@ -241,6 +406,8 @@ class AscendJobAdapter:
                     f"must be between 1 and the job's {total} replicas",
                 )
             )
+        if not templates_ok:
+            return None, errors
         demand: Demand | None = None
         try:
             demand = build_demand(

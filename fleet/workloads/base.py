@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 
+from fleet.apiserver.validation import label_value
 from fleet.placement.demand import Demand
 from fleet.workloads.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
 
@@ -27,6 +28,7 @@ __all__ = [
     "WorkloadAdapter",
     "WorkloadStatus",
     "adapter_for",
+    "fleet_label_errors",
     "fleet_labels",
     "member_metadata",
     "pin_to_nodes",
@@ -56,6 +58,8 @@ class FieldError:
 
     path: str
     message: str
+    #: The Kubernetes cause type a 422 reports it with (``FieldValueRequired``, ...).
+    reason: str = "FieldValueInvalid"
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"
@@ -223,6 +227,20 @@ def fleet_labels(obj: Mapping[str, Any], fleet_uid: str, attempt: int) -> dict[s
         JOB_UID_LABEL: fleet_uid,
         ATTEMPT_LABEL: str(attempt),
     }
+
+
+def fleet_label_errors(obj: Mapping[str, Any]) -> list[FieldError]:
+    """Whatever kind a job is, the labels :func:`fleet_labels` derives from its name and namespace
+    must be labels a member accepts (``IsValidLabelValue``: at most 63 characters), or every copy
+    would be refused: a job whose name or namespace cannot be one is refused at submission."""
+    meta = obj.get("metadata") or {}
+    errors: list[FieldError] = []
+    for key, label in (("namespace", JOB_NAMESPACE_LABEL), ("name", JOB_NAME_LABEL)):
+        value = meta.get(key)
+        if isinstance(value, str) and (why := label_value(value)):
+            message = f'Invalid value: "{value}": Fleet labels every member copy {label}: {why}'
+            errors.append(FieldError(f"metadata.{key}", message))
+    return errors
 
 
 def member_metadata(obj: Mapping[str, Any], fleet_uid: str, attempt: int) -> dict[str, Any]:

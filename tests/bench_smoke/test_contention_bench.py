@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from bench import contention_bench as bench
+from fleet.apiserver.validation import dns1035_label
 from fleet.jobs import submit
 from fleet.state import Objects
 from fleet.workloads import adapter_for
@@ -43,6 +44,7 @@ def test_the_default_workload() -> None:
     assert max(s.arrival for s in specs) <= window
     assert [s.arrival for s in specs] == sorted(s.arrival for s in specs)
     assert all(2.0 <= s.duration <= 8.0 and s.priority == 0 for s in specs)
+    assert all(dns1035_label(s.name) is None for s in specs)  # names a member accepts
     mixed, _ = bench.workload(1000, seed=16, burst=0.5, window=0.7, priority_mix=True)
     assert {s.priority for s in mixed} == {0, 10, 100}
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
-from queues.quantity import QuantityError, format_quantity, parse, parse_resources
+from queues.quantity import QuantityError, format_quantity, parse, parse_exact, parse_resources
 
 
 @pytest.mark.parametrize(
@@ -26,10 +28,17 @@ def test_parse_canonical_units(resource: str, value: object, expected: int) -> N
     assert parse(resource, value) == expected
 
 
-@pytest.mark.parametrize("value", ["ten", "10Gb", "", None, True, "1.2.3", "Gi"])
+@pytest.mark.parametrize("value", ["ten", "10Gb", "", None, True, "1.2.3", "Gi", " 2", "2 ", "1_000", "0x10"])
 def test_parse_rejects_non_quantities(value: object) -> None:
     with pytest.raises(QuantityError):
         parse("memory", value)
+
+
+def test_parse_exact_keeps_the_fraction() -> None:
+    """What ``resource.ParseQuantity`` reads, unrounded: whether an amount is whole is a rule."""
+    assert parse_exact("1500m") == Decimal("1.5")
+    assert parse_exact("2") == parse_exact(2) == parse_exact("2e0") == 2
+    assert parse_exact("1Ki") == 1024
 
 
 def test_parse_resources_names_the_resource() -> None:

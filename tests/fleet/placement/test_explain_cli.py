@@ -80,8 +80,9 @@ def test_an_invalid_job_exits_1_with_its_field_errors(default_sim: RunningSim, t
     assert result.stdout == ""
     assert result.stderr.splitlines()[1:] == [
         "  spec.replicaSpecs.Master.replicas: must be 1 for the pytorch leader",
-        "  spec.replicaSpecs.Worker.template.spec.containers[0].resources.requests.cpu: "
-        "'two' is not a quantity",
+        "  spec.replicaSpecs.Worker.template.spec.containers[0].resources.requests[cpu]: "
+        'Invalid value: "two": quantities must match the regular expression '
+        "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
     ]
 
 

@@ -64,7 +64,8 @@ CASES: list[tuple[str, Callable[[Job], object], list[str]]] = [
         _mindspore,
         [
             f"{MASTER}: is not a replica type of a mindspore job (allowed: Scheduler, Worker)",
-            "spec.replicaSpecs.Scheduler: is required for a mindspore job of more than one pod",
+            "spec.replicaSpecs.Scheduler: is required for a mindspore job whose workers take "
+            "more than one NPU (2)",
         ],
     ),
     (
@@ -72,18 +73,18 @@ CASES: list[tuple[str, Callable[[Job], object], list[str]]] = [
         lambda j: _rename(j, "Master", "Chief"),
         [
             "spec.replicaSpecs.Chief: is not a replica type of a pytorch job (allowed: Master, Worker)",
-            f"{MASTER}: is required for a pytorch job of more than one pod",
+            f"{MASTER}: is required for a pytorch job",
         ],
     ),
     (
         "worker replicas out of bounds",
         lambda j: j["spec"]["replicaSpecs"]["Worker"].update(replicas=0),
-        [f"{WORKER}.replicas: must be between 1 and 10000"],
+        [f"{WORKER}.replicas: must be between 1 and 20000"],
     ),
     (
         "replicas not a number",
         lambda j: j["spec"]["replicaSpecs"]["Worker"].update(replicas="many"),
-        [f"{WORKER}.replicas: must be an integer"],
+        [f'{WORKER}.replicas: must be an integer, not a string ("many")'],
     ),
     (
         "no container named ascend",
@@ -93,7 +94,7 @@ CASES: list[tuple[str, Callable[[Job], object], list[str]]] = [
     (
         "ascend container without an image",
         lambda j: _container(j, "Worker").pop("image"),
-        [f"{WORKER}.template.spec.containers[0].image: is required"],
+        [f"{WORKER}.template.spec.containers[0].image: Required value"],
     ),
     (
         "minAvailable above the replicas",
@@ -103,22 +104,25 @@ CASES: list[tuple[str, Callable[[Job], object], list[str]]] = [
     (
         "invalid quantity",
         lambda j: _container(j)["resources"]["requests"].update(cpu="lots"),
-        [f"{MASTER}.template.spec.containers[0].resources.requests.cpu: 'lots' is not a quantity"],
+        [
+            f'{MASTER}.template.spec.containers[0].resources.requests[cpu]: Invalid value: "lots": '
+            "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+        ],
     ),
     (
         "request above limit",
         lambda j: _container(j)["resources"].update(requests={"memory": "2Gi"}, limits={"memory": "1Gi"}),
         [
-            f"{MASTER}.template.spec.containers[0].resources.requests.memory: "
-            "must be less than or equal to its limit"
+            f'{MASTER}.template.spec.containers[0].resources.requests[memory]: Invalid value: "2Gi": '
+            "must be less than or equal to memory limit of 1Gi"
         ],
     ),
     (
         "NPU request differs from its limit",
         lambda j: _container(j)["resources"]["requests"].update({NPU_RESOURCE: 1}),
         [
-            f"{MASTER}.template.spec.containers[0].resources.requests.{NPU_RESOURCE}: "
-            "must equal its limit (extended resource)"
+            f"{MASTER}.template.spec.containers[0].resources.requests[{NPU_RESOURCE}]: Invalid value: 1: "
+            f"must be equal to {NPU_RESOURCE} limit of 2"
         ],
     ),
     (
@@ -135,6 +139,159 @@ CASES: list[tuple[str, Callable[[Job], object], list[str]]] = [
         ["spec.replicaSpecs: must name at least one replica type"],
     ),
     ("no spec at all", lambda j: j.pop("spec"), ["spec: is required"]),
+    # The CRD's integer fields: no strings or booleans where an int32 is due.
+    (
+        "replicas as a string",
+        lambda j: j["spec"]["replicaSpecs"]["Worker"].update(replicas="2"),
+        [f'{WORKER}.replicas: must be an integer, not a string ("2")'],
+    ),
+    (
+        "replicas as a boolean",
+        lambda j: j["spec"]["replicaSpecs"]["Worker"].update(replicas=True),
+        [f"{WORKER}.replicas: must be an integer, not a boolean (true)"],
+    ),
+    (
+        "minAvailable as a string",
+        lambda j: j["spec"]["runPolicy"]["schedulingPolicy"].update(minAvailable="2"),
+        ['spec.runPolicy.schedulingPolicy.minAvailable: must be an integer, not a string ("2")'],
+    ),
+    (
+        "backoffLimit beyond int32",
+        lambda j: j["spec"]["runPolicy"].update(backoffLimit=2**31),
+        ["spec.runPolicy.backoffLimit: must be at most 2147483647"],
+    ),
+    (
+        "more replicas than the operator's maxReplicas",
+        lambda j: j["spec"]["replicaSpecs"]["Worker"].update(replicas=20_001),
+        [f"{WORKER}.replicas: must be between 1 and 20000"],
+    ),
+    # The operator's rules beyond replica types.
+    (
+        "unknown success policy",
+        lambda j: j["spec"].update(successPolicy="AnyWorker"),
+        ['spec.successPolicy: must be "" or "AllWorkers"'],
+    ),
+    (
+        "unknown scale-out type",
+        lambda j: j["metadata"]["labels"].update({"scaleout-type": "infiniband"}),
+        ["metadata.labels.scaleout-type: 'infiniband' is not a scale-out type (RoCE or UBoE, in any case)"],
+    ),
+    (
+        "scaling rule without its group labels",
+        lambda j: j["metadata"]["labels"].update({"mind-cluster/scaling-rule": "rule-a"}),
+        [
+            "metadata.labels.mind-cluster/group-name: is required with the mind-cluster/scaling-rule label",
+            "metadata.labels.jobID: is required with the mind-cluster/scaling-rule label",
+        ],
+    ),
+    # Names: a DNS-1035 label, leaving room for the leader's Service <name>-master-0.
+    (
+        "name of 64 characters",
+        lambda j: j["metadata"].update(name="a" * 64),
+        [
+            f'metadata.name: Invalid value: "{"a" * 64}": must be no more than 63 bytes',
+        ],
+    ),
+    (
+        "name too long for the Master's Service",
+        lambda j: j["metadata"].update(name="a" * 55),
+        [
+            f'metadata.name: Invalid value: "{"a" * 55}": must be no more than 54 characters for a '
+            f"pytorch job: the ascend-operator names the Master's Service '{'a' * 55}-master-0', "
+            "a DNS-1035 label of at most 63 characters",
+        ],
+    ),
+    (
+        "name with a dot",
+        lambda j: j["metadata"].update(name="train.v2"),
+        [
+            'metadata.name: Invalid value: "train.v2": a DNS-1035 label must consist of lower case '
+            "alphanumeric characters or '-', start with an alphabetic character, and end with an "
+            "alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is "
+            "'[a-z]([-a-z0-9]*[a-z0-9])?')"
+        ],
+    ),
+    # The API server's rules for the pod templates.
+    (
+        "fractional NPUs",
+        lambda j: _container(j)["resources"].update(
+            requests={NPU_RESOURCE: "1500m"}, limits={NPU_RESOURCE: "1500m"}
+        ),
+        [
+            f"{MASTER}.template.spec.containers[0].resources.limits[{NPU_RESOURCE}]: "
+            'Invalid value: "1500m": must be an integer',
+            f"{MASTER}.template.spec.containers[0].resources.requests[{NPU_RESOURCE}]: "
+            'Invalid value: "1500m": must be an integer',
+        ],
+    ),
+    (
+        "NPU request without a limit",
+        lambda j: _container(j)["resources"].pop("limits"),
+        [
+            f"{MASTER}.template.spec.containers[0].resources.limits[{NPU_RESOURCE}]: "
+            "Required value: Limit must be set for non overcommitable resources"
+        ],
+    ),
+    (
+        "quantity as a float",
+        lambda j: _container(j)["resources"]["requests"].update(cpu=0.5),
+        [
+            f"{MASTER}.template.spec.containers[0].resources.requests[cpu]: Invalid value: 0.5: "
+            "must be of type integer or string (a quantity)"
+        ],
+    ),
+    (
+        "unknown container resource",
+        lambda j: _container(j)["resources"]["requests"].update(cpuu="1"),
+        [
+            f'{MASTER}.template.spec.containers[0].resources.requests[cpuu]: Invalid value: "cpuu": '
+            "must be a standard resource type or fully qualified; must be a standard resource for containers"
+        ],
+    ),
+    (
+        "container port as a string",
+        lambda j: _container(j)["ports"][0].update(containerPort="2222"),
+        [
+            f'{MASTER}.template.spec.containers[0].ports[0].containerPort: Invalid value: "2222": '
+            "must be of type integer"
+        ],
+    ),
+    (
+        "container port out of range",
+        lambda j: _container(j)["ports"][0].update(containerPort=70000),
+        [
+            f"{MASTER}.template.spec.containers[0].ports[0].containerPort: Invalid value: 70000: "
+            "must be between 1 and 65535, inclusive"
+        ],
+    ),
+    (
+        "the ascendjob-port twice in the ascend container",
+        lambda j: _container(j)["ports"].append({"containerPort": 2223, "name": "ascendjob-port"}),
+        [f'{MASTER}.template.spec.containers[0].ports[1].name: Duplicate value: "ascendjob-port"'],
+    ),
+    (
+        "an environment value that is a number",
+        lambda j: _container(j)["env"].append({"name": "EPOCHS", "value": 90}),
+        [f"{MASTER}.template.spec.containers[0].env[2].value: Invalid value: 90: must be of type string"],
+    ),
+    (
+        "a sidecar without an image, named like the ascend container",
+        lambda j: j["spec"]["replicaSpecs"]["Master"]["template"]["spec"]["containers"].append(
+            {"name": "ascend"}
+        ),
+        [
+            f'{MASTER}.template.spec.containers[1].name: Duplicate value: "ascend"',
+            f"{MASTER}.template.spec.containers[1].image: Required value",
+        ],
+    ),
+    (
+        "a pod template label that is too long",
+        lambda j: j["spec"]["replicaSpecs"]["Worker"]["template"]["metadata"]["labels"].update(app="x" * 64),
+        [
+            f'{WORKER}.template.metadata.labels[app]: Invalid value: "{"x" * 64}": '
+            "must be no more than 63 bytes"
+        ],
+    ),
 ]
 
 
@@ -163,12 +320,51 @@ def test_the_sample_is_valid_and_its_demand_is_two_exclusive_two_npu_pods() -> N
     assert dict(d.shapes[0].node_selector) == {"host-arch": "huawei-arm", "accelerator-type": "card-910b-2"}
 
 
-def test_single_pod_jobs_need_no_leader_per_framework() -> None:
+def _worker_only(framework: str, npus: int) -> Job:
     job = sample_job()
-    job["metadata"]["labels"]["framework"] = "mindspore"
+    job["metadata"]["labels"]["framework"] = framework
     del job["spec"]["replicaSpecs"]["Master"]
     job["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] = 1
+    _container(job, "Worker")["resources"] = {
+        "limits": {NPU_RESOURCE: npus},
+        "requests": {NPU_RESOURCE: npus},
+    }
+    return job
+
+
+def test_only_a_mindspore_job_of_one_npu_may_go_without_its_leader() -> None:
+    """``checkReplicaSpecs``: pytorch and tensorflow always need their leader; a mindspore job
+    needs its Scheduler once its workers take more than one NPU."""
+    assert ascendjob.validate(_worker_only("mindspore", 1)) == []
+    assert [str(e) for e in ascendjob.validate(_worker_only("mindspore", 2))] == [
+        "spec.replicaSpecs.Scheduler: is required for a mindspore job whose workers take more than one NPU"
+        " (2)"
+    ]
+    for framework, leader in (("pytorch", "Master"), ("tensorflow", "Chief")):
+        assert [str(e) for e in ascendjob.validate(_worker_only(framework, 1))] == [
+            f"spec.replicaSpecs.{leader}: is required for a {framework} job"
+        ]
+
+
+def test_names_as_long_as_the_operator_can_use_are_valid() -> None:
+    """A pytorch job's name may have 54 characters (its Service ``<name>-master-0`` then has
+    63); a mindspore job of workers only has no Service, so its name may have 63."""
+    job = sample_job()
+    job["metadata"]["name"] = "p" * 54
     assert ascendjob.validate(job) == []
+    job = _worker_only("mindspore", 1)
+    job["metadata"]["name"] = "m" * 63
+    assert ascendjob.validate(job) == []
+    assert ascendjob.member_copy(job, "uid", 1)["metadata"]["labels"][JOB_NAME_LABEL] == "m" * 63
+
+
+def test_whole_npus_written_either_way_are_valid() -> None:
+    for npus in (2, "2", "2e0"):
+        job = sample_job()
+        for rtype in ("Master", "Worker"):
+            _container(job, rtype)["resources"] = {"limits": {NPU_RESOURCE: npus}}
+        assert ascendjob.validate(job) == [], npus
+        assert ascendjob.demand(job).npus == 4
 
 
 def test_other_kinds_have_no_adapter() -> None:
@@ -209,3 +405,27 @@ def test_status_maps_the_last_true_condition() -> None:
     assert not status.finished
     assert status.to_status()["replicaStatuses"] == {"Master": {"active": 1}, "Worker": {"active": 1}}
     assert ascendjob.map_status({}).state is None
+
+
+def _paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path into a JSON value (keys and list indexes)."""
+    out = [path]
+    if isinstance(value, dict):
+        out += [p for k, v in value.items() for p in _paths(v, (*path, k))]
+    elif isinstance(value, list):
+        out += [p for i, v in enumerate(value) for p in _paths(v, (*path, i))]
+    return out
+
+
+def test_a_value_of_any_type_anywhere_is_an_error_or_fine_never_a_crash() -> None:
+    """Validation judges what it is given: no wrongly typed value raises (a 500 at the API)."""
+    paths = [p for p in _paths(sample_job()) if p and p[:3] != ("spec", "replicaSpecs", "Worker")]
+    for path in paths:
+        wrongs: tuple[Any, ...] = (None, "x", 7, True, 1.5, [], {}, [{}])
+        for wrong in wrongs:
+            job = sample_job()
+            target = job
+            for part in path[:-1]:
+                target = target[part]
+            target[path[-1]] = wrong
+            assert isinstance(ascendjob.validate(job), list), (path, wrong)
