@@ -108,8 +108,11 @@ def every_refusal(refused: Mapping[str, str]) -> str:
 
 
 def _is_current(obj: Mapping[str, Any], uid: str, attempt: int, member: str) -> bool:
-    """Whether ``obj`` is still at ``attempt`` of job ``uid`` on ``member``, not yet ended."""
-    if (obj.get("metadata") or {}).get("uid") != uid or attempt_of(obj) != attempt:
+    """Whether ``obj`` is still at ``attempt`` of job ``uid`` on ``member``, not yet ended. A job
+    being deleted is not: its attempt ends with the deletion (:mod:`fleet.dispatch.deletion`),
+    never by going back to its queue."""
+    meta = obj.get("metadata") or {}
+    if meta.get("uid") != uid or attempt_of(obj) != attempt or meta.get("deletionTimestamp"):
         return False
     return cluster_of(obj) == member and current_state(obj) not in (Phase.QUEUED, Phase.FAILED, "Succeeded")
 

@@ -43,6 +43,12 @@ class DispatchKeys:
         return self.base + "inflight"
 
     @property
+    def left(self) -> str:
+        """Set: ``member|uid|attempt`` of the member copies that deleted jobs left in place
+        (purgeMode Never): never purged as orphans; an entry goes when its copy does."""
+        return self.base + "left"
+
+    @property
     def health(self) -> str:
         """Hash: member -> JSON of its health as the syncer last probed it."""
         return self.base + "health"

@@ -26,8 +26,14 @@ result is kept in the health hash that the fleet API shows. A member NotReady lo
 ``tolerationSeconds`` loses that job: *cluster failover*, handed back without counting as a
 failure, and its copy purged when the member returns.
 
-Deletions: the syncer follows the fleet jobs' change stream; a job marked for deletion has its
-member copy purged, its quota and hold released, and then its finalizer removed.
+Deletions (:mod:`fleet.dispatch.deletion`): the syncer follows the fleet jobs' change stream; a
+job marked for deletion shows ``Terminating`` and its member copy is deleted by the RQ task
+``delete_copy``, which completes the deletion (quota and hold released, then the finalizer
+removed) once the member confirms the copy gone. While the member cannot be reached the delete
+is sent again with exponential backoff (``delete_retry_*``), and at once when the copy is seen
+again; the watch seeing the copy go completes the deletion too. A job never placed, one whose
+member left the fleet, and one whose policy's ``purgeMode`` is ``Never`` are completed at once,
+the last two with a ``MemberCopyLeft`` Event.
 
 Everything here may run twice (after a restart, or two syncers at once): every write to the fleet
 object is a compare-and-set on the uid and attempt, and the ledger and purges are idempotent.
@@ -50,15 +56,16 @@ from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.apiserver.errors import Gone
 from fleet.ascend import Condition, Reason
 from fleet.dispatch.context import Context, policy_for
+from fleet.dispatch.deletion import complete, is_deleting, left_entry, terminating
 from fleet.dispatch.handback import COMPONENT, finish, give_back
 from fleet.dispatch.preemption import is_being_preempted, requeued
 from fleet.jobs.phases import FINISHED, FleetReason, Phase
-from fleet.jobs.status import attempt_of, cluster_of, current_state, mirror, now_rfc3339
-from fleet.jobs.submit import FINALIZER, job_key
+from fleet.jobs.status import attempt_of, cluster_of, current_state, mirror
+from fleet.jobs.submit import job_key
 from fleet.members import DELETED, SYNC, Member, Watcher, WatchEvent
 from fleet.members.errors import redact
 from fleet.policy import ApplicationFailover, PropagationPolicy, PurgeMode
-from fleet.state import delete_events_for, record_event, record_events
+from fleet.state import record_event, record_events
 from fleet.workloads import WorkloadStatus, adapter_for
 from fleet.workloads.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
 
@@ -104,6 +111,10 @@ class SyncerSettings:
     #: reads them all to find the few deletions), for at most this much delay on a deletion.
     deletions_every: float = 0.25
     policy_refresh: float = 2.0
+    #: A deleted job's copy not yet confirmed gone: the delete is sent again after this long,
+    #: doubling up to ``delete_retry_max`` (and at once when the copy is seen again).
+    delete_retry_initial: float = 1.0
+    delete_retry_max: float = 30.0
 
 
 @dataclass
@@ -181,6 +192,8 @@ def _mirror_change(item: _Seen, before: dict[str, str | None]) -> Any:
             return None
         if cluster_of(obj) != ident.member or current_state(obj) in (Phase.QUEUED, *FINISHED):
             return None
+        if obj["metadata"].get("deletionTimestamp"):
+            return None  # Terminating: its state is the deletion's until the copy is gone
         if is_being_preempted(obj) and seen.state not in FINISHED:
             return None  # being evicted: only an end it reached first is news
         before["state"] = current_state(obj)
@@ -207,6 +220,8 @@ class Syncer:
         #: Purges sent -> when (monotonic), so a copy seen again is not purged twice at once.
         self._purged: dict[_Copy, float] = {}
         self._kept: set[_Copy] = set()
+        #: Copies of deleted jobs not yet confirmed gone -> (last delete sent, wait before the next).
+        self._deleting: dict[_Copy, tuple[float, float]] = {}
         self._policies: tuple[float, list[PropagationPolicy]] = (0.0, [])
         self._threads: list[threading.Thread] = []
 
@@ -299,8 +314,12 @@ class Syncer:
         mirrored: list[_Seen] = []
         for (ident, copy), obj in zip(found, objs, strict=True):
             meta = (obj or {}).get("metadata") or {}
+            if obj is not None and is_deleting(obj, ident.uid) and self._is_deleted_copy(ident, obj):
+                self._send_delete(ident, soon=True)  # seen again (its member is back): at once
+                continue
             if obj is None or meta.get("uid") != ident.uid or meta.get("deletionTimestamp"):
-                self._purge(ident, "orphan")
+                if not self._left_in_place(ident):
+                    self._purge(ident, "orphan")
                 continue
             if attempt_of(obj) != ident.attempt or cluster_of(obj) != member:
                 self._stale_copy(ident, obj)
@@ -383,7 +402,16 @@ class Syncer:
             self._stale.pop(ident, None)
             self._purged.pop(ident, None)
             self._kept.discard(ident)
+            self._deleting.pop(ident, None)
+        self.ctx.client.srem(self.ctx.keys.left, left_entry(member, ident.uid, ident.attempt))
         obj = self.ctx.objects.try_get(FLEET_ASCENDJOB, ident.namespace, ident.name)
+        if obj is not None and is_deleting(obj, ident.uid) and self._is_deleted_copy(ident, obj):
+            # The member no longer lists the copy of a deleted job: it is gone, for certain.
+            complete(
+                self.ctx, ident.namespace, ident.name, ident.uid,
+                attempt=ident.attempt, member=member, why="copy vanished",
+            )  # fmt: skip
+            return
         if obj is None or obj["metadata"].get("uid") != ident.uid or obj["metadata"].get("deletionTimestamp"):
             return
         if attempt_of(obj) != ident.attempt or cluster_of(obj) != member or current_state(obj) in FINISHED:
@@ -523,6 +551,7 @@ class Syncer:
                 self._purge(ident, "orphan")
             else:
                 self._stale_copy(ident, obj)
+        self._retry_deletions(now)
         self._cluster_failover()
 
     def _cluster_failover(self) -> None:
@@ -652,31 +681,97 @@ class Syncer:
         return version
 
     def _maybe_delete(self, obj: Mapping[str, Any]) -> None:
+        """Act on a job marked for deletion (see the module docstring, Deletions)."""
         meta = obj.get("metadata") or {}
-        if not meta.get("deletionTimestamp") or FINALIZER not in (meta.get("finalizers") or []):
+        uid = str(meta.get("uid"))
+        if not is_deleting(obj, uid):
             return
-        key, uid = job_key(obj), str(meta.get("uid"))
+        namespace, name = str(meta.get("namespace")), str(meta.get("name"))
         member, attempt = cluster_of(obj), attempt_of(obj)
-        if member is not None:
-            self._purge(
-                _Copy(member, str(meta.get("namespace")), str(meta.get("name")), uid, attempt), "deleted"
+        if member is None:  # never placed, or its last attempt ended: no copy to wait for
+            complete(self.ctx, namespace, name, uid, attempt=attempt, member=None, why="no copy")
+            return
+        ident = _Copy(member, namespace, name, uid, attempt)
+        if member not in self.ctx.members:
+            self._forget_deletion(ident)
+            complete(
+                self.ctx, namespace, name, uid, attempt=attempt, member=member, why="member gone",
+                left=f"{member} is no longer a member of the fleet: the copy of attempt {attempt} there, "
+                "if any, was not deleted",
+            )  # fmt: skip
+            return
+        if self._failover_policy(obj).purge_mode == PurgeMode.NEVER:
+            self._forget_deletion(ident)
+            complete(
+                self.ctx, namespace, name, uid, attempt=attempt, member=member, why="purgeMode Never",
+                left=f"the copy of attempt {attempt} is left in {member} (purgeMode Never): "
+                f"delete {namespace}/{name} there yourself", keep=True,
+            )  # fmt: skip
+            return
+        if current_state(obj) != Phase.TERMINATING:
+            terminating(
+                self.ctx,
+                namespace,
+                name,
+                uid,
+                reason=FleetReason.DELETING_COPY,
+                message=f"deleting the copy of attempt {attempt} in {member}; the job goes once it is gone",
             )
-            finish(self.ctx, key, uid, attempt, member=member)
-        else:
-            self.ctx.ledger.release(key)
+        self._send_delete(ident, soon=False)
 
-        def change(current: dict[str, Any]) -> dict[str, Any] | None:
-            cmeta = current["metadata"]
-            if cmeta.get("uid") != uid or FINALIZER not in (cmeta.get("finalizers") or []):
-                return None
-            cmeta["finalizers"] = [f for f in cmeta["finalizers"] if f != FINALIZER]
-            return current
+    def _left_in_place(self, ident: _Copy) -> bool:
+        """Whether ``ident`` is a copy a deleted job left in place (purgeMode Never)."""
+        entry = left_entry(ident.member, ident.uid, ident.attempt)
+        return bool(self.ctx.client.sismember(self.ctx.keys.left, entry))
 
-        self.ctx.objects.mutate(
-            FLEET_ASCENDJOB, str(meta.get("namespace")), str(meta.get("name")), change, subresource=None
+    @staticmethod
+    def _is_deleted_copy(ident: _Copy, obj: Mapping[str, Any]) -> bool:
+        """Whether ``ident`` is the copy a deleted job's finalizer waits for."""
+        return attempt_of(obj) == ident.attempt and cluster_of(obj) == ident.member
+
+    def _forget_deletion(self, ident: _Copy) -> None:
+        with self._lock:
+            self._deleting.pop(ident, None)
+
+    def _send_delete(self, ident: _Copy, *, soon: bool) -> None:
+        """Send the ``delete_copy`` task for ``ident``, unless it was sent too recently: the wait
+        doubles from ``delete_retry_initial`` to ``delete_retry_max``; ``soon`` (the copy was
+        seen again) starts it over."""
+        initial, most = self.settings.delete_retry_initial, self.settings.delete_retry_max
+        now = time.monotonic()
+        with self._lock:
+            entry = self._deleting.get(ident)
+            if entry is None:
+                wait = initial
+            else:
+                sent, wait = entry
+                if now - sent < (initial if soon else wait):
+                    return
+                wait = initial if soon else min(wait * 2, most)
+            self._deleting[ident] = (now, wait)
+        self.ctx.purge_queue.enqueue(
+            "fleet.dispatch.tasks.delete_copy",
+            ident.member,
+            ident.namespace,
+            ident.name,
+            ident.uid,
+            ident.attempt,
+            job_timeout=60,
+            failure_ttl=3600,
         )
-        events = delete_events_for(self.ctx.objects, obj)
+        PURGES.labels("deleted").inc()
         log.info(
-            "event=deleted job=%s member=%s attempt=%d events=%d at=%s",
-            key, member, attempt, events, now_rfc3339(),
+            "event=delete_sent job=%s member=%s attempt=%d retry_in=%.1f",
+            ident.key, ident.member, ident.attempt, wait,
         )  # fmt: skip
+
+    def _retry_deletions(self, now: float) -> None:
+        """Send again the deletes whose copies are not confirmed gone after their wait."""
+        with self._lock:
+            due = [ident for ident, (sent, wait) in self._deleting.items() if now - sent >= wait]
+        for ident in due:
+            obj = self.ctx.objects.try_get(FLEET_ASCENDJOB, ident.namespace, ident.name)
+            if obj is None or not is_deleting(obj, ident.uid) or not self._is_deleted_copy(ident, obj):
+                self._forget_deletion(ident)
+                continue
+            self._maybe_delete(obj)

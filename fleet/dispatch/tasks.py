@@ -24,12 +24,13 @@ from typing import Any, Final
 
 from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.dispatch.context import Context, current
+from fleet.dispatch.deletion import complete, is_deleting, terminating
 from fleet.dispatch.handback import COMPONENT, fail, give_back, inflight_entry
 from fleet.dispatch.preemption import requeued
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import attempt_of, cluster_of, current_state, set_state
 from fleet.jobs.submit import split_key
-from fleet.members import Conflict, MemberRefused, MemberUnavailable, NotFound, Scope, scope_of
+from fleet.members import Conflict, MemberError, MemberRefused, MemberUnavailable, NotFound, Scope, scope_of
 from fleet.members.errors import safe_message
 from fleet.members.refusals import describe
 from fleet.state import record_event, record_events
@@ -42,6 +43,7 @@ __all__ = [
     "EXCLUDE_REFUSED_SECONDS",
     "EXCLUDE_UNAVAILABLE_SECONDS",
     "Propagation",
+    "delete_copy",
     "evict",
     "propagate",
     "propagate_batch",
@@ -331,3 +333,62 @@ def evict(member: str, namespace: str, name: str, uid: str, attempt: int) -> str
         time.sleep(0.05)
     requeued(ctx, f"{namespace}/{name}", uid, attempt, member=member)
     return "evicted"
+
+
+def delete_copy(member: str, namespace: str, name: str, uid: str, attempt: int) -> str:
+    """Delete the member copy of a job deleted at the fleet and, once the copy is confirmed
+    gone, complete the deletion (:func:`fleet.dispatch.deletion.complete`: quota released,
+    finalizer removed). Returns what it did.
+
+    Never raises for the member: while it cannot be reached (or refuses the delete) the job's
+    ``Terminating`` condition says so (``WaitingForMember``) and the syncer sends this task again
+    with backoff. A copy the member deletes in the background (still listed after the delete) is
+    left to finish: the syncer completes the deletion when its watch sees the copy go, or this
+    task, sent again, finds it absent. A copy not there while the attempt's propagation is
+    still in flight is not taken for gone: the worker may be creating it.
+    """
+    ctx = current()
+    key = f"{namespace}/{name}"
+    if not is_deleting(ctx.objects.try_get(FLEET_ASCENDJOB, namespace, name), uid):
+        return "done"
+    try:
+        client = ctx.member(member)
+        outcome = purge(member, namespace, name, uid, attempt)
+        if outcome == "absent" and ctx.client.zscore(ctx.keys.inflight, inflight_entry(key, uid, attempt)):
+            # A worker may be creating it right now (it read the job before it was deleted): not
+            # gone until that propagation is over (its mark goes then, or at its deadline).
+            return "creating"
+        if outcome == "purged":
+            try:
+                labels = _labels(client.get_job(namespace, name))
+                if labels.get(JOB_UID_LABEL) == uid and labels.get(ATTEMPT_LABEL) == str(attempt):
+                    outcome = "deleting"
+            except NotFound:
+                pass
+    except (LookupError, MemberError) as error:
+        said = safe_message(error)
+        log.warning(
+            "event=delete_copy_waits job=%s/%s member=%s error=%r", namespace, name, member, str(error)
+        )
+        terminating(
+            ctx,
+            namespace,
+            name,
+            uid,
+            reason=FleetReason.WAITING_FOR_MEMBER,
+            message=f"waiting for {member} to confirm that the copy of attempt {attempt} is gone: {said}",
+        )
+        return "waiting"
+    if outcome == "deleting":
+        terminating(
+            ctx,
+            namespace,
+            name,
+            uid,
+            reason=FleetReason.WAITING_FOR_MEMBER,
+            message=f"waiting for {member} to finish deleting the copy of attempt {attempt} "
+            "(it still lists it)",
+        )
+        return "deleting"
+    complete(ctx, namespace, name, uid, attempt=attempt, member=member, why=f"copy {outcome}")
+    return "deleted"

@@ -4,7 +4,9 @@ A fleet job's ``status.conditions`` follows the AscendJob convention: the last e
 the current state. Fleet writes its own states while the job is on the fleet side (``Queued``,
 ``Admitted``, ``Dispatched``, ``Rescheduling``, and a terminal ``Failed`` when retries run out)
 and then mirrors the member's conditions (``Created``, ``Running``, ``Restarting``,
-``Succeeded``, ``Failed``, see :class:`fleet.ascend.Condition`) after them.
+``Succeeded``, ``Failed``, see :class:`fleet.ascend.Condition`) after them. A job deleted at
+the fleet while it has a member copy ends with ``Terminating`` until the copy is confirmed gone
+(:mod:`fleet.dispatch.deletion`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ class Phase:
     DISPATCHED: Final = "Dispatched"
     RESCHEDULING: Final = "Rescheduling"
     FAILED: Final = Condition.FAILED
+    #: Deleted at the fleet, waiting for its member copy to be confirmed gone (the finalizer holds).
+    TERMINATING: Final = "Terminating"
 
 
 #: Condition types that come from the member copy.
@@ -61,3 +65,10 @@ class FleetReason:
     MIRRORED: Final = "MemberStatus"
     #: Evicted to let a job of higher priority start, or to give a leaf its guaranteed quota.
     PREEMPTED: Final = "Preempted"
+    #: Terminating: the delete of the member copy was sent; the finalizer holds until it is gone.
+    DELETING_COPY: Final = "DeletingMemberCopy"
+    #: Terminating: the member could not be reached (or refused the delete); retried with backoff.
+    WAITING_FOR_MEMBER: Final = "WaitingForMember"
+    #: A deleted job's member copy left in place: its policy's purgeMode is Never, or its member
+    #: is no longer in the fleet. The finalizer goes at once; the Event says where the copy is.
+    MEMBER_COPY_LEFT: Final = "MemberCopyLeft"
