@@ -4,8 +4,8 @@
 client points at (fakeredis or a real redis-server): the sync client is the replica's, and an
 asyncio client to the same Redis is made on the server's own loop. Several threads over one
 Redis are several replicas. ``kubeconfig()`` writes a kubeconfig for kubectl, with a bearer
-token when given. :func:`keyspace` reads a whole Redis, to show that a refused request changed
-nothing.
+token when given; :func:`official_client` makes the official ``kubernetes`` client from it.
+:func:`keyspace` reads a whole Redis, to show that a refused request changed nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 import fakeredis
 import redis
 import redis.asyncio
+from kubernetes import client as kube_client
+from kubernetes import config as kube_config
 
 from fleet.api.app import FleetApi, build_fleet_api
 from fleet.api.auth import Identity
@@ -125,6 +127,15 @@ class FleetApiThread:
             f"  context:\n    cluster: {context}\n    user: {context}\n    namespace: default\n"
         )
         return path
+
+
+def official_client(
+    api: FleetApiThread, directory: Path, *, token: str | None = None
+) -> kube_client.ApiClient:
+    """The official ``kubernetes`` client, configured from a kubeconfig for ``api`` (written in
+    ``directory``), as a user's program reaches the fleet endpoint."""
+    path = api.kubeconfig(directory / f"fleet-{api.port}.kubeconfig", token=token)
+    return kube_config.new_client_from_config(config_file=str(path), context="fleet")  # type: ignore[no-untyped-call,no-any-return]
 
 
 def keyspace(client: redis.Redis) -> dict[Any, Any]:

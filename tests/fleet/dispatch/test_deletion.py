@@ -1,0 +1,159 @@
+"""Deleting a job holds it until its member copy is gone (issue 23, requirement 3).
+
+Real processes (redis-server, the simulated members over HTTP, ``fleet dispatcher``, ``fleet
+worker``, ``fleet syncer``), one member, and a fleet API replica read through the official
+``kubernetes`` client and kubectl, as a user would:
+
+* a job deleted while its member is down stays ``Terminating`` (deletionTimestamp set, its last
+  condition ``Terminating``/``WaitingForMember`` naming the member), its quota held in the ledger;
+  once the member is back, its copy is deleted there, and only then are the quota released and the
+  fleet object gone;
+* a job whose policy says ``purgeMode: Never`` is gone at once, with a ``MemberCopyLeft`` Event,
+  its copy left running in the member, and not purged later as an orphan.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
+
+from fleet.api.kinds import PROPAGATION_POLICY
+from tests.fleet.dispatch.conftest import MODULE_POOL, RunningFleet
+from tests.fleet.placement.factory import job
+from tests.support.fleet_api import FleetApiThread, official_client
+from tests.support.kubectl import KUBECTL, Kubectl, table
+
+pytestmark = pytest.mark.integration
+
+MEMBER = "member-1"
+WAITS, LEFT = ("team-a", "waits"), ("team-b", "left")
+GROUP, VERSION, PLURAL = "mindxdl.gitee.com", "v1", "ascendjobs"
+NPU = "huawei.com/Ascend910"
+#: Member health quickly: NotReady after two failed probes 0.3 s apart.
+FAST_PROBES = ("--probe-interval", "0.3", "--failure-threshold", "2")
+
+
+def _never_policy(namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "policy.one.alibabacloud.com/v1alpha1",
+        "kind": "PropagationPolicy",
+        "metadata": {"name": "leave-copies", "namespace": namespace},
+        "spec": {
+            "failover": {"application": {"purgeMode": "Never"}},
+            "resourceSelectors": [{"apiVersion": "mindxdl.gitee.com/v1", "kind": "AscendJob"}],
+        },
+    }
+
+
+def _long_job(namespace: str, name: str) -> dict[str, Any]:
+    obj = job(name, workers=0, npus=1, exclusive=False)
+    obj["metadata"]["namespace"] = namespace
+    obj["metadata"]["annotations"] = {"sim.fleet.io/duration-seconds": "600"}
+    return obj
+
+
+def _read(jobs: client.CustomObjectsApi, namespace: str, name: str) -> dict[str, Any] | None:
+    """The fleet job as the API serves it; None once it is gone (404)."""
+    try:
+        obj = jobs.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    assert isinstance(obj, dict)
+    return obj
+
+
+def _waiting_for_member(obj: dict[str, Any] | None) -> bool:
+    if obj is None or not obj["metadata"].get("deletionTimestamp"):
+        return False
+    last = obj["status"]["conditions"][-1]
+    return (last["type"], last["reason"]) == ("Terminating", "WaitingForMember") and MEMBER in last["message"]
+
+
+def _holds(fleet: RunningFleet, namespace: str, name: str) -> bool:
+    """Whether the ledger still counts the job (admitted, its NPU in its leaf's usage)."""
+    used = fleet.ledger.usages([namespace])[namespace].get(NPU, 0)
+    return f"{namespace}/{name}" in fleet.ledger.records() and used >= 1
+
+
+def test_a_job_deleted_while_its_member_is_down_waits_for_its_copy_to_go(
+    fleet_factory: Callable[..., RunningFleet], tmp_path: Path
+) -> None:
+    fleet = fleet_factory(members={MEMBER: MODULE_POOL}, workers=1, syncer_args=FAST_PROBES)
+    fleet.objects.create(PROPAGATION_POLICY, _never_policy(LEFT[0]))
+    waits, left = fleet.submit(_long_job(*WAITS)), fleet.submit(_long_job(*LEFT))
+    fleet.wait_for("both jobs to run", lambda: set(fleet.states().values()) == {"Running"}, 30)
+
+    def copies(obj: dict[str, Any]) -> list[str]:
+        return fleet.member_copies().get(obj["metadata"]["uid"], [])
+
+    with FleetApiThread(fleet.client) as api:
+        official = official_client(api, tmp_path)
+        jobs, core = client.CustomObjectsApi(official), client.CoreV1Api(official)
+
+        # purgeMode Never: the finalizer goes at once, an Event says where the copy was left.
+        listed = core.list_namespaced_event(LEFT[0])
+        assert listed.metadata is not None
+        since = listed.metadata.resource_version
+        jobs.delete_namespaced_custom_object(GROUP, VERSION, LEFT[0], PLURAL, LEFT[1])
+        fleet.wait_for("the purgeMode Never job to go at once", lambda: _read(jobs, *LEFT) is None, 5)
+        seen = [
+            e["object"]
+            for e in watch.Watch().stream(  # type: ignore[no-untyped-call]
+                core.list_namespaced_event, LEFT[0], resource_version=since, timeout_seconds=2
+            )
+            if e["type"] == "ADDED" and e["object"].reason == "MemberCopyLeft"
+        ]
+        assert len(seen) == 1, seen
+        assert seen[0].type == "Warning"
+        assert seen[0].involved_object.name == LEFT[1]
+        assert MEMBER in seen[0].message and "purgeMode Never" in seen[0].message
+        assert f"{LEFT[0]}/{LEFT[1]}" not in fleet.ledger.records()
+        assert copies(left) == [MEMBER], "purgeMode Never leaves the copy where it runs"
+
+        # The member goes down; the job deleted meanwhile stays Terminating, its quota held.
+        fleet.sim.fault(MEMBER, "down")
+        jobs.delete_namespaced_custom_object(GROUP, VERSION, WAITS[0], PLURAL, WAITS[1])
+        fleet.wait_for(
+            "the job to say it waits for its member", lambda: _waiting_for_member(_read(jobs, *WAITS)), 15
+        )
+        said = (_read(jobs, *WAITS) or {})["status"]["conditions"][-1]["message"]
+        assert "127.0.0.1" not in said, said  # the member's name, never its address
+        if KUBECTL is not None:
+            kubectl = Kubectl(KUBECTL, api.kubeconfig(tmp_path / "kubectl.kubeconfig"), tmp_path / "cache")
+            rows = table(kubectl("get", "acjob", "-n", WAITS[0]).stdout)
+            assert rows[1][:2] == [WAITS[1], "Terminating"], rows
+        until = time.monotonic() + 3.0
+        while time.monotonic() < until:
+            assert _waiting_for_member(_read(jobs, *WAITS)), "the job left before its copy did"
+            assert _holds(fleet, *WAITS), "the quota was released before the copy was gone"
+            time.sleep(0.3)
+
+        # The member is back: the copy goes first, then the quota, then the fleet job.
+        fleet.sim.fault(MEMBER, "up")
+        deadline = time.monotonic() + 20
+        while True:
+            held = _holds(fleet, *WAITS)
+            present = _read(jobs, *WAITS) is not None
+            there = copies(waits)
+            assert held or not there, "quota released while the copy is still in the member"
+            assert present or not there, "the fleet job went while its copy is still in the member"
+            if not present:
+                break
+            if time.monotonic() > deadline:
+                pytest.fail(f"the deleted job never went\n{fleet.procs.logs()}")
+            time.sleep(0.2)
+        assert not _holds(fleet, *WAITS)
+        assert fleet.ledger.usages([WAITS[0]])[WAITS[0]].get(NPU, 0) == 0
+        assert fleet.ledger.records() == {}
+
+        # The copy purgeMode Never left is not taken for an orphan now that the member is back.
+        time.sleep(1.0)
+        assert copies(left) == [MEMBER]
