@@ -157,3 +157,38 @@ def test_a_job_deleted_while_its_member_is_down_waits_for_its_copy_to_go(
         # The copy purgeMode Never left is not taken for an orphan now that the member is back.
         time.sleep(1.0)
         assert copies(left) == [MEMBER]
+
+
+def test_a_copy_the_member_deletes_in_the_background_holds_the_job_until_it_is_no_longer_listed(
+    fleet_factory: Callable[..., RunningFleet], tmp_path: Path
+) -> None:
+    fleet = fleet_factory(members={MEMBER: MODULE_POOL}, workers=1, syncer_args=FAST_PROBES)
+    waits = fleet.submit(_long_job(*WAITS))
+    fleet.wait_for("the job to run", lambda: fleet.states() == {"/".join(WAITS): "Running"}, 30)
+    # Someone's finalizer on the member copy: the member answers the delete (200) but keeps
+    # listing the copy, marked with its deletionTimestamp, until that finalizer goes.
+    member = client.CustomObjectsApi(fleet.sim.api_client(MEMBER))
+    hold = {"metadata": {"finalizers": ["example.com/hold"]}}
+    member.patch_namespaced_custom_object(GROUP, VERSION, WAITS[0], PLURAL, WAITS[1], hold)
+
+    def finishing(obj: dict[str, Any] | None) -> bool:
+        last = (obj or {}).get("status", {}).get("conditions", [{}])[-1]
+        return last.get("reason") == "WaitingForMember" and "finish deleting" in last.get("message", "")
+
+    with FleetApiThread(fleet.client) as api:
+        jobs = client.CustomObjectsApi(official_client(api, tmp_path))
+        jobs.delete_namespaced_custom_object(GROUP, VERSION, WAITS[0], PLURAL, WAITS[1])
+        fleet.wait_for(
+            "the job to wait for the member's own deletion", lambda: finishing(_read(jobs, *WAITS)), 15
+        )
+        copy = member.get_namespaced_custom_object(GROUP, VERSION, WAITS[0], PLURAL, WAITS[1])
+        assert isinstance(copy, dict) and copy["metadata"]["deletionTimestamp"]
+        time.sleep(1.5)
+        assert _read(jobs, *WAITS) is not None and _holds(fleet, *WAITS)
+        # The member's finalizer goes, so does the copy; then the quota and the fleet job.
+        member.patch_namespaced_custom_object(
+            GROUP, VERSION, WAITS[0], PLURAL, WAITS[1], {"metadata": {"finalizers": None}}
+        )
+        fleet.wait_for("the fleet job to go", lambda: _read(jobs, *WAITS) is None, 10)
+        assert fleet.member_copies().get(waits["metadata"]["uid"]) is None
+        assert fleet.ledger.records() == {}
