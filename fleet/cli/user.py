@@ -47,7 +47,9 @@ from queues.views import HEADERS as QUEUE_HEADERS
 __all__ = ["clusters", "describe", "get", "queues"]
 
 _GREEN: Final = frozenset({"Admitted", "Dispatched", "Created", "Running", "Succeeded", "True"})
-_YELLOW: Final = frozenset({Phase.QUEUED, Phase.RESCHEDULING, "Restarting", "Unknown", "Pending"})
+_YELLOW: Final = frozenset(
+    {Phase.QUEUED, Phase.RESCHEDULING, Phase.TERMINATING, "Restarting", "Unknown", "Pending"}
+)
 _RED: Final = frozenset({"Failed", "False"})
 
 _JOBS = (FLEET_ASCENDJOB.group, FLEET_ASCENDJOB.version, FLEET_ASCENDJOB.plural)
@@ -265,7 +267,8 @@ def describe_acjob(kubeconfig: Path, context: str, namespace: str | None, name: 
         ("Created", f"{meta.get('creationTimestamp', '')} ({_age(job)} ago)"),
     ]
     if meta.get("deletionTimestamp"):
-        pairs.append(("Deleting", f"since {meta['deletionTimestamp']}, until Fleet has released it"))
+        until = "until its member copy is confirmed gone and Fleet has released it"
+        pairs.append(("Deleting", f"since {meta['deletionTimestamp']}, {until}"))
     lines = _fields(pairs)
     style = state_style(state)
     if style is not None:
