@@ -315,7 +315,7 @@ class Syncer:
         for (ident, copy), obj in zip(found, objs, strict=True):
             meta = (obj or {}).get("metadata") or {}
             if obj is not None and is_deleting(obj, ident.uid) and self._is_deleted_copy(ident, obj):
-                self._send_delete(ident, soon=True)  # seen again (its member is back): at once
+                self._maybe_delete(obj, soon=True)  # seen again (its member is back): at once
                 continue
             if obj is None or meta.get("uid") != ident.uid or meta.get("deletionTimestamp"):
                 if not self._left_in_place(ident):
@@ -680,8 +680,9 @@ class Syncer:
             self._maybe_delete(obj)
         return version
 
-    def _maybe_delete(self, obj: Mapping[str, Any]) -> None:
-        """Act on a job marked for deletion (see the module docstring, Deletions)."""
+    def _maybe_delete(self, obj: Mapping[str, Any], *, soon: bool = False) -> None:
+        """Act on a job marked for deletion (see the module docstring, Deletions); ``soon``: its
+        copy was just seen, so a delete still to be confirmed is sent again at once."""
         meta = obj.get("metadata") or {}
         uid = str(meta.get("uid"))
         if not is_deleting(obj, uid):
@@ -717,7 +718,7 @@ class Syncer:
                 reason=FleetReason.DELETING_COPY,
                 message=f"deleting the copy of attempt {attempt} in {member}; the job goes once it is gone",
             )
-        self._send_delete(ident, soon=False)
+        self._send_delete(ident, soon=soon)
 
     def _left_in_place(self, ident: _Copy) -> bool:
         """Whether ``ident`` is a copy a deleted job left in place (purgeMode Never)."""
