@@ -33,6 +33,8 @@ Workers (:mod:`~fleet.dispatch.tasks`, run by RQ)
     fails it with every member's reason once no member is left. An error while making one job's
     copy fails that job; the rest of the batch goes on.
     ``purge``: delete a member copy of a given uid and attempt (never its successor).
+    ``delete_copy``: the same for a job deleted at the fleet, then, once the member confirms the
+    copy gone, complete the deletion (:mod:`~fleet.dispatch.deletion`).
 
 Syncer (:mod:`~fleet.dispatch.syncer`)
     Per member: watches the propagated jobs (resuming from their resourceVersion after any
@@ -42,7 +44,9 @@ Syncer (:mod:`~fleet.dispatch.syncer`)
     once: release is idempotent), applies failover (cluster failover after the toleration,
     application failover for retriable failures and for PodGroupPending past the toleration,
     bounded by the policy's backoffLimit with exponential backoff), purges stale copies by the
-    policy's purgeMode, and completes deletions (member copy gone, quota released, finalizer off).
+    policy's purgeMode, and drives deletions (:mod:`~fleet.dispatch.deletion`): a deleted job
+    stays ``Terminating`` until its member copy is confirmed gone (the delete sent again with
+    backoff while its member is unreachable), then its quota is released and its finalizer off.
 
 Crash safety: every step is recorded in Redis before the next is taken, and each role can repeat
 its step (admission, placement hold, creation, release and purge are idempotent). When a
