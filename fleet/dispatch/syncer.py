@@ -30,10 +30,11 @@ Deletions (:mod:`fleet.dispatch.deletion`): the syncer follows the fleet jobs' c
 job marked for deletion shows ``Terminating`` and its member copy is deleted by the RQ task
 ``delete_copy``, which completes the deletion (quota and hold released, then the finalizer
 removed) once the member confirms the copy gone. While the member cannot be reached the delete
-is sent again with exponential backoff (``delete_retry_*``), and at once when the copy is seen
-again; the watch seeing the copy go completes the deletion too. A job never placed, one whose
-member left the fleet, and one whose policy's ``purgeMode`` is ``Never`` are completed at once,
-the last two with a ``MemberCopyLeft`` Event.
+is sent again with exponential backoff (``delete_retry_*``; only every ``delete_retry_max``
+while the member is NotReady), and at once when the copy is seen again (the member is back);
+the watch seeing the copy go completes the deletion too. A job never placed, one whose member
+left the fleet, and one whose policy's ``purgeMode`` is ``Never`` are completed at once, the
+last two with a ``MemberCopyLeft`` Event.
 
 Everything here may run twice (after a restart, or two syncers at once): every write to the fleet
 object is a compare-and-set on the uid and attempt, and the ledger and purges are idempotent.
@@ -734,6 +735,15 @@ class Syncer:
         with self._lock:
             self._deleting.pop(ident, None)
 
+    def _delete_due(self, ident: _Copy, sent: float, wait: float, now: float) -> bool:
+        """Whether the delete of ``ident`` sent at ``sent`` may be sent again: after ``wait``, or
+        only after ``delete_retry_max`` while its member is NotReady (the member turning Ready
+        shows the copy again, which sends it at once: no worker waits on a member that is down).
+        Called with the lock held."""
+        health = self._health.get(ident.member)
+        down = health is not None and health.ready is False
+        return now - sent >= (self.settings.delete_retry_max if down else wait)
+
     def _send_delete(self, ident: _Copy, *, soon: bool) -> None:
         """Send the ``delete_copy`` task for ``ident``, unless it was sent too recently: the wait
         doubles from ``delete_retry_initial`` to ``delete_retry_max``; ``soon`` (the copy was
@@ -746,7 +756,9 @@ class Syncer:
                 wait = initial
             else:
                 sent, wait = entry
-                if now - sent < (initial if soon else wait):
+                if soon and now - sent < initial:
+                    return
+                if not soon and not self._delete_due(ident, sent, wait, now):
                     return
                 wait = initial if soon else min(wait * 2, most)
             self._deleting[ident] = (now, wait)
@@ -769,7 +781,7 @@ class Syncer:
     def _retry_deletions(self, now: float) -> None:
         """Send again the deletes whose copies are not confirmed gone after their wait."""
         with self._lock:
-            due = [ident for ident, (sent, wait) in self._deleting.items() if now - sent >= wait]
+            due = [i for i, (sent, wait) in self._deleting.items() if self._delete_due(i, sent, wait, now)]
         for ident in due:
             obj = self.ctx.objects.try_get(FLEET_ASCENDJOB, ident.namespace, ident.name)
             if obj is None or not is_deleting(obj, ident.uid) or not self._is_deleted_copy(ident, obj):
