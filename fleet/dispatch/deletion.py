@@ -34,7 +34,7 @@ from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.dispatch.context import Context
 from fleet.dispatch.handback import COMPONENT, finish
 from fleet.jobs.phases import FleetReason, Phase
-from fleet.jobs.status import current_state, last_condition, set_state
+from fleet.jobs.status import set_state
 from fleet.jobs.submit import FINALIZER
 from fleet.state import delete_events_for, record_event
 
@@ -67,13 +67,8 @@ def terminating(ctx: Context, namespace: str, name: str, uid: str, *, reason: st
         changed.clear()
         if not is_deleting(obj, uid):
             return None
-        last = last_condition(obj) or {}
-        if current_state(obj) == Phase.TERMINATING and (last.get("reason"), last.get("message")) == (
-            reason,
-            message,
-        ):
-            return None
-        set_state(obj.setdefault("status", {}), Phase.TERMINATING, reason, message)
+        if not set_state(obj.setdefault("status", {}), Phase.TERMINATING, reason, message):
+            return None  # it says so already
         changed.append(True)
         return obj
 
