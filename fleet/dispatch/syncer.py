@@ -24,9 +24,10 @@ Health: each member is probed every ``probe_interval``; it turns NotReady after
 ``failure_threshold`` failures in a row and Ready after ``success_threshold`` successes. The state
 is a :class:`fleet.dispatch.health.MemberHealth` record in the health hash, written after every
 probe and read back when the syncer starts (or first probes a member it did not have): a restart
-continues the NotReady clock and the failure count where they were. A member NotReady longer
-than a job's ``tolerationSeconds`` (counted from the record's ``since``) loses that job: *cluster
-failover*, handed back without counting as a failure, and its copy purged when the member
+continues the NotReady clock and the failure count where they were (a member is failed over
+only once a probe of this syncer confirmed the record: it may have come back meanwhile). A member
+NotReady longer than a job's ``tolerationSeconds`` (counted from the record's ``since``) loses
+that job: *cluster failover*, handed back without counting as a failure, and its copy purged when the member
 returns.
 
 Deletions: the syncer follows the fleet jobs' change stream; a job marked for deletion has its
@@ -175,6 +176,9 @@ class Syncer:
         self._lock = threading.Lock()
         #: Member -> its health record, as last written (or read back when first needed).
         self._health: dict[str, MemberHealth] = {}
+        #: Members this syncer has probed itself: a record read back fails a member over only
+        #: once a probe here confirmed it (it may have come back while no syncer looked).
+        self._probed: set[str] = set()
         self._watchers: dict[str, Watcher] = {}
         #: (member, uid, attempt) -> when the copy was first seen waiting for its gang (monotonic).
         self._pending_since: dict[_Copy, float] = {}
@@ -508,7 +512,7 @@ class Syncer:
             down = {
                 name: seconds
                 for name, h in self._health.items()
-                if (seconds := h.not_ready_for(wall)) is not None
+                if name in self._probed and (seconds := h.not_ready_for(wall)) is not None
             }
         if not down:
             return
@@ -594,6 +598,7 @@ class Syncer:
                 success_threshold=settings.success_threshold,
             )
             self._health[name] = health
+            self._probed.add(name)
         ready = health.ready
         MEMBER_READY.labels(name).set(1 if ready else 0)
         if turned:

@@ -3,6 +3,8 @@
 * A member goes down with jobs on it and the syncer is killed (SIGKILL) twice during the outage:
   the jobs fail over when the member has been NotReady for the toleration, not a toleration
   after the last restart (the health record in Redis is what a restarted syncer continues from).
+* A record read back is not acted on before a probe confirms it (the member came back while no
+  syncer looked).
 * A dispatcher that starts while a member is unreachable decides at once with the others.
 """
 
@@ -15,7 +17,7 @@ from typing import Any
 import pytest
 
 from fleet.api.kinds import FLEET_ASCENDJOB, PROPAGATION_POLICY
-from fleet.dispatch.health import read_health
+from fleet.dispatch.health import MemberHealth, read_health, write_health
 from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS
 from fleet.jobs import cluster_of, current_state
 from tests.fleet.dispatch.conftest import A800_POOL, MODULE_POOL, RunningFleet
@@ -155,3 +157,36 @@ def test_a_dispatcher_started_with_a_member_down_dispatches_to_the_others_at_onc
         return cluster_of(obj) == "member-3" and current_state(obj) == "Running"
 
     fleet.wait_for("the next job to run on member-3 (member-1 is full)", on_member_3, 20)
+
+
+def test_a_record_read_back_fails_nothing_over_before_a_probe_confirms_it(
+    fleet_factory: Callable[..., RunningFleet],
+) -> None:
+    """A member that came back while no syncer looked: its old NotReady record (past the
+    toleration) is continued, not acted on; the first probe finds it Ready."""
+    fleet = fleet_factory(members=TWO_MEMBERS, workers=1, syncer=False)
+    fleet.objects.create(PROPAGATION_POLICY, _policy(TOLERATION))
+    fleet.submit(_long("kept"))
+    fleet.wait_for(
+        "the job to be dispatched", lambda: current_state(_jobs(fleet)["kept"]) == "Dispatched", 30
+    )
+    member = cluster_of(_jobs(fleet)["kept"])
+    assert member is not None
+    stale = MemberHealth(False, time.time() - 10 * TOLERATION, failures=7, error="connection refused")
+    write_health(fleet.client, DEFAULT_DISPATCH_KEYS, member, stale)
+    # Its answers take 0.8 s (under the 1 s probe timeout): the syncer's first ticks (every
+    # 0.5 s) come before its first probe's answer.
+    fleet.sim.fault(member, "slow", ms=800)
+    fleet.procs.start("syncer", "syncer", *FAST_PROBES)
+
+    def ready() -> bool:
+        record = read_health(fleet.client, DEFAULT_DISPATCH_KEYS, [member]).get(member)
+        return record is not None and record.ready is True
+
+    fleet.wait_for("the member to be found Ready", ready, 20)
+    fleet.sim.fault(member, "ok")
+    fleet.wait_for("the job to run", lambda: current_state(_jobs(fleet)["kept"]) == "Running", 20)
+    obj = _jobs(fleet)["kept"]
+    assert not _failed_over(obj) and cluster_of(obj) == member and obj["status"]["attempt"] == 1
+    record = read_health(fleet.client, DEFAULT_DISPATCH_KEYS, [member])[member]
+    assert record.ready is True and record.failures == 0 and record.since > stale.since
