@@ -6,12 +6,11 @@ this module takes nothing from it but the context names, so no server address, t
 certificate can reach a response or a log line. The file is read again when it changes, so a
 member added to it shows up without a restart.
 
-Health comes from the syncer's hash (:attr:`fleet.dispatch.keys.DispatchKeys.health`): per member
-a JSON object the syncer writes after each probe. This module reads it leniently, so that the
-syncer may add fields: ``ready`` (bool), ``since`` (when readiness last changed), ``probed``
-(``lastProbe``; the last probe), ``error`` (``lastError``; the last failure), ``freeNPUs``
-(accelerator type -> free NPUs, when the syncer knows them) and ``labels``. Times may be epoch
-seconds or RFC 3339. A member the syncer has not probed yet is ``Unknown``.
+Health comes from the syncer's hash (:attr:`fleet.dispatch.keys.DispatchKeys.health`), one
+:class:`fleet.dispatch.health.MemberHealth` record per member, read through that module: its
+``ready`` is the Ready condition's status, ``since`` its ``lastTransitionTime``, ``probed`` its
+``lastProbeTime`` and ``error`` its message. A member the syncer has not probed yet is
+``Unknown``.
 
 The object::
 
@@ -21,16 +20,14 @@ The object::
     status:
       conditions: [{type: Ready, status: "True", reason: ProbeSucceeded, message: "",
                     lastTransitionTime: ..., lastProbeTime: ...}]
-      freeNPUs: {card-910b-2: 8}
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,11 +37,13 @@ import redis.asyncio
 from fleet.api.computed import ComputedKind
 from fleet.api.kinds import MEMBER_CLUSTER
 from fleet.apiserver.resources import Obj
+from fleet.dispatch.health import MemberHealth
+from fleet.dispatch.health import parse as parse_health
 from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS, DispatchKeys
 from fleet.members import KubeconfigClients, MemberConfigError
 from fleet.members.errors import redact
 
-__all__ = ["KubeconfigMembers", "MemberNames", "member_kind", "member_object", "members_from", "parse_health"]
+__all__ = ["KubeconfigMembers", "MemberNames", "member_kind", "member_object", "members_from"]
 
 log = logging.getLogger("fleet.api.members")
 
@@ -89,47 +88,26 @@ class KubeconfigMembers:
         return f"KubeconfigMembers({str(self._clients.path)!r})"
 
 
-def _timestamp(value: Any) -> str | None:
-    """Epoch seconds or an RFC 3339 string as RFC 3339 (``None`` when neither)."""
-    if isinstance(value, bool):
+def _timestamp(epoch: float) -> str | None:
+    """Epoch seconds as RFC 3339 (``None`` for 0: never)."""
+    if epoch <= 0:
         return None
-    if isinstance(value, int | float):
-        try:
-            return datetime.fromtimestamp(float(value), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        except (OverflowError, OSError, ValueError):
-            return None
-    if isinstance(value, str) and value:
-        return value
-    return None
-
-
-def _first(health: Mapping[str, Any], *names: str) -> Any:
-    for name in names:
-        if name in health and health[name] is not None:
-            return health[name]
-    return None
-
-
-def parse_health(raw: bytes | str | None) -> dict[str, Any]:
-    """One member's health JSON as a dict (empty when absent or unreadable)."""
-    if raw is None:
-        return {}
     try:
-        health = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return {}
-    return health if isinstance(health, dict) else {}
+        return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
-def member_object(name: str, health: Mapping[str, Any]) -> Obj:
-    ready = _first(health, "ready", "healthy")
-    error = _first(health, "error", "lastError", "last_error")
+def member_object(name: str, health: MemberHealth | None) -> Obj:
+    """The MemberCluster of ``name`` from its health record (``None``: not probed yet)."""
+    ready = None if health is None else health.ready
     if ready is None:
         status, reason = "Unknown", "NotProbed"
     elif ready:
         status, reason = "True", "ProbeSucceeded"
     else:
         status, reason = "False", "ProbeFailed"
+    error = None if health is None else health.error
     condition: dict[str, Any] = {
         "type": "Ready",
         "status": status,
@@ -137,28 +115,17 @@ def member_object(name: str, health: Mapping[str, Any]) -> Obj:
         # The syncer writes it without addresses; redacted again for any writer that did not.
         "message": redact(str(error or "")) if status != "True" else "",
     }
-    for field, names in (
-        ("lastTransitionTime", ("since", "lastTransitionTime", "changed")),
-        ("lastProbeTime", ("probed", "lastProbe", "last_probe", "lastProbeTime", "checked")),
-    ):
-        stamp = _timestamp(_first(health, *names))
-        if stamp is not None:
-            condition[field] = stamp
-    obj: Obj = {
+    if health is not None:
+        for field, epoch in (("lastTransitionTime", health.since), ("lastProbeTime", health.probed)):
+            stamp = _timestamp(epoch)
+            if stamp is not None:
+                condition[field] = stamp
+    return {
         "apiVersion": MEMBER_CLUSTER.api_version,
         "kind": MEMBER_CLUSTER.kind,
         "metadata": {"name": name},
         "status": {"conditions": [condition]},
     }
-    labels = health.get("labels")
-    if isinstance(labels, Mapping) and labels:
-        obj["metadata"]["labels"] = {str(k): str(v) for k, v in labels.items()}
-    free = _first(health, "freeNPUs", "freeNpus", "free_npus", "free")
-    if isinstance(free, Mapping):
-        obj["status"]["freeNPUs"] = {
-            str(kind): int(count) for kind, count in free.items() if isinstance(count, int | float)
-        }
-    return obj
 
 
 def _fingerprint(obj: Obj) -> Any:

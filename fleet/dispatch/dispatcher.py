@@ -31,7 +31,6 @@ nothing. After taking the lease it reconciles (see :meth:`Dispatcher.reconcile`)
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
@@ -49,6 +48,7 @@ from rq import Queue, Retry
 from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.dispatch.context import Context, policy_for
 from fleet.dispatch.handback import COMPONENT, every_refusal, inflight_entry, members_left, refused_by
+from fleet.dispatch.health import read_health
 from fleet.dispatch.lease import Lease
 from fleet.dispatch.preemption import PREEMPTED_BY, PREEMPTIONS, RUNNING_STATES, mark_victims
 from fleet.dispatch.tasks import Propagation, propagate_batch
@@ -381,14 +381,8 @@ class Dispatcher:
 
     def _not_ready(self) -> frozenset[str]:
         """Members the syncer's probes call NotReady: nothing new is sent there meanwhile."""
-        down = set()
-        for member, raw in self.ctx.client.hgetall(self.ctx.keys.health).items():
-            try:
-                if json.loads(raw).get("ready") is False:
-                    down.add(member.decode() if isinstance(member, bytes) else str(member))
-            except (ValueError, AttributeError):
-                continue
-        return frozenset(down)
+        health = read_health(self.ctx.client, self.ctx.keys)
+        return frozenset(member for member, record in health.items() if record.not_ready)
 
     def _demand(self, obj: dict[str, Any]) -> Demand:
         uid = str(obj["metadata"].get("uid"))

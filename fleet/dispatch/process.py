@@ -15,6 +15,7 @@ from fleet import collector
 from fleet.connections import mask_url, redis_from_url
 from fleet.dispatch.context import Context, install
 from fleet.dispatch.dispatcher import Dispatcher, DispatcherSettings
+from fleet.dispatch.health import read_health
 from fleet.dispatch.syncer import Syncer, SyncerSettings
 from fleet.dispatch.worker import Worker
 from fleet.placement import Placer
@@ -35,17 +36,34 @@ def run_dispatcher(
     stop: threading.Event,
     *,
     settings: DispatcherSettings | None = None,
-    sync_timeout: float = 30.0,
+    sync_timeout: float = 5.0,
 ) -> None:
-    """Watch every member's capacity and dispatch while leading, until ``stop`` is set."""
+    """Watch every member's capacity and dispatch while leading, until ``stop`` is set.
+
+    It decides with the members it can see: it waits (at most ``sync_timeout``) only for the
+    members to be listed or to fail a first list, never for an unreachable one to come back, and
+    not at all for one the syncer's health record calls NotReady. A member not listed yet offers
+    no capacity; it counts from the moment its nodes and pods are listed.
+    """
     log.info("event=connecting role=dispatcher redis=%s", mask_url(redis_url))
     ctx = Context(redis_from_url(redis_url), kubeconfig)
     placer = Placer(ctx.reservations)
     feeder = CapacityFeeder(placer, ctx.members)
     feeder.start()
     try:
-        if not feeder.wait_synced(sync_timeout):
-            log.warning("event=capacity_not_synced seconds=%s: dispatching on what is known", sync_timeout)
+        try:
+            down = [
+                m for m, record in read_health(ctx.client, ctx.keys, ctx.members).items() if record.not_ready
+            ]
+        except Exception as exc:  # Redis away: the dispatcher's own loop waits for it
+            log.warning("event=health_not_read error=%s", exc)
+            down = []
+        unknown = feeder.wait_settled(sync_timeout, skip=down)
+        if unknown:
+            log.warning(
+                "event=capacity_unknown members=%s: deciding with the other members until they are listed",
+                ",".join(sorted(unknown)),
+            )
         dispatcher = Dispatcher(ctx, placer, holder=_holder(), lock=feeder.lock, settings=settings)
         collector.tune()
         log.info("event=dispatcher_started members=%d", len(ctx.members))

@@ -21,10 +21,14 @@ labels (fleet job, uid, attempt) against the fleet object:
 * **The current attempt vanished** (deleted in the member by someone else): handed back.
 
 Health: each member is probed every ``probe_interval``; it turns NotReady after
-``failure_threshold`` failures in a row and Ready after ``success_threshold`` successes, and the
-result is kept in the health hash that the fleet API shows. A member NotReady longer than a job's
-``tolerationSeconds`` loses that job: *cluster failover*, handed back without counting as a
-failure, and its copy purged when the member returns.
+``failure_threshold`` failures in a row and Ready after ``success_threshold`` successes. The state
+is a :class:`fleet.dispatch.health.MemberHealth` record in the health hash, written after every
+probe and read back when the syncer starts (or first probes a member it did not have): a restart
+continues the NotReady clock and the failure count where they were (a member is failed over
+only once a probe of this syncer confirmed the record: it may have come back meanwhile). A member
+NotReady longer than a job's ``tolerationSeconds`` (counted from the record's ``since``) loses
+that job: *cluster failover*, handed back without counting as a failure, and its copy purged when the member
+returns.
 
 Deletions (:mod:`fleet.dispatch.deletion`): the syncer follows the fleet jobs' change stream; a
 job marked for deletion shows ``Terminating`` and its member copy is deleted by the RQ task
@@ -42,12 +46,11 @@ object is a compare-and-set on the uid and attempt, and the ledger and purges ar
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 from prometheus_client import Counter, Gauge, Histogram
@@ -59,6 +62,7 @@ from fleet.ascend import Condition, Reason
 from fleet.dispatch.context import Context, policy_for
 from fleet.dispatch.deletion import complete, is_deleting, left_entry, terminating
 from fleet.dispatch.handback import COMPONENT, finish, give_back
+from fleet.dispatch.health import MemberHealth, read_health, write_health
 from fleet.dispatch.preemption import is_being_preempted, requeued
 from fleet.jobs.phases import FINISHED, FleetReason, Phase
 from fleet.jobs.status import attempt_of, cluster_of, current_state, mirror
@@ -116,34 +120,6 @@ class SyncerSettings:
     #: doubling up to ``delete_retry_max`` (and at once when the copy is seen again).
     delete_retry_initial: float = 1.0
     delete_retry_max: float = 30.0
-
-
-@dataclass
-class _Health:
-    ready: bool | None = None
-    since: float = field(default_factory=time.time)
-    failures: int = 0
-    successes: int = 0
-    error: str | None = None
-    probed: float = 0.0
-    latency: float = 0.0
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {
-                "ready": self.ready,
-                "since": _rfc3339(self.since),
-                "sinceEpoch": round(self.since, 3),
-                "probed": _rfc3339(self.probed) if self.probed else None,
-                "error": self.error,
-                "failures": self.failures,
-                "latencySeconds": round(self.latency, 4),
-            }
-        )
-
-
-def _rfc3339(epoch: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
 @dataclass(frozen=True)
@@ -212,7 +188,11 @@ class Syncer:
         self.ctx = ctx
         self.settings = settings or SyncerSettings()
         self._lock = threading.Lock()
-        self._health: dict[str, _Health] = {name: _Health() for name in ctx.members}
+        #: Member -> its health record, as last written (or read back when first needed).
+        self._health: dict[str, MemberHealth] = {}
+        #: Members this syncer has probed itself: a record read back fails a member over only
+        #: once a probe here confirmed it (it may have come back while no syncer looked).
+        self._probed: set[str] = set()
         self._watchers: dict[str, Watcher] = {}
         #: (member, uid, attempt) -> when the copy was first seen waiting for its gang (monotonic).
         self._pending_since: dict[_Copy, float] = {}
@@ -230,6 +210,7 @@ class Syncer:
 
     def run(self, stop: threading.Event) -> None:
         members = self.ctx.members
+        self._load_health(list(members))
         for name, member in members.items():
             self._watchers[name] = member.watch_jobs(
                 self._on_event, label_selector=JOB_UID_LABEL, on_batch=self._on_batch
@@ -558,7 +539,11 @@ class Syncer:
     def _cluster_failover(self) -> None:
         wall = time.time()
         with self._lock:
-            down = {name: wall - h.since for name, h in self._health.items() if h.ready is False}
+            down = {
+                name: seconds
+                for name, h in self._health.items()
+                if name in self._probed and (seconds := h.not_ready_for(wall)) is not None
+            }
         if not down:
             return
         items, _ = self.ctx.objects.list(FLEET_ASCENDJOB)
@@ -605,6 +590,23 @@ class Syncer:
             )
             stop.wait(self.settings.probe_interval)
 
+    def _load_health(self, members: Sequence[str]) -> None:
+        """Continue from the records in Redis: a restart must not reset a NotReady member's
+        clock (its failover would wait a whole toleration more) nor its failures counted."""
+        try:
+            stored = read_health(self.ctx.client, self.ctx.keys, members)
+        except Exception as exc:  # Redis away: start afresh; each probe tries to read it again
+            log.warning("event=health_not_read error=%s", exc)
+            return
+        with self._lock:
+            for name, record in stored.items():
+                self._health.setdefault(name, record)
+        for name, record in stored.items():
+            log.info(
+                "event=health_resumed member=%s ready=%s since=%.3f failures=%d",
+                name, record.ready, record.since, record.failures,
+            )  # fmt: skip
+
     def _record_probe(
         self, name: str, *, healthy: bool, error: str | None, latency: float, detail: str | None = None
     ) -> None:
@@ -613,26 +615,21 @@ class Syncer:
         error = redact(error) if error is not None else None
         settings = self.settings
         with self._lock:
-            health = self._health.setdefault(name, _Health())
-            health.probed, health.latency = time.time(), latency
-            if healthy:
-                health.successes, health.failures = health.successes + 1, 0
-                health.error = None
-                turned = health.ready is not True and (
-                    health.ready is None or health.successes >= settings.success_threshold
-                )
-                if turned:
-                    health.ready, health.since = True, time.time()
-            else:
-                health.failures, health.successes = health.failures + 1, 0
-                health.error = error
-                turned = health.ready is not False and (
-                    health.ready is None or health.failures >= settings.failure_threshold
-                )
-                if turned:
-                    health.ready, health.since = False, time.time()
-            raw = health.to_json()
-            ready = health.ready
+            known = name in self._health
+        if not known:
+            self._load_health([name])  # a member this syncer has not had yet: continue its record
+        with self._lock:
+            health, turned = self._health.get(name, MemberHealth()).after_probe(
+                healthy=healthy,
+                error=error,
+                latency=latency,
+                now=time.time(),
+                failure_threshold=settings.failure_threshold,
+                success_threshold=settings.success_threshold,
+            )
+            self._health[name] = health
+            self._probed.add(name)
+        ready = health.ready
         MEMBER_READY.labels(name).set(1 if ready else 0)
         if turned:
             log.warning(
@@ -646,7 +643,7 @@ class Syncer:
             # copy it knows; those its jobs left meanwhile are stale now and get purged.
             self._observe(name, self._watchers[name].snapshot())
         try:
-            self.ctx.client.hset(self.ctx.keys.health, name, raw)
+            write_health(self.ctx.client, self.ctx.keys, name, health)
         except Exception as exc:  # Redis away: the next probe writes again
             log.warning("event=health_not_written member=%s error=%s", name, exc)
 

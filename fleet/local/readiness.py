@@ -10,7 +10,6 @@ a short phrase that ``fleet up`` prints if the wait runs out.
 
 from __future__ import annotations
 
-import json
 import ssl
 import urllib.error
 import urllib.request
@@ -19,6 +18,7 @@ from collections.abc import Callable, Sequence
 import redis
 from rq import Queue, Worker
 
+from fleet.dispatch.health import read_health
 from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS, PROPAGATE_QUEUE, DispatchKeys
 
 __all__ = [
@@ -64,22 +64,14 @@ def worker_listens(client: redis.Redis) -> Check:
     return check
 
 
-def _ready(raw: bytes | str) -> bool:
-    try:
-        health = json.loads(raw)
-    except ValueError:
-        return False
-    return isinstance(health, dict) and health.get("ready") is True
-
-
 def members_probed(
     client: redis.Redis, members: Sequence[str], keys: DispatchKeys = DEFAULT_DISPATCH_KEYS
 ) -> Check:
     """The syncer has probed every member and found it Ready (its health hash says so)."""
 
     def check() -> str | None:
-        values = client.hmget(keys.health, list(members))
-        waiting = [m for m, raw in zip(members, values, strict=True) if raw is None or not _ready(raw)]
+        health = read_health(client, keys, members)
+        waiting = [m for m in members if m not in health or health[m].ready is not True]
         if not waiting:
             return None
         return "the syncer has not found " + ", ".join(waiting) + " Ready"

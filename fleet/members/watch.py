@@ -145,6 +145,7 @@ class Watcher:
         self._resource_version = ""
         self._stopping = threading.Event()
         self._synced = threading.Event()
+        self._tried = threading.Event()
         self._lock = threading.Lock()
         self._response: BaseHTTPResponse | None = None
         self._thread: threading.Thread | None = None
@@ -195,6 +196,11 @@ class Watcher:
     def wait_synced(self, timeout: float) -> bool:
         """Block until the first ``SYNC`` was delivered (or ``timeout`` passed)."""
         return self._synced.wait(timeout)
+
+    def wait_tried(self, timeout: float) -> bool:
+        """Block until the first ``SYNC`` was delivered or an attempt at it failed (the member
+        is unreachable for now: :attr:`last_error` says why), or ``timeout`` passed."""
+        return self._tried.wait(timeout)
 
     @property
     def stopped(self) -> bool:
@@ -272,6 +278,7 @@ class Watcher:
                 self.last_error = describe(error)
                 if not self._stopping.is_set():
                     self._log(logging.WARNING, "disconnected", error=repr(describe(error)))
+            self._tried.set()
             self._pause()
         self._log(logging.INFO, "stopped")
 
@@ -311,6 +318,7 @@ class Watcher:
             self._objects = fresh
             self._resource_version = listing.resource_version
         self._synced.set()
+        self._tried.set()
 
     def _follow(self) -> tuple[str, int]:
         """Read one watch stream to its end: why it ended (no failure) and how many lines came."""

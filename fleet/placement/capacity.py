@@ -126,9 +126,13 @@ def _unusable_reason(node: Mapping[str, Any]) -> str:
 class MemberCapacity:
     """The live capacity summary of one member cluster (see the module docstring)."""
 
-    def __init__(self, name: str, labels: Mapping[str, str] | None = None) -> None:
+    def __init__(self, name: str, labels: Mapping[str, str] | None = None, *, listed: bool = True) -> None:
         self.name = name
         self.labels: dict[str, str] = dict(labels or {})
+        #: Whether the member's nodes and pods have both been listed: until then what the
+        #: summary holds is not its capacity (nodes without their pods look free), and no job
+        #: fits it. A feed starts a member unlisted (:meth:`mark_listed` once both lists came).
+        self.listed = listed
         self.version = 0
         self._touch()
         self._nodes: dict[str, NodeInfo] = {}
@@ -204,6 +208,12 @@ class MemberCapacity:
         return self._job_pods.get(key, 0)
 
     # ---- updates -----------------------------------------------------------------------------
+
+    def mark_listed(self) -> None:
+        """The member's nodes and pods have both been listed: its capacity counts from now."""
+        if not self.listed:
+            self.listed = True
+            self._touch()
 
     def upsert_node(self, node: Mapping[str, Any]) -> None:
         meta = node.get("metadata") or {}

@@ -180,6 +180,11 @@ def explain_members(
         if affinity is not None and not affinity.allows(cap.name, labels):
             lines.append(f"{cap.name}: excluded by the cluster affinity")
             continue
+        if not cap.listed:
+            lines.append(
+                f"{cap.name}: capacity not known yet (its nodes and pods could not be listed so far)"
+            )
+            continue
         if fit_member(cap, demand) is not None:
             lines.append(f"{cap.name}: fits")
             continue

@@ -6,6 +6,12 @@ pod events the member's holds whose pods are now bound are ended (what one read 
 brought is applied as one batch, with one check of the holds). Watch callbacks run on the
 watchers' threads, so the feeder and the decision loop share :attr:`CapacityFeeder.lock`: hold
 it around :meth:`Placer.place` and :meth:`Placer.place_many`.
+
+A member's capacity counts only once both its nodes and its pods have been listed
+(:attr:`MemberCapacity.listed`): before that, a member that is unreachable or slow to answer
+offers nothing, and decisions go on with the members that did answer. :meth:`wait_settled` is
+how long a starting dispatcher waits: until each member was listed or failed to be, never for
+an unreachable member to come back.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from fleet.ascend import NPU_RESOURCE
@@ -51,11 +57,13 @@ class CapacityFeeder:
         self.lock = threading.RLock()
         self._labels = {m: dict(v) for m, v in (member_labels or {}).items()}
         self._watchers: list[Watcher] = []
+        #: Member -> the resources (nodes, pods) whose first list it has had.
+        self._listed: dict[str, set[str]] = {}
 
     def start(self) -> None:
         for name, member in self.members.items():
             with self.lock:
-                self.placer.add_member(MemberCapacity(name, self._labels.get(name)))
+                self.placer.add_member(MemberCapacity(name, self._labels.get(name), listed=False))
             for resource in (NODES, PODS):
                 watcher = Watcher(member, resource, self._on_event, on_batch=self._on_batch)
                 self._watchers.append(watcher)
@@ -65,6 +73,17 @@ class CapacityFeeder:
         """Whether every watcher finished its first list within ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         return all(w.wait_synced(max(0.0, deadline - time.monotonic())) for w in self._watchers)
+
+    def wait_settled(self, timeout: float, *, skip: Collection[str] = ()) -> list[str]:
+        """Wait until every member but ``skip`` was listed or failed a first attempt (each
+        watcher's first list succeeded or failed), at most ``timeout`` seconds. Returns the
+        members whose capacity is not known (for now they offer nothing)."""
+        deadline = time.monotonic() + timeout
+        for watcher in self._watchers:
+            if watcher.member.name not in skip:
+                watcher.wait_tried(max(0.0, deadline - time.monotonic()))
+        with self.lock:
+            return [cap.name for cap in self.placer.members() if not cap.listed]
 
     def stop(self) -> None:
         for watcher in self._watchers:
@@ -83,12 +102,17 @@ class CapacityFeeder:
                 cap = self.placer.member(member)
             except KeyError:
                 return
+            if events[0].type == SYNC:
+                self._listed.setdefault(member, set()).add(resource)
             for event in events:
                 if resource == NODES.name:
                     self._apply(event, cap.upsert_node, lambda o: cap.remove_node(_node_name(o)))
                 elif resource == PODS.name:
                     self._apply(event, cap.upsert_pod, lambda o: cap.remove_pod(_pod_key(o)))
                 CAPACITY_EVENTS.labels(member, resource, event.type).inc()
+            if not cap.listed and self._listed.get(member, set()) >= {NODES.name, PODS.name}:
+                cap.mark_listed()
+                log.info("event=capacity_listed member=%s", member)
             if resource == PODS.name:
                 for rid in self.placer.confirm(member):
                     log.info("event=hold_confirmed member=%s reservation=%s", member, rid)

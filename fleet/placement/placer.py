@@ -155,7 +155,7 @@ class Placer:
         if caps:
             entry.watermark = max(c.version for c in caps)
         for cap in caps:
-            if gang_fits(cap, demand):
+            if cap.listed and gang_fits(cap, demand):
                 entry.fits[cap.name] = cap.free_total(NPU_RESOURCE) - entry.npus
             else:
                 entry.fits.pop(cap.name, None)

@@ -4,12 +4,10 @@ hash, and never a credential of the members in any answer or log line."""
 from __future__ import annotations
 
 import base64
-import json
 import logging
 import time
 import urllib.request
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ import redis
 import yaml
 
 from fleet.api.members import members_from
+from fleet.dispatch.health import MemberHealth, write_health
 from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS
 from tests.fleet.api.conftest import TREE
 from tests.support.fleet_api import FleetApiThread
@@ -63,13 +62,10 @@ def members_api(fleet_redis: redis.Redis, tmp_path: Path) -> Iterator[tuple[Flee
     config = members_kubeconfig(
         tmp_path / "members.kubeconfig", "http://127.0.0.1:1", ["member-1", "member-2"]
     )
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    fleet_redis.hset(
-        DEFAULT_DISPATCH_KEYS.health,
-        mapping={
-            "member-1": json.dumps({"ready": True, "since": now, "probed": now, "error": None}),
-            "member-2": json.dumps({"ready": False, "since": now, "error": "connection refused"}),
-        },
+    now = time.time()
+    write_health(fleet_redis, DEFAULT_DISPATCH_KEYS, "member-1", MemberHealth(True, now, probed=now))
+    write_health(
+        fleet_redis, DEFAULT_DISPATCH_KEYS, "member-2", MemberHealth(False, now, error="connection refused")
     )
     with FleetApiThread(fleet_redis, members=members_from(config)) as server:
         yield server, config

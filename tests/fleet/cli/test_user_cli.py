@@ -9,10 +9,9 @@ labels naming the fleet job.
 
 from __future__ import annotations
 
-import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from fleet.api.auth import ADMIN_GROUP, NAMESPACE_GROUP_PREFIX, Identity
 from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.api.members import members_from
 from fleet.cli import main
+from fleet.dispatch.health import MemberHealth, write_health
 from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS
 from fleet.state import Objects
 from fleet.workloads.labels import JOB_UID_LABEL
@@ -203,11 +203,12 @@ def test_get_describe_queues_and_clusters_show_what_happened(fleet: Fleet) -> No
     assert by_name["root-child-2"][4:] == ["-", "-", "1.00", "false", "1", "1"]
     assert by_name["root"][4:] == ["-", "-", "0.00", "true", "1", "1"]
 
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    fleet.redis.hset(
-        DEFAULT_DISPATCH_KEYS.health,
+    now = time.time()
+    write_health(
+        fleet.redis,
+        DEFAULT_DISPATCH_KEYS,
         "member-1",
-        json.dumps({"ready": False, "since": now, "probed": now, "error": "connection refused"}),
+        MemberHealth(False, now, probed=now, error="connection refused"),
     )
     clusters = fleet.fleet("clusters")
     assert clusters.exit_code == 0, clusters.output
