@@ -16,7 +16,8 @@ See the package docstring for the round. A round is one *cycle* of :class:`queue
   memory, and is not fitted again until some member's capacity (or the holds on it) changed.
   Members the job failed on recently (``status.excluded``) are left out, unless they are the
   only ones where it fits now: then the exclusion gives way and it is placed there (the rule is
-  in :mod:`fleet.dispatch.handback`). NotReady members and those that refused it never are.
+  in :mod:`fleet.dispatch.handback`). NotReady members, those that refused it and its firm
+  exclusions (``status.excludedFirmly``) never give way.
 * The fitting ones are admitted through the ledger in one batch (the scripts stay the authority)
   and placed: one pipeline of holds, one of ``Admitted`` writes, one of Events, one RQ job per
   member.
@@ -53,8 +54,10 @@ from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.dispatch.context import Context, policy_for
 from fleet.dispatch.handback import (
     COMPONENT,
+    EXCLUDED_FIRMLY,
     every_refusal,
     excluded_now,
+    exclusion_ends,
     inflight_entry,
     members_left,
     refused_by,
@@ -449,7 +452,7 @@ class Dispatcher:
                 self._fail(key, obj, FleetReason.ALL_MEMBERS_REFUSED, every_refusal(refused))
                 continue
             excluded = excluded_now(status, now)
-            never = self._down | set(refused)
+            never = self._down | set(refused) | excluded_now(status, now, field=EXCLUDED_FIRMLY)
             avoid = never | excluded
             affinity = policy.spec.placement.cluster_affinity
             gave_way: frozenset[str] = frozenset()
@@ -850,8 +853,7 @@ class Dispatcher:
                 else ("no member cluster is known yet")
             )
             self._say(key, FleetReason.NO_FIT, message)
-        excluded = (obj.get("status") or {}).get("excluded") or {}
-        ends = [float(until) for until in excluded.values() if float(until) > now]
+        ends = exclusion_ends(obj.get("status") or {}, now)
         self._remember(key, _Miss("nofit", epoch, now + 0.05, wake=min(ends, default=math.inf)))
 
     def _fail_invalid(self, key: str, obj: dict[str, Any], message: str) -> None:

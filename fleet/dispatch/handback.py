@@ -40,9 +40,13 @@ whatever the cause, and never gives way: a workload with no other cluster stays 
 Fleet sizes it by the failure and lets it give way, because an NPU job that fits one member
 only would otherwise wait with its quota held while that member sits idle.
 
-Exclusions that are not failures of the attempt keep their fixed lengths (``exclude_for``): a
-member NotReady past the toleration (:mod:`fleet.dispatch.syncer`), a member that could not be
-reached or refused the job for now (:mod:`fleet.dispatch.tasks`); they give way all the same.
+Exclusions that are not failures of the attempt keep their fixed lengths (``exclude_for``). A
+member NotReady past the toleration (:mod:`fleet.dispatch.syncer`) is excluded in
+``status.excluded`` and gives way like the others once it is Ready again. A member that could
+not be reached or refused the job for now (:mod:`fleet.dispatch.tasks`) is excluded *firmly*
+(``status.excludedFirmly``, ``gives_way=False``): such an attempt never ran and counts no
+failure, so no retry backoff paces it, and giving way would send the job straight back to be
+refused again, in a loop.
 
 A member that refused the job for a reason of its own (:data:`fleet.members.Scope.MEMBER`) is
 recorded in ``status.refused`` with what it said, and never tried again for this job; when no
@@ -58,7 +62,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.dispatch.context import Context, policy_for
@@ -71,11 +75,14 @@ from fleet.state import Objects, record_event
 from fleet.workloads import WorkloadStatus
 
 __all__ = [
+    "EXCLUDED",
+    "EXCLUDED_FIRMLY",
     "Blame",
     "Outcome",
     "clear_inflight",
     "every_refusal",
     "excluded_now",
+    "exclusion_ends",
     "exclusion_seconds",
     "fail",
     "finish",
@@ -120,10 +127,25 @@ def exclusion_seconds(blame: Blame, failures_here: int, failover: Failover) -> f
     return float(min(seconds, failover.exclusion_limit_seconds))
 
 
-def excluded_now(status: Mapping[str, Any], now: float) -> frozenset[str]:
-    """The members ``status.excluded`` still keeps the job off at ``now``."""
-    excluded = status.get("excluded") or {}
+#: Where the exclusions that give way are kept on a fleet job's status, and the firm ones.
+EXCLUDED: Final = "excluded"
+EXCLUDED_FIRMLY: Final = "excludedFirmly"
+
+
+def excluded_now(status: Mapping[str, Any], now: float, *, field: str = EXCLUDED) -> frozenset[str]:
+    """The members ``status.excluded`` (or another ``field``) still keeps the job off at ``now``."""
+    excluded = status.get(field) or {}
     return frozenset(m for m, until in excluded.items() if float(until) > now)
+
+
+def exclusion_ends(status: Mapping[str, Any], now: float) -> list[float]:
+    """When the job's exclusions still in force end, firm or not."""
+    return [
+        float(until)
+        for field in (EXCLUDED, EXCLUDED_FIRMLY)
+        for until in (status.get(field) or {}).values()
+        if float(until) > now
+    ]
 
 
 def inflight_entry(key: str, uid: str, attempt: int) -> str:
@@ -204,6 +226,7 @@ def give_back(
     reason: str,
     message: str,
     exclude_for: float = 0.0,
+    gives_way: bool = True,
     count_failure: bool,
     blame: Blame | None = None,
     last_seen: WorkloadStatus | None = None,
@@ -213,7 +236,7 @@ def give_back(
 
     ``blame``, for a failure of the attempt, sizes the member's exclusion by the module's rule
     (and counts the failure against the member); without it the member is excluded for
-    ``exclude_for`` seconds from now (0: not at all).
+    ``exclude_for`` seconds from now (0: not at all), firmly unless ``gives_way``.
 
     ``last_seen``, the member copy's final status (a failure), is mirrored first, so the history
     shows what the member said before Fleet's ``Rescheduling``. ``refused``, what the member said
@@ -236,10 +259,15 @@ def give_back(
             mirror(status, last_seen, dispatched_message=f"created in {member} (attempt {attempt})")
         job_policy = policy_for(obj, policies)
         policy = job_policy.spec.failover
-        excluded = {m: t for m, t in (status.get("excluded") or {}).items() if float(t) > now}
+        excluded = {m: t for m, t in (status.get(EXCLUDED) or {}).items() if float(t) > now}
+        firmly = {m: t for m, t in (status.get(EXCLUDED_FIRMLY) or {}).items() if float(t) > now}
         if exclude_for > 0 and blame is None:
-            excluded[member] = round(now + exclude_for, 3)
-        status["excluded"] = excluded
+            (excluded if gives_way else firmly)[member] = round(now + exclude_for, 3)
+        status[EXCLUDED] = excluded
+        if firmly:
+            status[EXCLUDED_FIRMLY] = firmly
+        else:
+            status.pop(EXCLUDED_FIRMLY, None)
         _leave(status, member)
         failures = int(status.get("failures") or 0) + (1 if count_failure else 0)
         status["failures"] = failures

@@ -10,6 +10,8 @@ The shape, on the fleet object::
       failures: 1              # attempts that ended in failover
       excluded: {member-1: 1763900000.0}   # members avoided until that time (epoch seconds);
                                # the rule that sizes them: fleet.dispatch.handback
+      excludedFirmly: {member-2: 1763900000.0}   # avoided until then, never giving way (the
+                               # member could not be reached, or refused the job for now)
       memberFailures: {member-1: 2}   # failures of the job counted per member (its exclusions double)
       refused: {member-3: "403 Forbidden: ..."}   # members that refused the job for a reason of
                                # their own: never tried again for it; when no member is left, Failed

@@ -169,3 +169,35 @@ def test_a_job_excluded_from_the_only_member_it_fits_lands_there_at_once_the_exc
     admitted = next(c for c in landed["status"]["conditions"] if c["type"] == "Admitted")
     assert "its exclusion from member-2 gave way" in admitted["message"]
     assert datetime.fromisoformat(admitted["lastTransitionTime"].replace("Z", "+00:00")).timestamp() < ends
+
+
+def test_a_firm_exclusion_from_the_only_member_it_fits_is_waited_out(
+    fleet_factory: Callable[..., RunningFleet],
+) -> None:
+    # A member that could not be reached or refused the job for now is excluded firmly: the
+    # attempt counted no failure, no backoff paces it, and giving way would loop on the
+    # refusal. The job waits, and when that member is the only one it fits, nothing about
+    # capacity changes when the exclusion ends: the dispatcher must still try it again then.
+    fleet = fleet_factory(members=None, syncer=False, tree=None, workers=1)
+    fleet.ledger.apply(load(SAMPLE_TREE.read_text())[0])
+    prepared = prepare(_sample("excluded"), fleet.ledger)
+    ends = time.time() + 8.0  # long enough for the processes to start on a loaded machine
+    prepared.obj["status"]["excludedFirmly"] = {"member-2": ends}
+    fleet.objects.create(FLEET_ASCENDJOB, prepared.obj)
+    fleet.ledger.enqueue(prepared.key, prepared.leaf, prepared.request, prepared.priority)
+    fleet.wait_for(
+        "the no-fit reason naming the exclusion",
+        lambda: "member-2: avoided" in _job(fleet, "excluded")["status"]["conditions"][-1]["message"],
+        15,
+    )
+    assert current_state(_job(fleet, "excluded")) == "Queued"
+    fleet.wait_for(
+        "dispatch once the exclusion ends", lambda: current_state(_job(fleet, "excluded")) == "Dispatched", 20
+    )
+    landed = _job(fleet, "excluded")
+    assert cluster_of(landed) == "member-2"
+    admitted = next(c for c in landed["status"]["conditions"] if c["type"] == "Admitted")
+    assert "gave way" not in admitted["message"]
+    assert datetime.fromisoformat(admitted["lastTransitionTime"].replace("Z", "+00:00")).timestamp() >= int(
+        ends
+    )

@@ -17,7 +17,14 @@ import redis
 
 from fleet.api.kinds import FLEET_ASCENDJOB, PROPAGATION_POLICY
 from fleet.dispatch.context import Context
-from fleet.dispatch.handback import Blame, excluded_now, exclusion_seconds, give_back
+from fleet.dispatch.handback import (
+    EXCLUDED_FIRMLY,
+    Blame,
+    excluded_now,
+    exclusion_ends,
+    exclusion_seconds,
+    give_back,
+)
 from fleet.jobs import submit
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import attempt_of, current_state, set_state
@@ -206,3 +213,32 @@ def test_an_exclusion_not_sized_by_blame_keeps_its_fixed_length_from_now(ctx: Co
     status = ctx.objects.get(FLEET_ASCENDJOB, "default", "flaky")["status"]
     assert before + 119.99 <= status["excluded"]["member-3"] <= time.time() + 120.01
     assert "memberFailures" not in status and status["failures"] == 0
+
+
+def test_an_exclusion_that_must_not_give_way_is_kept_apart(ctx: Context) -> None:
+    # A member that could not be reached (or refused the job for now): the attempt never ran
+    # and counts no failure, so no backoff paces a retry; this exclusion does not give way.
+    uid, attempt = _place(ctx, "member-2")
+    give_back(
+        ctx,
+        "default/flaky",
+        uid,
+        attempt,
+        member="member-2",
+        reason=FleetReason.MEMBER_UNAVAILABLE,
+        message="member-2 could not be reached",
+        exclude_for=60.0,
+        gives_way=False,
+        count_failure=False,
+    )
+    status = ctx.objects.get(FLEET_ASCENDJOB, "default", "flaky")["status"]
+    assert status["excluded"] == {}
+    now = time.time()
+    assert excluded_now(status, now, field=EXCLUDED_FIRMLY) == {"member-2"}
+    assert exclusion_ends(status, now) == [status["excludedFirmly"]["member-2"]]
+    # Once it is over, the next hand-back drops it.
+    obj = ctx.objects.get(FLEET_ASCENDJOB, "default", "flaky")
+    obj["status"]["excludedFirmly"] = {"member-2": now - 1}
+    ctx.objects.mutate(FLEET_ASCENDJOB, "default", "flaky", lambda o: {**o, "status": obj["status"]})
+    after = _fail_on(ctx, "member-1", Blame.JOB)
+    assert "excludedFirmly" not in after["status"]
