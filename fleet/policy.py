@@ -9,7 +9,10 @@ its decisions:
   labels); ``placement.replicaScheduling.customSchedulingType: Gang`` is what Fleet always does,
   so any other value is refused rather than silently ignored;
 * ``failover.application`` gives the toleration before a job is moved and the ``purgeMode`` of its
-  old copy (``Graciously`` is the older spelling of ``Gracefully``);
+  old copy (``Graciously`` is the older spelling of ``Gracefully``); ``failover`` itself, Fleet's
+  own fields, bounds the retries (``backoffLimit``, ``backoffSeconds``) and sizes how long a
+  member a job failed on is avoided (``exclusionSeconds``, ``exclusionLimitSeconds``: see
+  :mod:`fleet.dispatch.handback`);
 * ``suspension.scheduling: true`` sends matching jobs through the quota queue (Kube Queue's
   convention); ``false`` limits them by capacity alone.
 
@@ -157,6 +160,11 @@ class Failover(_Strict):
     #: Attempts after the first before the job is Failed for good, and the first backoff delay.
     backoff_limit: int = Field(default=3, ge=0, alias="backoffLimit")
     backoff_seconds: float = Field(default=10.0, gt=0, alias="backoffSeconds")
+    #: How long a member a job failed on is avoided the first time a failure there excludes it
+    #: (doubling with each further failure there), and the longest it ever is
+    #: (:func:`fleet.dispatch.handback.exclusion_seconds`).
+    exclusion_seconds: float = Field(default=10.0, ge=0, alias="exclusionSeconds")
+    exclusion_limit_seconds: float = Field(default=300.0, ge=0, alias="exclusionLimitSeconds")
 
 
 class Suspension(_Strict):
@@ -206,7 +214,8 @@ def _default_policy() -> PropagationPolicy:
 
 
 #: What applies to a job no policy selects: gang, pack, queued under the quota tree, failover
-#: after 30 s with the old copy purged first, 3 retries starting at 10 s and doubling.
+#: after 30 s with the old copy purged first, 3 retries starting at 10 s and doubling, a member
+#: the job failed on avoided from 10 s doubling to 300 s (not at all after one failure of its own).
 DEFAULT_POLICY = _default_policy()
 
 

@@ -24,14 +24,14 @@ Workers (:mod:`~fleet.dispatch.tasks`, run by RQ)
     time, one pipeline of ``Dispatched`` writes), each named and labelled after the
     fleet job (:mod:`fleet.workloads.labels`), optionally pinned to the planned nodes. Creation
     is idempotent: an existing copy of the same uid and attempt is adopted, an older attempt's
-    copy is deleted first, another job's copy is a conflict. A member that stays unreachable
-    gives the job back: its hold and quota are released and it is queued again with that
-    member excluded for a while, the reason kept. A permanent refusal is judged by whom it is
-    about (:func:`fleet.members.scope_of`): the job itself (a 422 from the member's own
-    validation, which every member would repeat) fails the job; the member's own (403, 404, a
-    conflict, an admission denial) gives the job back with that member excluded for good, and
-    fails it with every member's reason once no member is left. An error while making one job's
-    copy fails that job; the rest of the batch goes on.
+    copy is deleted first, another job's copy is a conflict. A member that stays unreachable gives
+    the job back: its hold and quota are released and it is queued again with that member excluded
+    for a while (firmly: this exclusion does not give way), the reason kept. A permanent refusal
+    is judged by whom it is about (:func:`fleet.members.scope_of`): the job itself (a 422 from the
+    member's own validation, which every member would repeat) fails the job; the member's own
+    (403, 404, a conflict, an admission denial) gives the job back with that member excluded for
+    good, and fails it with every member's reason once no member is left. An error while making
+    one job's copy fails that job; the rest of the batch goes on.
     ``purge``: delete a member copy of a given uid and attempt (never its successor).
     ``delete_copy``: the same for a job deleted at the fleet, then, once the member confirms the
     copy gone, complete the deletion (:mod:`~fleet.dispatch.deletion`).
@@ -43,7 +43,9 @@ Syncer (:mod:`~fleet.dispatch.syncer`)
     health with failure and success thresholds. On the fleet side: finishes jobs (quota released
     once: release is idempotent), applies failover (cluster failover after the toleration,
     application failover for retriable failures and for PodGroupPending past the toleration,
-    bounded by the policy's backoffLimit with exponential backoff), purges stale copies by the
+    bounded by the policy's backoffLimit with exponential backoff; the member a job failed on is
+    excluded in proportion to what the failure says about it, and the exclusion gives way when
+    no other member fits: :mod:`~fleet.dispatch.handback`), purges stale copies by the
     policy's purgeMode, and drives deletions (:mod:`~fleet.dispatch.deletion`): a deleted job
     stays ``Terminating`` until its member copy is confirmed gone (the delete sent again with
     backoff while its member is unreachable), then its quota is released and its finalizer off.

@@ -14,6 +14,10 @@ See the package docstring for the round. A round is one *cycle* of :class:`queue
 * The picks' fleet objects are read in one round trip and checked against member capacity
   (node by node, :class:`fleet.placement.Placer`); a job that fits nowhere remembers why, in
   memory, and is not fitted again until some member's capacity (or the holds on it) changed.
+  Members the job failed on recently (``status.excluded``) are left out, unless they are the
+  only ones where it fits now: then the exclusion gives way and it is placed there (the rule is
+  in :mod:`fleet.dispatch.handback`). NotReady members, those that refused it and its firm
+  exclusions (``status.excludedFirmly``) never give way.
 * The fitting ones are admitted through the ledger in one batch (the scripts stay the authority)
   and placed: one pipeline of holds, one of ``Admitted`` writes, one of Events, one RQ job per
   member.
@@ -47,7 +51,16 @@ from rq import Queue, Retry
 
 from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.dispatch.context import Context, policy_for
-from fleet.dispatch.handback import COMPONENT, every_refusal, inflight_entry, members_left, refused_by
+from fleet.dispatch.handback import (
+    COMPONENT,
+    EXCLUDED_FIRMLY,
+    every_refusal,
+    excluded_now,
+    exclusion_ends,
+    inflight_entry,
+    members_left,
+    refused_by,
+)
 from fleet.dispatch.health import read_health
 from fleet.dispatch.lease import Lease
 from fleet.dispatch.preemption import PREEMPTED_BY, PREEMPTIONS, RUNNING_STATES, mark_victims
@@ -151,6 +164,8 @@ class _Candidate:
     policy: PropagationPolicy
     avoid: frozenset[str]
     pick: Pick
+    #: Members it is excluded from that it is placed among anyway: no other member fits now.
+    gave_way: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -430,15 +445,24 @@ class Dispatcher:
                 # knew fewer members, or members left the fleet since): it would wait forever.
                 self._fail(key, obj, FleetReason.ALL_MEMBERS_REFUSED, every_refusal(refused))
                 continue
-            excluded = status.get("excluded") or {}
-            avoid = self._down | {m for m, until in excluded.items() if float(until) > now} | set(refused)
+            excluded = excluded_now(status, now)
+            never = self._down | set(refused) | excluded_now(status, now, field=EXCLUDED_FIRMLY)
+            avoid = never | excluded
             affinity = policy.spec.placement.cluster_affinity
+            gave_way: frozenset[str] = frozenset()
             with self.lock:
                 fits = self.placer.candidates(demand, affinity=affinity, avoid=avoid)
+                if not fits and excluded:
+                    # Every member where it fits now is one it is excluded from: the exclusion
+                    # gives way rather than keep the job waiting beside an idle member.
+                    fits = self.placer.candidates(demand, affinity=affinity, avoid=never)
+                    if fits:
+                        gave_way = frozenset(m for m, _ in fits) & excluded
+                        avoid = frozenset(never)
             if not fits:
                 self._no_fit(key, obj, demand, policy=policy, avoid=avoid, epoch=epoch, now=now)
                 continue
-            fitting.append(_Candidate(key, obj, demand, policy, avoid, pick))
+            fitting.append(_Candidate(key, obj, demand, policy, avoid, pick, gave_way))
         if not fitting:
             return 0
         decisions = self.ctx.ledger.admit_pending_many([c.key for c in fitting], fence=self._ledger_fence)
@@ -483,6 +507,12 @@ class Dispatcher:
                 f"admitted in queue {queue}; placed on {decision.member} "
                 f"({c.policy.spec.placement.strategy}): {placement.pods} pods on {len(placement.takes)} nodes"
             )
+            if decision.member in c.gave_way:
+                DECISIONS.labels("exclusion_gave_way").inc()
+                message += (
+                    f"; its exclusion from {decision.member} gave way: no member it is not excluded "
+                    "from fits now"
+                )
             pin = placement.nodes_by_replica_type() if self.settings.pin else None
             rid = request.reservation_id
             plans.append(_Plan(c, attempt, decision.member, rid, message, dict(pin) if pin else None))
@@ -817,8 +847,7 @@ class Dispatcher:
                 else ("no member cluster is known yet")
             )
             self._say(key, FleetReason.NO_FIT, message)
-        excluded = (obj.get("status") or {}).get("excluded") or {}
-        ends = [float(until) for until in excluded.values() if float(until) > now]
+        ends = exclusion_ends(obj.get("status") or {}, now)
         self._remember(key, _Miss("nofit", epoch, now + 0.05, wake=min(ends, default=math.inf)))
 
     def _fail_invalid(self, key: str, obj: dict[str, Any], message: str) -> None:

@@ -6,11 +6,47 @@ lost to a race) all end attempts here, so the rules live in one place:
 * The fleet object is changed first, by compare-and-set on the attempt: only the caller that
   moves *this* attempt out of its running states goes on to touch the ledger, so a late or
   repeated hand-back of an old attempt changes nothing.
-* The member is excluded for the job for a while (``exclude_for``), and when the attempt counts
-  as a failure the job waits ``backoffSeconds * 2**(failures-1)`` before it is placed again.
-  Past the policy's ``backoffLimit`` the job is ``Failed`` for good with a reason that says the
-  retries ran out, and its quota is released.
+* When the attempt counts as a failure the job waits ``backoffSeconds * 2**(failures-1)``
+  (``status.notBefore``) before it is placed again. Past the policy's ``backoffLimit`` the job is
+  ``Failed`` for good with a reason that says the retries ran out, and its quota is released.
+* The member may be excluded for the job for a while (``status.excluded``, by the rule below).
 * The capacity hold of the attempt is dropped and its in-flight mark removed.
+
+Exclusion after a failure is proportionate to what the failure says about the member
+(:class:`Blame`, :func:`exclusion_seconds`):
+
+* A failure of the job's own (:attr:`Blame.JOB`: its copy ran and ended ``Failed``, its pods'
+  exit codes) says nothing about the member: the first one there excludes nothing. A user error
+  (``JobValidFailed``) is not retried at all (:mod:`fleet.dispatch.syncer`).
+* A failure that says the member could not run the job (:attr:`Blame.MEMBER`: its pods sat in
+  ``PodGroupPending`` past the toleration) excludes it from the first time.
+* Repeated failures back off exponentially: the *n*-th failure on one member (counted per member
+  in ``status.memberFailures``) excludes that member for ``exclusionSeconds * 2**(k-1)``, capped
+  at ``exclusionLimitSeconds`` (10 s doubling to 300 s by default), where ``k`` is ``n - 1`` for
+  :attr:`Blame.JOB` and ``n`` for :attr:`Blame.MEMBER`. The exclusion runs from when the job may
+  be placed again (its ``notBefore``), so it is never swallowed by the retry backoff.
+* An exclusion gives way: when every member where the job fits now is excluded, the dispatcher
+  places it on one of them at once rather than waiting the exclusion out (the Admitted message
+  says so). Exclusions steer a job to another member; they never keep it off the only one that
+  can run it. A NotReady member and one that refused the job (below) are not exclusions: they
+  never give way.
+
+The reference is Karmada's application failover (``failover.application``:
+``decisionConditions.tolerationSeconds``, ``purgeMode``, ``gracePeriodSeconds``, which Fleet reads
+as written) and its scheduler's ``ClusterEviction`` filter plugin, which takes a cluster out of
+the candidates while the binding has a graceful eviction task for it (and, with failover
+history, the clusters of the last failover). Karmada's exclusion lasts as long as the eviction,
+whatever the cause, and never gives way: a workload with no other cluster stays unscheduled.
+Fleet sizes it by the failure and lets it give way, because an NPU job that fits one member
+only would otherwise wait with its quota held while that member sits idle.
+
+Exclusions that are not failures of the attempt keep their fixed lengths (``exclude_for``). A
+member NotReady past the toleration (:mod:`fleet.dispatch.syncer`) is excluded in
+``status.excluded`` and gives way like the others once it is Ready again. A member that could
+not be reached or refused the job for now (:mod:`fleet.dispatch.tasks`) is excluded *firmly*
+(``status.excludedFirmly``, ``gives_way=False``): such an attempt never ran and counts no
+failure, so no retry backoff paces it, and giving way would send the job straight back to be
+refused again, in a loop.
 
 A member that refused the job for a reason of its own (:data:`fleet.members.Scope.MEMBER`) is
 recorded in ``status.refused`` with what it said, and never tried again for this job; when no
@@ -25,7 +61,8 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from enum import StrEnum
+from typing import Any, Final
 
 from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.dispatch.context import Context, policy_for
@@ -33,14 +70,20 @@ from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import attempt_of, cluster_of, current_state, mirror, set_state
 from fleet.jobs.submit import split_key
 from fleet.placement import job_pod_key
-from fleet.policy import PropagationPolicy
+from fleet.policy import Failover, PropagationPolicy
 from fleet.state import Objects, record_event
 from fleet.workloads import WorkloadStatus
 
 __all__ = [
+    "EXCLUDED",
+    "EXCLUDED_FIRMLY",
+    "Blame",
     "Outcome",
     "clear_inflight",
     "every_refusal",
+    "excluded_now",
+    "exclusion_ends",
+    "exclusion_seconds",
     "fail",
     "finish",
     "give_back",
@@ -61,6 +104,48 @@ class Outcome:
     changed: bool
     requeued: bool = False
     failed: bool = False
+
+
+class Blame(StrEnum):
+    """What a failure says about the member it happened on."""
+
+    #: Nothing: the job ran there and failed by itself (its own exit code).
+    JOB = "Job"
+    #: That the member could not run it (its pods never all fitted there).
+    MEMBER = "Member"
+
+
+def exclusion_seconds(blame: Blame, failures_here: int, failover: Failover) -> float:
+    """How long the member is avoided after the ``failures_here``-th failure of the job on it
+    (this one counted): 0 after the first failure of the job's own, else ``exclusionSeconds``
+    doubling with each further failure there, at most ``exclusionLimitSeconds``."""
+    steps = failures_here - 1 if blame is Blame.JOB else failures_here
+    if steps <= 0 or failover.exclusion_seconds <= 0:
+        return 0.0
+    # The exponent is bounded so that a job that fails on a member very often cannot overflow.
+    seconds = failover.exclusion_seconds * 2.0 ** min(steps - 1, 62)
+    return float(min(seconds, failover.exclusion_limit_seconds))
+
+
+#: Where the exclusions that give way are kept on a fleet job's status, and the firm ones.
+EXCLUDED: Final = "excluded"
+EXCLUDED_FIRMLY: Final = "excludedFirmly"
+
+
+def excluded_now(status: Mapping[str, Any], now: float, *, field: str = EXCLUDED) -> frozenset[str]:
+    """The members ``status.excluded`` (or another ``field``) still keeps the job off at ``now``."""
+    excluded = status.get(field) or {}
+    return frozenset(m for m, until in excluded.items() if float(until) > now)
+
+
+def exclusion_ends(status: Mapping[str, Any], now: float) -> list[float]:
+    """When the job's exclusions still in force end, firm or not."""
+    return [
+        float(until)
+        for field in (EXCLUDED, EXCLUDED_FIRMLY)
+        for until in (status.get(field) or {}).values()
+        if float(until) > now
+    ]
 
 
 def inflight_entry(key: str, uid: str, attempt: int) -> str:
@@ -143,12 +228,18 @@ def give_back(
     member: str,
     reason: str,
     message: str,
-    exclude_for: float,
+    exclude_for: float = 0.0,
+    gives_way: bool = True,
     count_failure: bool,
+    blame: Blame | None = None,
     last_seen: WorkloadStatus | None = None,
     refused: str | None = None,
 ) -> Outcome:
     """End ``attempt`` of the job on ``member`` and queue the job again (or fail it for good).
+
+    ``blame``, for a failure of the attempt, sizes the member's exclusion by the module's rule
+    (and counts the failure against the member); without it the member is excluded for
+    ``exclude_for`` seconds from now (0: not at all), firmly unless ``gives_way``.
 
     ``last_seen``, the member copy's final status (a failure), is mirrored first, so the history
     shows what the member said before Fleet's ``Rescheduling``. ``refused``, what the member said
@@ -171,13 +262,25 @@ def give_back(
             mirror(status, last_seen, dispatched_message=f"created in {member} (attempt {attempt})")
         job_policy = policy_for(obj, policies)
         policy = job_policy.spec.failover
-        excluded = {m: t for m, t in (status.get("excluded") or {}).items() if float(t) > now}
-        if exclude_for > 0:
-            excluded[member] = round(now + exclude_for, 3)
-        status["excluded"] = excluded
+        excluded = {m: t for m, t in (status.get(EXCLUDED) or {}).items() if float(t) > now}
+        firmly = {m: t for m, t in (status.get(EXCLUDED_FIRMLY) or {}).items() if float(t) > now}
+        if exclude_for > 0 and blame is None:
+            (excluded if gives_way else firmly)[member] = round(now + exclude_for, 3)
+        status[EXCLUDED] = excluded
+        if firmly:
+            status[EXCLUDED_FIRMLY] = firmly
+        else:
+            status.pop(EXCLUDED_FIRMLY, None)
         _leave(status, member)
         failures = int(status.get("failures") or 0) + (1 if count_failure else 0)
         status["failures"] = failures
+        avoid_for = 0.0
+        here: dict[str, int] = {}
+        if blame is not None:
+            here = {str(m): int(n) for m, n in (status.get("memberFailures") or {}).items()}
+            here[member] = here.get(member, 0) + 1
+            status["memberFailures"] = here
+            avoid_for = exclusion_seconds(blame, here[member], policy)
         set_state(status, Phase.RESCHEDULING, reason, message)
         if refused is not None:
             status["refused"] = {**refused_by(obj), member: refused}
@@ -197,12 +300,20 @@ def give_back(
                 f"last: {message}",
             )
             return obj
+        ready = now
         if count_failure:
             delay = policy.backoff_seconds * 2 ** (failures - 1)
-            status["notBefore"] = round(now + delay, 3)
+            ready = now + delay
+            status["notBefore"] = round(ready, 3)
             wait = f"; next attempt in {delay:g}s"
         else:
             wait = ""
+        if avoid_for > 0:
+            # From when the job may go again: an exclusion shorter than the backoff still counts.
+            excluded[member] = round(ready + avoid_for, 3)
+            wait += f"; {member} avoided for {avoid_for:g}s more"
+        elif blame is Blame.JOB and here[member] == 1:
+            wait += f"; {member} not avoided (the job's own failure, its first there)"
         set_state(status, Phase.QUEUED, reason, f"{message}{wait}")
         return obj
 

@@ -10,9 +10,12 @@ labels (fleet job, uid, attempt) against the fleet object:
   hold released, exactly once: the ledger's release is idempotent). ``Failed`` with a user error
   (``JobValidFailed``) finishes it as failed; any other failure is an *application failover*:
   the copy is purged by the policy's ``purgeMode`` and the job handed back
-  (:func:`fleet.dispatch.handback.give_back`, counted against its backoffLimit, the member
-  avoided for a while). A copy that sits in ``PodGroupPending`` longer than the policy's
-  toleration is failed over the same way: the member could not really run it.
+  (:func:`fleet.dispatch.handback.give_back`, counted against its backoffLimit). A copy that
+  ran and failed is the job's own failure (``Blame.JOB``): its first on a member does not keep
+  the job off that member, repeated ones do, for exponentially longer. A copy that sits in
+  ``PodGroupPending`` longer than the policy's toleration is failed over the same way, but the
+  member could not really run it (``Blame.MEMBER``): it is avoided from the first time. The rule,
+  and how an exclusion gives way when no other member fits, is in :mod:`fleet.dispatch.handback`.
 * **A stale copy** (an older attempt, another member than the fleet's, a fleet job that is gone
   or being deleted): purged by the RQ worker (``purge``, which never touches a successor). For a
   failover the policy's ``purgeMode`` decides when: ``Immediately`` at once (or as soon as the
@@ -61,7 +64,7 @@ from fleet.apiserver.errors import Gone
 from fleet.ascend import Condition, Reason
 from fleet.dispatch.context import Context, policy_for
 from fleet.dispatch.deletion import complete, is_deleting, left_entry, terminating
-from fleet.dispatch.handback import COMPONENT, finish, give_back
+from fleet.dispatch.handback import COMPONENT, Blame, finish, give_back
 from fleet.dispatch.health import MemberHealth, read_health, write_health
 from fleet.dispatch.preemption import is_being_preempted, requeued
 from fleet.jobs.phases import FINISHED, FleetReason, Phase
@@ -92,8 +95,6 @@ FAILOVERS = Counter(
 PURGES = Counter("fleet_purges_enqueued_total", "Member copies sent to be purged, by why.", ["why"])
 MEMBER_READY = Gauge("fleet_member_ready", "1 while the member answers its health probes.", ["member"])
 
-#: How long a member a job failed on is avoided by that job.
-EXCLUDE_FAILED_SECONDS: Final = 300.0
 #: How long a member that was NotReady past the toleration is avoided by the jobs it lost.
 EXCLUDE_DOWN_SECONDS: Final = 120.0
 #: Failures that are the user's, not the member's: never retried elsewhere.
@@ -311,7 +312,7 @@ class Syncer:
                 continue  # its pods go because it is being evicted: not a failure of the job
             if seen.state == Condition.FAILED and seen.reason not in USER_ERRORS:
                 message = f"failed in {member}: {seen.reason}: {seen.message}"
-                self._application_failover(ident, obj, seen, message)
+                self._application_failover(ident, obj, seen, message, blame=Blame.JOB)
                 continue
             mirrored.append(_Seen(ident, seen, obj))
         self._mirror(mirrored)
@@ -417,7 +418,7 @@ class Syncer:
         FAILOVERS.labels("vanished", member).inc()
 
     def _application_failover(
-        self, ident: _Copy, obj: dict[str, Any], seen: WorkloadStatus | None, message: str
+        self, ident: _Copy, obj: dict[str, Any], seen: WorkloadStatus | None, message: str, *, blame: Blame
     ) -> None:
         policy = self._failover_policy(obj)
         outcome = give_back(
@@ -428,8 +429,8 @@ class Syncer:
             member=ident.member,
             reason=FleetReason.APPLICATION_FAILOVER,
             message=message,
-            exclude_for=EXCLUDE_FAILED_SECONDS,
             count_failure=True,
+            blame=blame,
             last_seen=seen,
         )
         with self._lock:
@@ -526,6 +527,7 @@ class Syncer:
                     None,
                     f"its pods waited in {ident.member} for {toleration}s without all fitting "
                     "(PodGroupPending)",
+                    blame=Blame.MEMBER,
                 )
         for ident in stale:
             obj = self.ctx.objects.try_get(FLEET_ASCENDJOB, ident.namespace, ident.name)

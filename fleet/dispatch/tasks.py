@@ -8,7 +8,9 @@ What a member's permanent refusal does depends on whom it is about (:func:`fleet
 the job itself (its API server's validation: every member would say the same) fails the job
 (``MemberRejected``); the member's own rights, set-up or policy excludes that member for this job
 for good, and fails the job when no member is left (``AllMembersRefused``); a passing refusal of
-the member's (its namespace being deleted, its ResourceQuota used up) avoids it for a while. Any
+the member's (its namespace being deleted, its ResourceQuota used up) avoids it for a while,
+firmly: that exclusion, like the one after a member could not be reached, does not give way when
+no other member fits (:mod:`fleet.dispatch.handback`), or the job would loop on the refusal. Any
 other error while building or sending one job's copy fails that job (``PropagationFailed``) with
 the error; the rest of the batch goes on.
 """
@@ -166,6 +168,7 @@ def _propagate_one(
             reason=FleetReason.MEMBER_UNAVAILABLE,
             message=f"{member} could not be reached ({safe_message(error)})",
             exclude_for=EXCLUDE_UNAVAILABLE_SECONDS,
+            gives_way=False,
             count_failure=False,
         )
         return "unavailable"
@@ -213,6 +216,7 @@ def _refused(ctx: Context, item: Propagation, kind: str, error: MemberRefused) -
         reason=FleetReason.MEMBER_REFUSED,
         message=f"{member} refused the job: {said}",
         exclude_for=EXCLUDE_REFUSED_SECONDS if scope is Scope.MEMBER_FOR_NOW else 0.0,
+        gives_way=False,
         count_failure=False,
         refused=said if scope is Scope.MEMBER else None,
     )

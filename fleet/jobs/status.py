@@ -8,7 +8,11 @@ The shape, on the fleet object::
       cluster: member-2        # the member of the current attempt (absent while never placed)
       attempt: 2               # placements so far; labels the member copy
       failures: 1              # attempts that ended in failover
-      excluded: {member-1: 1763900000.0}   # members avoided until that time (epoch seconds)
+      excluded: {member-1: 1763900000.0}   # members avoided until that time (epoch seconds);
+                               # the rule that sizes them: fleet.dispatch.handback
+      excludedFirmly: {member-2: 1763900000.0}   # avoided until then, never giving way (the
+                               # member could not be reached, or refused the job for now)
+      memberFailures: {member-1: 2}   # failures of the job counted per member (its exclusions double)
       refused: {member-3: "403 Forbidden: ..."}   # members that refused the job for a reason of
                                # their own: never tried again for it; when no member is left, Failed
       notBefore: 1763900010.0  # backoff: not placed again before then

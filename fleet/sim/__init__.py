@@ -29,7 +29,8 @@ Design, module by module:
 ``operator``
     One in-process controller per member, on the server's loop, over the member's store:
     creates pods, schedules gangs (``Created``/``PodGroupPending`` until they fit), runs them
-    (``Running``, then ``Succeeded`` after the topology's or the job's duration), applies
+    (``Running``, then ``Succeeded`` after the topology's or the job's duration, or a failure
+    with the exit code its ``sim.fleet.io/exit-code`` annotation gives), applies
     injected failures (``Restarting`` until ``backoffLimit``, then ``Failed``), records Events,
     and frees nodes when a job is deleted.
 ``faults``, ``control``, ``member``
@@ -42,7 +43,7 @@ Design, module by module:
     on SIGTERM/Ctrl-C.
 """
 
-from fleet.sim.jobs import DURATION_ANNOTATION
+from fleet.sim.jobs import DURATION_ANNOTATION, EXIT_CODE_ANNOTATION
 from fleet.sim.kubeconfig import CONTROL_EXTENSION, build_kubeconfig, control_endpoint
 from fleet.sim.scheduler import Cluster, Schedule, schedule, schedule_pods
 from fleet.sim.topology import (
@@ -59,6 +60,7 @@ __all__ = [
     "CONTROL_EXTENSION",
     "DEFAULT_TOPOLOGY",
     "DURATION_ANNOTATION",
+    "EXIT_CODE_ANNOTATION",
     "Cluster",
     "Member",
     "NodePool",

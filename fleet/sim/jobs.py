@@ -30,10 +30,12 @@ from fleet.sim.predicates import PodSpecError, pod_requests
 
 __all__ = [
     "DURATION_ANNOTATION",
+    "EXIT_CODE_ANNOTATION",
     "TERMINAL_STATES",
     "backoff_limit",
     "build_pods",
     "duration_seconds",
+    "exit_code",
     "job_key",
     "min_available",
     "replica_statuses",
@@ -45,6 +47,10 @@ __all__ = [
 
 #: Per-job override of how long the job runs before it succeeds (seconds, a number).
 DURATION_ANNOTATION: Final = "sim.fleet.io/duration-seconds"
+#: Per-job exit code of its first pod when its duration is up (an integer; 0, the default: it
+#: succeeds). Non-zero: the job fails by its own code on every run, on every member, as a job
+#: with a bug does (``fail-job`` injects a failure into one member's copy instead).
+EXIT_CODE_ANNOTATION: Final = "sim.fleet.io/exit-code"
 TERMINAL_STATES: Final = frozenset({Condition.SUCCEEDED, Condition.FAILED})
 #: Replica types that lead a job: their pods are created (and kept under minAvailable) first.
 _LEADERS: Final = ("Master", "Chief", "Scheduler")
@@ -124,6 +130,8 @@ def validate_job(job: Obj) -> str | None:
         return f"metadata.annotations: {exc}"
     if duration_seconds(job, 0.0) < 0:
         return f"metadata.annotations.{DURATION_ANNOTATION}: must be a non-negative number of seconds"
+    if exit_code(job) is None:
+        return f"metadata.annotations.{EXIT_CODE_ANNOTATION}: must be an integer from 0 to 255"
     return None
 
 
@@ -151,6 +159,19 @@ def duration_seconds(job: Obj, default: float) -> float:
         return float(raw)
     except (TypeError, ValueError):
         return -1.0
+
+
+def exit_code(job: Obj) -> int | None:
+    """The exit code the job's annotation gives its first pod (0 without one); ``None`` when the
+    annotation is not an integer from 0 to 255."""
+    raw = ((job.get("metadata") or {}).get("annotations") or {}).get(EXIT_CODE_ANNOTATION)
+    if raw is None:
+        return 0
+    try:
+        code = int(str(raw))
+    except ValueError:
+        return None
+    return code if 0 <= code <= 255 else None
 
 
 def restarts_on_failure(job: Obj) -> bool:

@@ -44,6 +44,7 @@ from fleet.sim.jobs import (
     backoff_limit,
     build_pods,
     duration_seconds,
+    exit_code,
     job_key,
     min_available,
     replica_statuses,
@@ -80,6 +81,8 @@ class _Job:
     fail_at: float | None = None
     restarts: int = 0
     pending_message: str = ""
+    #: The code its first pod exits with when it fails (its annotation's, else 1).
+    exit_code: int = 0
 
     def reference(self) -> Obj:
         """Enough of the job for an Event's involvedObject, without reading it."""
@@ -523,6 +526,9 @@ class Operator:
         job.running_since = now
         job.finish_at = now + max(duration_seconds(body, self.simulation.job_duration_seconds), 0.0)
         self._timer(job.finish_at, job.key)
+        job.exit_code = exit_code(body) or 0
+        if job.exit_code:
+            job.fail_at = job.finish_at  # its own code fails it when its work is done
         if job.key in self._failures:
             job.fail_at = now + self.simulation.failure_delay_seconds
             self._timer(job.fail_at, job.key)
@@ -553,8 +559,8 @@ class Operator:
                 pods.append(pod)
         return pods
 
-    async def _finish_pods(self, job: _Job, failed: str | None) -> list[Obj]:
-        """End the job's pods: ``failed`` (a pod name) exits 1, the rest succeed (or are killed)."""
+    async def _finish_pods(self, job: _Job, failed: str | None, code: int = 1) -> list[Obj]:
+        """End the job's pods: ``failed`` (a pod name) exits ``code``, the rest succeed (or are killed)."""
         finished = []
         now = now_rfc3339()
         for pod in await self._job_pods(job):
@@ -566,7 +572,7 @@ class Operator:
             if failed is None:
                 status = _terminated_status(pod, "Succeeded", 0, "Completed", now)
             elif name == failed:
-                status = _terminated_status(pod, "Failed", 1, "Error", now)
+                status = _terminated_status(pod, "Failed", code, "Error", now)
             else:
                 status = _terminated_status(pod, "Failed", 137, "Killed", now)
             ended = {**pod, "metadata": _unversioned(pod), "status": status}
@@ -605,7 +611,7 @@ class Operator:
         job.fail_at = None
         self._running.discard(job.key)
         victim = job.pods[0] if job.pods else ""
-        pods = await self._finish_pods(job, victim)
+        pods = await self._finish_pods(job, victim, job.exit_code or 1)
         statuses = replica_statuses(body, pods)
         limit = backoff_limit(body)
         retry = job.restarts < limit if limit is not None else restarts_on_failure(body)

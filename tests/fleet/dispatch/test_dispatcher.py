@@ -148,17 +148,41 @@ def test_two_dispatchers_only_one_decides_and_the_other_takes_over(
         assert reasons.count("Admitted") == 1, reasons
 
 
-def test_a_job_excluded_from_the_only_member_it_fits_lands_there_when_the_exclusion_ends(
+def test_a_job_excluded_from_the_only_member_it_fits_lands_there_at_once_the_exclusion_giving_way(
     fleet_factory: Callable[..., RunningFleet],
 ) -> None:
     # After a failover the job avoids the member that lost it for a while. When that member is
-    # the only one it fits, nothing about capacity changes when the exclusion ends: the
-    # dispatcher must still try it again then, not wait for some other job to move.
+    # the only one it fits, the exclusion gives way (issue 23, req. 5): the job is placed there
+    # at once rather than waiting the exclusion out beside an idle member.
     fleet = fleet_factory(members=None, syncer=False, tree=None, workers=1)
     fleet.ledger.apply(load(SAMPLE_TREE.read_text())[0])
     prepared = prepare(_sample("excluded"), fleet.ledger)
-    ends = time.time() + 4.0
+    ends = time.time() + 60.0
     prepared.obj["status"]["excluded"] = {"member-2": ends}
+    fleet.objects.create(FLEET_ASCENDJOB, prepared.obj)
+    fleet.ledger.enqueue(prepared.key, prepared.leaf, prepared.request, prepared.priority)
+    fleet.wait_for(
+        "dispatch despite the exclusion", lambda: current_state(_job(fleet, "excluded")) == "Dispatched", 20
+    )
+    landed = _job(fleet, "excluded")
+    assert cluster_of(landed) == "member-2"
+    admitted = next(c for c in landed["status"]["conditions"] if c["type"] == "Admitted")
+    assert "its exclusion from member-2 gave way" in admitted["message"]
+    assert datetime.fromisoformat(admitted["lastTransitionTime"].replace("Z", "+00:00")).timestamp() < ends
+
+
+def test_a_firm_exclusion_from_the_only_member_it_fits_is_waited_out(
+    fleet_factory: Callable[..., RunningFleet],
+) -> None:
+    # A member that could not be reached or refused the job for now is excluded firmly: the
+    # attempt counted no failure, no backoff paces it, and giving way would loop on the
+    # refusal. The job waits, and when that member is the only one it fits, nothing about
+    # capacity changes when the exclusion ends: the dispatcher must still try it again then.
+    fleet = fleet_factory(members=None, syncer=False, tree=None, workers=1)
+    fleet.ledger.apply(load(SAMPLE_TREE.read_text())[0])
+    prepared = prepare(_sample("excluded"), fleet.ledger)
+    ends = time.time() + 8.0  # long enough for the processes to start on a loaded machine
+    prepared.obj["status"]["excludedFirmly"] = {"member-2": ends}
     fleet.objects.create(FLEET_ASCENDJOB, prepared.obj)
     fleet.ledger.enqueue(prepared.key, prepared.leaf, prepared.request, prepared.priority)
     fleet.wait_for(
@@ -173,6 +197,7 @@ def test_a_job_excluded_from_the_only_member_it_fits_lands_there_when_the_exclus
     landed = _job(fleet, "excluded")
     assert cluster_of(landed) == "member-2"
     admitted = next(c for c in landed["status"]["conditions"] if c["type"] == "Admitted")
+    assert "gave way" not in admitted["message"]
     assert datetime.fromisoformat(admitted["lastTransitionTime"].replace("Z", "+00:00")).timestamp() >= int(
         ends
     )

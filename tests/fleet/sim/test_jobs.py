@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fleet.sim.jobs import build_pods, replica_statuses, set_condition, state, validate_job
+from typing import Any
+
+from fleet.sim.jobs import build_pods, exit_code, replica_statuses, set_condition, state, validate_job
 from tests.fleet.sim.builders import bound, sample_job, simple_job
 
 
@@ -102,3 +104,16 @@ def test_replica_statuses_count_pods_by_phase_per_type() -> None:
     statuses = replica_statuses(job, [bound(master, "n", "Running"), bound(worker, "n", "Failed")])
     assert statuses == {"Master": {"active": 1}, "Worker": {"failed": 1}}
     assert replica_statuses(job, []) == {"Master": {}, "Worker": {}}
+
+
+def test_the_exit_code_annotation_is_an_integer_from_0_to_255() -> None:
+    def annotated(value: str | None) -> dict[str, Any]:
+        job = sample_job()
+        if value is not None:
+            job["metadata"]["annotations"] = {"sim.fleet.io/exit-code": value}
+        return job
+
+    assert [exit_code(annotated(v)) for v in (None, "0", "1", "255")] == [0, 0, 1, 255]
+    for bad in ("-1", "256", "one", "1.5"):
+        assert exit_code(annotated(bad)) is None
+        assert "sim.fleet.io/exit-code" in (validate_job(annotated(bad)) or "")

@@ -168,6 +168,36 @@ def test_without_backoff_limit_a_never_restart_job_fails_at_once() -> None:
     run(test, CARDS)
 
 
+def test_a_job_annotated_with_an_exit_code_fails_by_it_on_every_run_after_its_duration() -> None:
+    async def test(store: MemoryStore, operator: Operator) -> None:
+        job = sample_job()
+        job["metadata"]["annotations"] = {
+            "sim.fleet.io/exit-code": "3",
+            "sim.fleet.io/duration-seconds": "0.2",
+        }
+        job["spec"]["runPolicy"]["backoffLimit"] = 1
+        await store.create(ASCENDJOB, strip(job))
+        seen = await states_seen(store, "default-test-pytorch", "Failed")
+        assert seen == ["Created", "Running", "Restarting", "Running", "Failed"]
+        pods, _, _ = await store.list(POD, "default")
+        codes = sorted(p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] for p in pods)
+        assert 3 in codes and 0 not in codes
+        # A new copy of the same job fails by its code again: the failure is the job's own.
+        await store.delete(ASCENDJOB, "default", "default-test-pytorch")
+        await eventually(lambda: _gone(store))
+        await store.create(ASCENDJOB, strip(sample_job()) | {"metadata": strip(job)["metadata"]})
+        again = await states_seen(store, "default-test-pytorch", "Failed")
+        assert again[-1] == "Failed"
+
+    run(test, CARDS)
+
+
+async def _gone(store: MemoryStore) -> bool:
+    jobs, _, _ = await store.list(ASCENDJOB, "default")
+    pods, _, _ = await store.list(POD, "default")
+    return not jobs and not pods
+
+
 def test_an_unusable_spec_is_marked_job_valid_failed() -> None:
     async def test(store: MemoryStore, operator: Operator) -> None:
         job = sample_job("broken")
