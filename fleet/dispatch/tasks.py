@@ -20,7 +20,9 @@ however long the member takes to answer. When the worker dies the claim lapses a
 dispatcher enqueues the attempts again (``Dispatcher._retry_inflight``), to any worker. A worker
 that was only stalled and resumes finds the copy made (adopted, same attempt) or the attempt no
 longer current (it changes nothing): attempts, not claims, are the fence, so a claim that lapses
-early costs a repeated create call, never a second copy.
+early costs a repeated create call, never a second copy. Deadlines are wall-clock times of the
+worker and compared by the dispatcher on its own clock: hosts whose clocks differ by a good part
+of the claim (NTP keeps them within milliseconds) see claims lapse early or late by that much.
 """
 
 from __future__ import annotations
