@@ -24,6 +24,13 @@ two ``fleet worker`` and one ``fleet syncer`` as processes (the test harness of
 4. **Memory.** On a separate Redis database, ``--memory-jobs`` copies of the sample AscendJob
    (``config/samples``) are submitted and Redis ``used_memory`` is compared before and after.
 
+Durability (issue 23): ``--appendfsync`` is the Redis server's (``always``, as ``fleet up`` runs
+it, by default), ``--durability`` what each submission waits for before it counts as
+acknowledged, as ``fleet api --durability`` does (:mod:`fleet.jobs.durability`; ``replicas``
+starts one replica of the Redis). ``--compare-durability`` runs the benchmark once for each of
+``everysec``, ``always``, and ``everysec`` with ``WAIT 1`` on a replica (and ``WAITAOF 1 0`` on a
+Redis that has it), one after the other, and prints the figures side by side.
+
 Ends with one JSON line of the figures.
 """
 
@@ -31,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing
 import os
 import platform
@@ -46,9 +54,11 @@ from typing import Any
 
 import yaml
 
+from fleet.api.keys import DEFAULT_API_KEYS
 from fleet.api.kinds import FLEET_ASCENDJOB, PROPAGATION_POLICY
 from fleet.connections import redis_from_url
 from fleet.jobs import current_state, submit
+from fleet.jobs.durability import Durability
 from fleet.members import JOBS, WatchEvent, load_members
 from fleet.state import Objects
 from queues import Ledger
@@ -201,10 +211,14 @@ def _tail_fleet(url: str, out: Any, ready: Any, stop: Any) -> None:
             time.sleep(max(0.0, began + TAIL_EVERY - time.monotonic()))
 
 
-def _submit_all(url: str, numbers: range, ready: Any, go: Any, report: Any) -> None:
+def _submit_all(
+    url: str, numbers: range, ready: Any, go: Any, report: Any, *, durability: Durability | None = None
+) -> None:
     """One client's submissions (jobs ``numbers``), in a process of its own as an API replica
-    is (not sharing a GIL with the observer's threads); puts how long they took and the CPU
-    they used."""
+    is (not sharing a GIL with the observer's threads), each acknowledged after ``durability``
+    confirmed it as the API does; puts how long they took and the CPU they used."""
+    durability = durability or Durability()
+    marker = DEFAULT_API_KEYS.durability_marker
     client = redis_from_url(url)
     objects, ledger = Objects(client), Ledger(client)
     jobs = [_one_npu_job(i) for i in numbers]
@@ -214,6 +228,7 @@ def _submit_all(url: str, numbers: range, ready: Any, go: Any, report: Any) -> N
     started, cpu = time.monotonic(), time.process_time()
     for obj in jobs:
         submit(objects, ledger, obj)
+        durability.confirm(client, marker)
     report.put((time.monotonic() - started, time.process_time() - cpu))
 
 
@@ -279,10 +294,24 @@ def main() -> None:
         action="store_true",
         help="Submit every job while the dispatcher is stopped, then time how fast the queue drains.",
     )
+    parser.add_argument("--appendfsync", choices=("always", "everysec"), default="always")
+    parser.add_argument(
+        "--durability",
+        choices=("none", "aof", "replicas"),
+        default="none",
+        help="What a submission waits for (fleet api --durability); replicas starts one replica.",
+    )
+    parser.add_argument("--no-failover", action="store_true", help="Skip the failover figure.")
+    parser.add_argument(
+        "--compare-durability",
+        action="store_true",
+        help="Run once per durability setting (everysec, always, everysec + WAIT 1, and "
+        "everysec + WAITAOF on Redis 7.2+) and print them side by side.",
+    )
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="dispatch-bench-"))
     try:
-        figures = _run(args, tmp)
+        figures = _compare(args, tmp) if args.compare_durability else _run(args, tmp)
     except BaseException:
         print(f"the roles' and Redis' logs are kept in {tmp}")
         raise
@@ -290,11 +319,51 @@ def main() -> None:
     print(json.dumps(figures))
 
 
+def _compare(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """The benchmark once per durability setting, in one run; the figures side by side."""
+    settings = [("everysec", "none"), ("always", "none"), ("everysec", "replicas")]
+    probe = RedisServer(tmp / "probe")
+    probe.directory.mkdir()
+    probe.start()
+    try:
+        client = probe.client()
+        version = str(client.info("server")["redis_version"])
+        client.close()
+    finally:
+        probe.stop()
+    if tuple(int(p) for p in version.split(".")[:2]) >= (7, 2):
+        settings.append(("everysec", "aof"))
+    runs: dict[str, Any] = {}
+    for appendfsync, durability in settings:
+        name = f"{appendfsync}+{durability}"
+        print(f"--- appendfsync {appendfsync}, durability {durability} ---")
+        directory = tmp / name
+        directory.mkdir()
+        run = argparse.Namespace(**{**vars(args), "appendfsync": appendfsync, "durability": durability})
+        runs[name] = _run(run, directory)
+    print(f"redis-server {version}; {args.jobs} jobs, {args.submitters} submitters")
+    print("| figure | " + " | ".join(runs) + " |")
+    print("|---|" + "---|" * len(runs))
+    for figure in ("submit_per_s", "to_dispatched_per_s", "to_running_per_s", "sync_latency_p99_ms"):
+        print(f"| {figure} | " + " | ".join(str(r[figure]) for r in runs.values()) + " |")
+    return {"benchmark": "dispatch-durability", "redis": version, "runs": runs}
+
+
 def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     """Run the benchmark with its Redis data and the roles' logs under ``tmp``; print the
     figures as lines and return them."""
-    server = RedisServer(tmp)
+    server = RedisServer(tmp, appendfsync=args.appendfsync)
     server.start()
+    follower: RedisServer | None = None
+    durability = Durability()
+    if args.durability == "replicas":
+        follower = RedisServer(tmp / "replica", appendfsync=args.appendfsync, replicaof=server.port)
+        follower.directory.mkdir()
+        follower.start()
+        _wait("the replica in sync", lambda: _synced(follower), 30)
+        durability = Durability("replicas", 1, 1.0)
+    elif args.durability == "aof":
+        durability = Durability("aof", 0, 1.0)
     try:
         memory = _memory(server, args.memory_jobs)
         print(
@@ -325,7 +394,14 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 submitters = [
                     spawn.Process(
                         target=_submit_all,
-                        args=(server.url, range(k, args.jobs, args.submitters), ready, go, report),
+                        args=(
+                            server.url,
+                            range(k, args.jobs, args.submitters),
+                            ready,
+                            go,
+                            report,
+                        ),
+                        kwargs={"durability": durability},
                         daemon=True,
                     )
                     for k, ready in enumerate(readies)
@@ -377,18 +453,20 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                     for name, seen in observer.member.items():
                         per_member.setdefault(seen["Running"][1], []).append(name)
                 victim, victims = max(per_member.items(), key=lambda kv: len(kv[1]))
-                sim.fault(victim, "down")
-                down_at = time.monotonic()
+                failover = math.nan
+                if not args.no_failover:
+                    sim.fault(victim, "down")
+                    down_at = time.monotonic()
 
-                def moved() -> bool:
-                    with observer.lock:
-                        return all(
-                            observer.fleet.get(n, {}).get("last:Running", 0) > down_at for n in victims
-                        )
+                    def moved() -> bool:
+                        with observer.lock:
+                            return all(
+                                observer.fleet.get(n, {}).get("last:Running", 0) > down_at for n in victims
+                            )
 
-                _wait("failover", moved, 300)
-                failover = time.monotonic() - down_at
-                sim.fault(victim, "up")
+                    _wait("failover", moved, 300)
+                    failover = time.monotonic() - down_at
+                    sim.fault(victim, "up")
             finally:
                 observer.close()
                 for w in watchers:
@@ -397,9 +475,13 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                     m.close()
                 procs.stop()
     finally:
+        if follower is not None:
+            follower.stop()
         server.stop()
     figures = {
         "benchmark": "dispatch",
+        "appendfsync": args.appendfsync,
+        "durability": durability.describe() if durability.waits else "none",
         "members": args.members,
         "nodes_per_member": args.nodes,
         "jobs": args.jobs,
@@ -431,8 +513,19 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         + ", ".join(f"{name} {seconds}" for name, seconds in cpu.items())
     )
     print(f"sync latency: p50 {figures['sync_latency_p50_ms']} ms, p99 {figures['sync_latency_p99_ms']} ms")
-    print(f"failover: {len(victims)} jobs of {victim} running elsewhere {failover:.2f} s after it went down")
+    if not args.no_failover:
+        print(
+            f"failover: {len(victims)} jobs of {victim} running elsewhere {failover:.2f} s after it went down"
+        )
     return figures
+
+
+def _synced(replica: RedisServer) -> bool:
+    client = replica.client()
+    try:
+        return client.info("replication").get("master_link_status") == "up"
+    finally:
+        client.close()
 
 
 if __name__ == "__main__":

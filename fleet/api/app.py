@@ -42,6 +42,7 @@ from fleet.api.store import FleetStore
 from fleet.api.warning_headers import WarningHeaders
 from fleet.apiserver.app import build_app
 from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS, DispatchKeys
+from fleet.jobs.durability import Durability
 from fleet.state import DEFAULT_STATE_KEYS, Objects, RedisStore, StateKeys
 from queues import DEFAULT_KEYS, Keys, Ledger
 
@@ -76,12 +77,14 @@ def build_fleet_api(
     state_keys: StateKeys = DEFAULT_STATE_KEYS,
     dispatch_keys: DispatchKeys = DEFAULT_DISPATCH_KEYS,
     api_keys: ApiKeys = DEFAULT_API_KEYS,
+    durability: Durability | None = None,
 ) -> FleetApi:
     """A replica over one Redis, reached by ``client`` (sync: the ledger, in worker threads) and
     ``aclient`` (asyncio: the object store, on the loop). Call it on the loop that serves.
 
     ``members`` lists the member names (see :func:`fleet.api.members.members_from`);
-    ``poll_interval`` paces watches of the computed kinds.
+    ``poll_interval`` paces watches of the computed kinds; ``durability`` is what a submission
+    waits for before it is acknowledged (:mod:`fleet.jobs.durability`).
     """
     objects_store = RedisStore(aclient, state_keys, history=history, block_ms=block_ms)
     ledger = Ledger(client, quota_keys)
@@ -90,7 +93,9 @@ def build_fleet_api(
     store = FleetStore(
         objects_store,
         {
-            FLEET_ASCENDJOB.key: JobBackend(objects_store, ledger, objects),
+            FLEET_ASCENDJOB.key: JobBackend(
+                objects_store, ledger, objects, durability=durability, keys=api_keys
+            ),
             ELASTIC_QUOTA_TREE.key: TreeBackend(objects_store, ledger, aclient, keys=api_keys),
             PRIORITY_CLASS.key: PriorityClassBackend(objects_store),
             QUEUE.key: queue_kind(ledger, version, interval=poll_interval),

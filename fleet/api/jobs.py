@@ -37,20 +37,22 @@ import asyncio
 import builtins
 import logging
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import redis
 
 from fleet.api.computed import waiting_fields, without_waiting_fields
 from fleet.api.errors import invalid
+from fleet.api.keys import DEFAULT_API_KEYS, ApiKeys
 from fleet.api.priority_classes import refused
-from fleet.apiserver.errors import Cause
+from fleet.apiserver.errors import ApiError, Cause
 from fleet.apiserver.resources import Obj, ResourceType
 from fleet.apiserver.store import WatchEvent, update_target
+from fleet.jobs.durability import Durability, NotDurable
 from fleet.jobs.phases import Phase
 from fleet.jobs.priority import PRIORITY_ANNOTATION, PriorityClassNotFound, priority_classes
 from fleet.jobs.status import current_state
-from fleet.jobs.submit import Prepared, prepare, queue_accepted
+from fleet.jobs.submit import Prepared, prepare, queue_accepted, split_key
 from fleet.state import Objects, RedisStore
 from fleet.workloads import InvalidWorkload, UnknownKind
 from queues import InvalidRequest, Ledger, QuotaNotAvailable, UnboundJob
@@ -61,14 +63,36 @@ __all__ = ["JobBackend"]
 log = logging.getLogger("fleet.api.jobs")
 
 
-class JobBackend:
-    """The ``Store`` of the fleet's AscendJobs."""
+class Timeout(ApiError):
+    """504: the job was stored but its durability was not confirmed in time (it may exist)."""
 
-    def __init__(self, store: RedisStore, ledger: Ledger, objects: Objects) -> None:
+    code: ClassVar[int] = 504
+    reason: ClassVar[str] = "Timeout"
+
+
+class JobBackend:
+    """The ``Store`` of the fleet's AscendJobs.
+
+    With a ``durability`` that waits (:mod:`fleet.jobs.durability`), a submission is answered
+    only once Redis confirmed its writes durable; a Redis failure while queueing is then a 504,
+    not a deferred queueing, since the stored object itself may not have survived.
+    """
+
+    def __init__(
+        self,
+        store: RedisStore,
+        ledger: Ledger,
+        objects: Objects,
+        *,
+        durability: Durability | None = None,
+        keys: ApiKeys = DEFAULT_API_KEYS,
+    ) -> None:
         self.store = store
         self.ledger = ledger
         self.objects = objects
         self.classes = priority_classes(objects)
+        self.durability = durability or Durability()
+        self.keys = keys
 
     # --- submission ----------------------------------------------------------------------------
 
@@ -102,11 +126,27 @@ class JobBackend:
         return prepared
 
     def _queue(self, prepared: Prepared, stored: Obj) -> None:
+        durable = self.durability.waits
         try:
             queue_accepted(self.objects, self.ledger, prepared, stored)
         except (redis.ConnectionError, redis.TimeoutError) as error:
+            if durable:  # the create itself may be lost with the Redis that failed
+                raise self._not_acknowledged(prepared, f"Redis failed while queueing it: {error}") from None
             # Stored, hence accepted: the dispatcher's reconcile queues it.
             log.warning("event=enqueue_deferred job=%s error=%r", prepared.key, error)
+        if durable:
+            try:
+                self.durability.confirm(self.objects.client, self.keys.durability_marker)
+            except NotDurable as error:
+                raise self._not_acknowledged(prepared, str(error)) from None
+
+    def _not_acknowledged(self, prepared: Prepared, why: str) -> Timeout:
+        log.warning("event=submission_not_durable job=%s error=%r", prepared.key, why)
+        return Timeout(
+            f"the job {prepared.key} was stored but not confirmed durable ({why}); it may exist: "
+            "get it before submitting it again",
+            details={"name": split_key(prepared.key)[1], "kind": "ascendjobs", "retryAfterSeconds": 1},
+        )
 
     async def create(self, rt: ResourceType, obj: Obj, *, dry_run: bool = False) -> Obj:
         prepared = await asyncio.to_thread(self._prepare, rt, obj)

@@ -6,6 +6,10 @@ slot.
 ``api:tree-lock``
     String (a lock with a TTL): held by the replica applying an ElasticQuotaTree, so that two
     replicas cannot interleave their ledger apply and their object write.
+
+``api:durability-marker``
+    String: written by a submission just before it waits for ``WAIT``/``WAITAOF``
+    (:mod:`fleet.jobs.durability`), so the wait covers every write of the submission.
 """
 
 from __future__ import annotations
@@ -31,6 +35,11 @@ class ApiKeys:
     def tree_lock(self) -> str:
         """Lock: one ElasticQuotaTree change at a time across the API replicas."""
         return self.base + "tree-lock"
+
+    @property
+    def durability_marker(self) -> str:
+        """String: the write a durable submission waits on (:mod:`fleet.jobs.durability`)."""
+        return self.base + "durability-marker"
 
 
 DEFAULT_API_KEYS: Final = ApiKeys()

@@ -28,6 +28,7 @@ from fleet.api.auth import ADMIN_GROUP, load_token_file
 from fleet.api.members import members_from
 from fleet.apiserver.serve import Server
 from fleet.connections import mask_url, redis_from_url
+from fleet.jobs.durability import Durability, check_server
 
 __all__ = ["async_redis_from_url", "run_api"]
 
@@ -59,8 +60,14 @@ async def run_api(
     metrics_port: int | None = None,
     tls: tuple[Path, Path] | None = None,
     stop: asyncio.Event | None = None,
+    durability: Durability | None = None,
 ) -> None:
-    """Serve the fleet endpoint until ``stop`` is set (by default: SIGTERM or SIGINT)."""
+    """Serve the fleet endpoint until ``stop`` is set (by default: SIGTERM or SIGINT).
+
+    ``durability`` says what a submission waits for before it is acknowledged
+    (:mod:`fleet.jobs.durability`); one the server cannot give raises
+    :class:`~fleet.jobs.durability.DurabilityUnavailable` before anything is served."""
+    durability = durability or Durability()
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -71,8 +78,14 @@ async def run_api(
     members = members_from(kubeconfig)
     log.info("event=connecting role=api redis=%s", mask_url(redis_url))
     client = redis_from_url(redis_url, retries=_RETRIES)
+    try:
+        check_server(client, durability)
+    except BaseException:
+        client.close()
+        raise
+    log.info("event=durability mode=%s acknowledged_after=%r", durability.mode, durability.describe())
     aclient = async_redis_from_url(redis_url)
-    replica = build_fleet_api(client, aclient, members=members, tokens=tokens)
+    replica = build_fleet_api(client, aclient, members=members, tokens=tokens, durability=durability)
     server = Server(replica.app, host, port, grace=2, tls=tls)
     try:
         await server.start()

@@ -41,6 +41,28 @@ __all__ = ["api"]
     default=None,
     help="PEM private key of --tls-cert-file.",
 )
+@click.option(
+    "--durability",
+    type=click.Choice(["none", "aof", "replicas"]),
+    default="none",
+    show_default=True,
+    help="What a submission waits for before it is acknowledged. none: Redis' reply (durable when "
+    "Redis runs with appendfsync always, as fleet up's does); aof: WAITAOF 1 <replicas> (Redis 7.2+: "
+    "the AOF fsynced); replicas: WAIT <replicas> (that many replicas have it).",
+)
+@click.option(
+    "--durable-replicas",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Replicas that must confirm a submission (replicas: default 1; aof: default 0).",
+)
+@click.option(
+    "--durability-timeout",
+    type=click.FloatRange(min=0.001),
+    default=1.0,
+    show_default=True,
+    help="Seconds a submission waits for the confirmation before it is answered 504.",
+)
 @metrics_port_option
 @log_level_option
 def api(
@@ -53,6 +75,9 @@ def api(
     metrics_port: int | None,
     tls_cert_file: Path | None,
     tls_private_key_file: Path | None,
+    durability: str,
+    durable_replicas: int | None,
+    durability_timeout: float,
     log_level: str,
 ) -> None:
     """Serve the fleet endpoint (kubectl works against it) until SIGTERM or Ctrl-C.
@@ -62,11 +87,17 @@ def api(
     """
     from fleet.api.auth import TokenFileError
     from fleet.api.process import run_api
+    from fleet.jobs.durability import Durability, DurabilityUnavailable
     from fleet.members import MemberConfigError
 
     if (tls_cert_file is None) != (tls_private_key_file is None):
         raise click.UsageError("--tls-cert-file and --tls-private-key-file go together")
     tls = (tls_cert_file, tls_private_key_file) if tls_cert_file and tls_private_key_file else None
+    replicas = durable_replicas if durable_replicas is not None else int(durability == "replicas")
+    try:
+        wait = Durability(durability, replicas, durability_timeout)  # type: ignore[arg-type]
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
     setup_logging(log_level)
     try:
         loop.run(
@@ -78,7 +109,8 @@ def api(
                 port=port,
                 metrics_port=metrics_port,
                 tls=tls,
+                durability=wait,
             )
         )
-    except (TokenFileError, MemberConfigError, OSError) as error:
+    except (TokenFileError, MemberConfigError, DurabilityUnavailable, OSError) as error:
         raise click.ClickException(str(error)) from None

@@ -25,7 +25,13 @@ __all__ = ["dispatcher", "syncer", "worker"]
 @kubeconfig_option
 @metrics_port_option
 @log_level_option
-@click.option("--lease-seconds", type=float, default=10.0, show_default=True, help="Leader lease time.")
+@click.option(
+    "--lease-seconds",
+    type=click.FloatRange(min=0.3),
+    default=3.0,
+    show_default=True,
+    help="Leader lease time: how long admissions stop when a leader dies without releasing it.",
+)
 @click.option("--no-pin", is_flag=True, help="Do not pin member copies to the planned nodes.")
 @click.option(
     "--starvation-seconds",
@@ -85,15 +91,29 @@ def dispatcher(
 @metrics_port_option
 @log_level_option
 @click.option("--burst", is_flag=True, help="Stop when the queue is empty.")
+@click.option(
+    "--claim-seconds",
+    type=click.FloatRange(min=0.3),
+    default=3.0,
+    show_default=True,
+    help="How long this worker's claim on the propagations it runs lasts unless renewed (every "
+    "third of it): a killed worker's propagations are sent to another about this long after.",
+)
 def worker(
-    redis_url: str, kubeconfig: Path | None, metrics_port: int | None, log_level: str, burst: bool
+    *,
+    redis_url: str,
+    kubeconfig: Path | None,
+    metrics_port: int | None,
+    log_level: str,
+    burst: bool,
+    claim_seconds: float,
 ) -> None:
     """Create and purge member copies (an RQ worker on the propagation queue)."""
     from fleet.dispatch.process import run_worker
 
     setup_logging(log_level)
     serve_metrics(metrics_port)
-    run_worker(redis_url, kubeconfig, burst=burst)
+    run_worker(redis_url, kubeconfig, burst=burst, claim_seconds=claim_seconds)
 
 
 @click.command()

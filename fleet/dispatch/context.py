@@ -11,7 +11,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import redis
 from rq import Queue
@@ -24,7 +24,12 @@ from fleet.policy import DEFAULT_POLICY, PropagationPolicy, select_policy
 from fleet.state import Objects
 from queues import Ledger
 
-__all__ = ["Context", "current", "install"]
+__all__ = ["CLAIM_SECONDS", "Context", "current", "install"]
+
+#: How long a worker's claim on the propagations it is running lasts unless renewed (it renews
+#: every third of it while it lives): a killed worker's propagations are enqueued again by the
+#: dispatcher about this long after it died (:class:`fleet.dispatch.tasks.Claim`).
+CLAIM_SECONDS: Final = 3.0
 
 
 @dataclass
@@ -33,6 +38,8 @@ class Context:
     kubeconfig: Path | None = None
     keys: DispatchKeys = DEFAULT_DISPATCH_KEYS
     settings: MemberSettings = field(default_factory=MemberSettings)
+    #: The claim a worker of this process holds on the propagations it runs (CLAIM_SECONDS).
+    claim_seconds: float = CLAIM_SECONDS
     objects: Objects = field(init=False)
     ledger: Ledger = field(init=False)
     reservations: RedisReservations = field(init=False)

@@ -62,7 +62,7 @@ from fleet.dispatch.handback import (
     refused_by,
 )
 from fleet.dispatch.health import read_health
-from fleet.dispatch.lease import Lease
+from fleet.dispatch.lease import LEASE_SECONDS, STANDBY_POLL_SECONDS, Lease, Renewer
 from fleet.dispatch.preemption import PREEMPTED_BY, PREEMPTIONS, RUNNING_STATES, mark_victims
 from fleet.dispatch.tasks import Propagation, propagate_batch
 from fleet.jobs import job_priority
@@ -126,8 +126,13 @@ class DispatcherSettings:
     #: it started: under a trickle of submissions, rounds (and the one RQ job per member each
     #: sends) carry a few jobs each rather than one, for at most this much latency.
     round_interval: float = 0.01
-    lease_ttl: float = 10.0
-    #: Seconds a propagation may take before the job is enqueued again (a worker died).
+    #: The leader lease (fleet.dispatch.lease): a leader that dies uncleanly stops admissions
+    #: for about this long, a standby polling every min(0.5 s, TTL/6) takes over after it.
+    lease_ttl: float = LEASE_SECONDS
+    #: Seconds a propagation may wait in the queue, untaken by any worker, before it is enqueued
+    #: again (the task was lost). Once a worker takes it, the worker's claim governs instead: it
+    #: lasts fleet.dispatch.tasks.CLAIM_SECONDS and is renewed while the worker lives, so a killed
+    #: worker's propagations are enqueued again within that (see fleet.dispatch.tasks.Claim).
     inflight_timeout: float = 30.0
     #: Pin member copies to the planned nodes (no false dispatch from a scheduler race).
     pin: bool = True
@@ -245,30 +250,35 @@ class Dispatcher:
 
     def run(self, stop: threading.Event) -> None:
         """Lead when possible and dispatch until ``stop`` is set; then give the lease up."""
+        poll = min(STANDBY_POLL_SECONDS, self.settings.lease_ttl / 6)
         try:
-            while not stop.is_set():
-                if not self.lease.held and not self._lead():
-                    stop.wait(min(1.0, self.settings.lease_ttl / 4))
-                    continue
-                try:
-                    began = time.monotonic()
-                    made = self.step()
-                except (Fenced, LedgerFenced):
-                    log.warning("event=fenced holder=%s: another dispatcher leads", self.lease.holder)
-                    self.lease.token = None
-                    LEADER.set(0)
-                    continue
-                except Exception:
-                    log.exception("event=round_failed")
-                    stop.wait(0.5)
-                    continue
-                if made == 0:
-                    stop.wait(self.settings.idle_wait)
-                elif made < self.settings.heads_per_class:
-                    stop.wait(max(0.0, began + self.settings.round_interval - time.monotonic()))
+            with Renewer(self.lease):
+                self._loop(stop, poll)
         finally:
             self.lease.release()
             LEADER.set(0)
+
+    def _loop(self, stop: threading.Event, poll: float) -> None:
+        while not stop.is_set():
+            if not self.lease.held and not self._lead():
+                stop.wait(poll)
+                continue
+            try:
+                began = time.monotonic()
+                made = self.step()
+            except (Fenced, LedgerFenced):
+                log.warning("event=fenced holder=%s: another dispatcher leads", self.lease.holder)
+                self.lease.forfeit()
+                LEADER.set(0)
+                continue
+            except Exception:
+                log.exception("event=round_failed")
+                stop.wait(0.5)
+                continue
+            if made == 0:
+                stop.wait(self.settings.idle_wait)
+            elif made < self.settings.heads_per_class:
+                stop.wait(max(0.0, began + self.settings.round_interval - time.monotonic()))
 
     def _lead(self) -> bool:
         if not self.lease.acquire():

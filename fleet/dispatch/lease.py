@@ -7,18 +7,32 @@ that stalls past its TTL loses the key to the next one, whose token is larger; e
 old leader then makes carries its stale token, and the scripts that check the fence (the quota
 ledger's and the fleet state's) refuse it. So two leaders never both decide, even when one of
 them does not yet know it lost: the fence, not the clock, is what guarantees it.
+
+The lease is short (:data:`LEASE_SECONDS`, 3 s) so that a leader that dies without releasing it
+(SIGKILL, its node lost) stops admissions for about that long: a standby polls every
+:data:`STANDBY_POLL_SECONDS` and takes the key once it expires. A leader renews it from its own
+thread every third of the TTL (:class:`Renewer`) as well as at every round, so a long round (a
+reconcile of many jobs) does not lose it; a leader that cannot renew for ``0.8 * ttl`` stops
+acting by its own clock (:attr:`Lease.held`), and any write it still makes is refused by the fence.
+A clean stop releases the key at once.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 import redis
 
-__all__ = ["Lease"]
+__all__ = ["LEASE_SECONDS", "STANDBY_POLL_SECONDS", "Lease", "Renewer"]
+
+#: The leader lease's default TTL: how long admissions stop when a leader dies uncleanly.
+LEASE_SECONDS: Final = 3.0
+#: How often a standby tries to take the lease (at most; a TTL under 3 s polls at TTL/6).
+STANDBY_POLL_SECONDS: Final = 0.5
 
 log = logging.getLogger("fleet.dispatch.lease")
 
@@ -51,9 +65,12 @@ class Lease:
     client: redis.Redis
     key: str
     holder: str
-    ttl: float = 10.0
+    ttl: float = LEASE_SECONDS
     token: str | None = None
     _renewed: float = 0.0
+    #: Held across each call, so that a renewal with an old token that fails (from the
+    #: :class:`Renewer`) cannot clear a token taken meanwhile.
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
         self._acquire = self.client.register_script(_ACQUIRE)
@@ -74,6 +91,10 @@ class Lease:
         """Take the lease if it is free; True when this holder leads (already or now)."""
         if self.token is not None:
             return self.renew()
+        with self._lock:
+            return self._acquire_free()
+
+    def _acquire_free(self) -> bool:
         started = time.monotonic()
         token = self._acquire(keys=[self.key], args=[int(self.ttl * 1000), self.holder])
         if token is None:
@@ -85,22 +106,56 @@ class Lease:
 
     def renew(self) -> bool:
         """Extend the lease; False (and not leading any more) when it was lost."""
-        if self.token is None:
+        with self._lock:
+            if self.token is None:
+                return False
+            started = time.monotonic()
+            if self._renew(keys=[self.key], args=[int(self.ttl * 1000), self.token]):
+                self._renewed = started
+                return True
+            log.warning("event=lease_lost holder=%s token=%s", self.holder, self.token)
+            self.token = None
             return False
-        started = time.monotonic()
-        if self._renew(keys=[self.key], args=[int(self.ttl * 1000), self.token]):
-            self._renewed = started
-            return True
-        log.warning("event=lease_lost holder=%s token=%s", self.holder, self.token)
-        self.token = None
-        return False
 
     def release(self) -> None:
-        if self.token is not None:
-            self._release(keys=[self.key], args=[self.token])
-            log.info("event=lease_released holder=%s token=%s", self.holder, self.token)
-        self.token = None
+        with self._lock:
+            if self.token is not None:
+                self._release(keys=[self.key], args=[self.token])
+                log.info("event=lease_released holder=%s token=%s", self.holder, self.token)
+            self.token = None
+
+    def forfeit(self) -> None:
+        """Stop leading without touching the key (another holder has it: the fence said so)."""
+        with self._lock:
+            self.token = None
 
     def current_holder(self) -> str | None:
         raw = self.client.get(self.key + ":holder")
         return None if raw is None else raw.decode() if isinstance(raw, bytes) else str(raw)
+
+
+class Renewer:
+    """Renews ``lease`` every third of its TTL from a daemon thread while it is held, so that
+    the lease does not depend on how long the holder's rounds take (``with Renewer(lease):``)."""
+
+    def __init__(self, lease: Lease) -> None:
+        self.lease = lease
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lease-renewer", daemon=True)
+
+    def __enter__(self) -> Renewer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(self.lease.ttl)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.lease.ttl / 3):
+            if self.lease.token is None:
+                continue
+            try:
+                self.lease.renew()
+            except redis.RedisError as error:  # the next one, or the round's own, may succeed
+                log.warning("event=lease_renew_failed holder=%s error=%r", self.lease.holder, error)

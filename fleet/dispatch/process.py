@@ -13,7 +13,7 @@ from pathlib import Path
 
 from fleet import collector
 from fleet.connections import mask_url, redis_from_url
-from fleet.dispatch.context import Context, install
+from fleet.dispatch.context import CLAIM_SECONDS, Context, install
 from fleet.dispatch.dispatcher import Dispatcher, DispatcherSettings
 from fleet.dispatch.health import read_health
 from fleet.dispatch.syncer import Syncer, SyncerSettings
@@ -75,12 +75,18 @@ def run_dispatcher(
 
 
 def run_worker(
-    redis_url: str, kubeconfig: Path | None, *, burst: bool = False, name: str | None = None
+    redis_url: str,
+    kubeconfig: Path | None,
+    *,
+    burst: bool = False,
+    name: str | None = None,
+    claim_seconds: float = CLAIM_SECONDS,
 ) -> None:
     """Run an RQ worker on the eviction, propagation and purge queues, in that order (it stops
-    on SIGTERM after its current task)."""
+    on SIGTERM after its current task). Its claim on the propagations it runs lasts
+    ``claim_seconds`` unless renewed (:class:`fleet.dispatch.tasks.Claim`)."""
     log.info("event=connecting role=worker redis=%s", mask_url(redis_url))
-    ctx = Context(redis_from_url(redis_url), kubeconfig)
+    ctx = Context(redis_from_url(redis_url), kubeconfig, claim_seconds=claim_seconds)
     log.info("event=worker_members members=%d", len(ctx.members))  # built now, not on the first task
     install(ctx)
     collector.tune()

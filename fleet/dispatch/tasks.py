@@ -13,19 +13,34 @@ firmly: that exclusion, like the one after a member could not be reached, does n
 no other member fits (:mod:`fleet.dispatch.handback`), or the job would loop on the refusal. Any
 other error while building or sending one job's copy fails that job (``PropagationFailed``) with
 the error; the rest of the batch goes on.
+
+In flight: the dispatcher marks each attempt it sends in the in-flight set, with a deadline
+(``DispatcherSettings.inflight_timeout``) by which some worker must have taken it. A worker that
+takes a batch *claims* its attempts (:class:`Claim`): their deadline becomes now plus
+``Context.claim_seconds`` (3 s), renewed every third of that from a thread while the batch runs,
+however long the member takes to answer. When the worker dies the claim lapses and the
+dispatcher enqueues the attempts again (``Dispatcher._retry_inflight``), to any worker. A worker
+that was only stalled and resumes finds the copy made (adopted, same attempt) or the attempt no
+longer current (it changes nothing): attempts, not claims, are the fence, so a claim that lapses
+early costs a repeated create call, never a second copy. Deadlines are wall-clock times of the
+worker and compared by the dispatcher on its own clock: hosts whose clocks differ by a good part
+of the claim (NTP keeps them within milliseconds) see claims lapse early or late by that much.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
+import redis
+
 from fleet.api.kinds import FLEET_ASCENDJOB
-from fleet.dispatch.context import Context, current
+from fleet.dispatch.context import CLAIM_SECONDS, Context, current
 from fleet.dispatch.deletion import complete, is_deleting, terminating
 from fleet.dispatch.handback import COMPONENT, fail, give_back, inflight_entry
 from fleet.dispatch.preemption import requeued
@@ -40,10 +55,12 @@ from fleet.workloads import adapter_for
 from fleet.workloads.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 
 __all__ = [
+    "CLAIM_SECONDS",
     "CREATE_CONCURRENCY",
     "EVICT_WAIT_SECONDS",
     "EXCLUDE_REFUSED_SECONDS",
     "EXCLUDE_UNAVAILABLE_SECONDS",
+    "Claim",
     "Propagation",
     "delete_copy",
     "evict",
@@ -79,6 +96,41 @@ def _creators() -> ThreadPoolExecutor:
 
 #: One attempt to create: (fleet job key, uid, attempt, member, nodes to pin per replica type).
 Propagation = tuple[str, str, int, str, Mapping[str, Sequence[str]] | None]
+
+
+class Claim:
+    """A worker's claim on the in-flight entries of the attempts it runs (see the module
+    docstring): ``with Claim(ctx, entries):`` sets their deadline to now plus
+    ``ctx.claim_seconds`` and renews it every third of that until the block ends. Only entries
+    still in flight are touched (``ZADD XX``): one done or given back meanwhile is not put back."""
+
+    def __init__(self, ctx: Context, entries: Sequence[str]) -> None:
+        self.ctx = ctx
+        self.entries = list(entries)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="claim", daemon=True)
+
+    def __enter__(self) -> Claim:
+        if self.entries:
+            self._extend()
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _extend(self) -> None:
+        deadline = time.time() + self.ctx.claim_seconds
+        self.ctx.client.zadd(self.ctx.keys.inflight, dict.fromkeys(self.entries, deadline), xx=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.ctx.claim_seconds / 3):
+            try:
+                self._extend()
+            except redis.RedisError as error:  # the next renewal may succeed; lapsing is safe
+                log.warning("event=claim_renew_failed entries=%d error=%r", len(self.entries), error)
 
 
 def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
@@ -122,7 +174,8 @@ def propagate_batch(items: Sequence[Propagation]) -> list[str]:
         else:
             wanted.append((item, obj))
     unreachable: dict[str, MemberUnavailable] = {}
-    made = _creators().map(lambda pair: _propagate_one(ctx, pair[0], pair[1], unreachable), wanted)
+    with Claim(ctx, [inflight_entry(*item[:3]) for item, _ in wanted]):
+        made = list(_creators().map(lambda pair: _propagate_one(ctx, pair[0], pair[1], unreachable), wanted))
     by_key = {item[:3]: outcome for (item, _), outcome in zip(wanted, made, strict=True)}
     outcomes = [by_key.get(item[:3], "superseded") for item in items]
     done = [(item, outcome) for item, outcome in zip(items, outcomes, strict=True) if outcome in _MADE]

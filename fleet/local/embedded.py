@@ -2,7 +2,9 @@
 
 With a ``redis-server`` binary on PATH it runs a private one: loopback only, a free port, its
 append-only file in the state directory (so queued jobs and the quota ledger survive a restart of
-``fleet up``, as they would a restart of a real Redis), one fsync a second. Without one it serves
+``fleet up``, as they would a restart of a real Redis), fsynced before every reply
+(``appendfsync always``: an acknowledged submission survives a crash of Redis, see
+:mod:`fleet.jobs.durability`). Without one it serves
 ``fakeredis`` over TCP from a thread of the ``fleet up`` process (``fakeredis.TcpFakeServer``,
 with Lua through ``lupa``): every Fleet process speaks to it as to a real Redis, but the state
 lives only as long as ``fleet up`` does.
@@ -75,7 +77,7 @@ class RedisServerProcess:
             "--port", str(self.port),
             "--dir", str(directory.resolve()),
             "--appendonly", "yes",
-            "--appendfsync", "everysec",
+            "--appendfsync", "always",
             "--save", "",
             "--daemonize", "no",
             "--protected-mode", "yes",

@@ -2,7 +2,9 @@
 
 The crash and persistence tests need a Redis they may kill without touching anyone else's, so
 each :class:`RedisServer` owns a temporary directory and a port. ``appendfsync always`` makes
-every acknowledged write durable, which is what the crash tests assert about.
+every acknowledged write durable, which is what the crash tests assert about (``appendfsync``
+says otherwise for a test that wants the cheaper setting); ``replicaof`` makes one a replica of
+another on this host.
 
 A server may also demand a password (``requirepass``) and speak TLS only (``tls=True``: a CA,
 a server and a client certificate made for it in its directory, ``--tls-auth-clients yes``, the
@@ -99,13 +101,23 @@ class RedisServer:
     """One ``redis-server`` process that can be killed and restarted on the same port and data."""
 
     def __init__(
-        self, directory: Path, *, appendonly: bool = True, password: str | None = None, tls: bool = False
+        self,
+        directory: Path,
+        *,
+        appendonly: bool = True,
+        password: str | None = None,
+        tls: bool = False,
+        appendfsync: str = "always",
+        replicaof: int | None = None,
     ) -> None:
         if REDIS_SERVER is None:
             raise RuntimeError("redis-server is not installed")
         self.directory = directory
         self.port = free_port()
         self.appendonly = appendonly
+        self.appendfsync = appendfsync
+        #: The port of a primary on this host this server replicates (None: a primary itself).
+        self.replicaof = replicaof
         self.password = password
         self.tls = make_tls_files(directory / "tls") if tls else None
         self.proc: subprocess.Popen[bytes] | None = None
@@ -149,10 +161,12 @@ class RedisServer:
             "--dir", str(self.directory),
             "--save", "",
             "--appendonly", "yes" if self.appendonly else "no",
-            "--appendfsync", "always",
+            "--appendfsync", self.appendfsync,
             "--daemonize", "no",
             "--logfile", str(self.directory / "redis.log"),
         ]  # fmt: skip
+        if self.replicaof is not None:
+            args += ["--replicaof", "127.0.0.1", str(self.replicaof)]
         if self.password is not None:
             args += ["--requirepass", self.password]
         if self.tls:

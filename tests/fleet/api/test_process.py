@@ -50,7 +50,8 @@ class Replica:
         return self.log_path.read_text(errors="replace")
 
 
-def start_replica(redis_url: str, directory: Path, name: str) -> Replica:
+def start_replica(redis_url: str, directory: Path, name: str, *extra: str) -> Replica:
+    """A ``fleet api`` process over ``redis_url``, ``extra`` added to its command line."""
     tokens = directory / "tokens.csv"
     tokens.write_text(f'{TOKEN},admin,u-1,"fleet:admins"\n')
     port, metrics_port = free_port(), free_port()
@@ -60,7 +61,7 @@ def start_replica(redis_url: str, directory: Path, name: str) -> Replica:
             [
                 sys.executable, "-c", "from fleet.cli import main; main(prog_name='fleet')",
                 "api", "--redis", redis_url, "--token-file", str(tokens),
-                "--port", str(port), "--metrics-port", str(metrics_port),
+                "--port", str(port), "--metrics-port", str(metrics_port), *extra,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,

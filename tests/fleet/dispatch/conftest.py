@@ -204,7 +204,7 @@ def fleet_factory(tmp_path: Path) -> Iterator[Callable[..., RunningFleet]]:
         stack.append(procs.stop)
         for n in range(dispatchers):
             name = "dispatcher" if n == 0 else f"dispatcher-{n + 1}"
-            procs.start(name, "dispatcher", "--lease-seconds", "3", *dispatcher_args)
+            procs.start(name, "dispatcher", *dispatcher_args)
         for n in range(workers):
             procs.start(f"worker-{n + 1}", "worker")
         if syncer:

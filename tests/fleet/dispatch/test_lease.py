@@ -7,7 +7,7 @@ import time
 import redis
 
 from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS
-from fleet.dispatch.lease import Lease
+from fleet.dispatch.lease import Lease, Renewer
 
 
 def test_only_one_holder_at_a_time(redis_client: redis.Redis) -> None:
@@ -46,3 +46,28 @@ def test_an_expired_holder_loses_the_lease_and_cannot_renew(redis_client: redis.
     a.token = "1"
     a.release()
     assert b.renew()
+
+
+def test_the_renewer_keeps_a_lease_past_its_ttl_without_rounds(redis_client: redis.Redis) -> None:
+    a = Lease(redis_client, DEFAULT_DISPATCH_KEYS.lease, "a", ttl=0.6)
+    b = Lease(redis_client, DEFAULT_DISPATCH_KEYS.lease, "b", ttl=5)
+    assert a.acquire()
+    with Renewer(a):
+        time.sleep(1.5)  # more than twice the TTL with no renewal of the holder's own
+        assert a.held
+        assert not b.acquire()
+    deadline = time.monotonic() + 5
+    while not b.acquire():  # renewal stopped: it lapses
+        assert time.monotonic() < deadline, "the lease never expired"
+        time.sleep(0.05)
+
+
+def test_a_failed_renewal_with_an_old_token_does_not_clear_a_new_one(redis_client: redis.Redis) -> None:
+    a = Lease(redis_client, DEFAULT_DISPATCH_KEYS.lease, "a", ttl=5)
+    assert a.acquire()
+    a.forfeit()
+    assert a.token is None and not a.held
+    assert not a.acquire()  # the key is still there: forfeiting does not touch it
+    redis_client.delete(DEFAULT_DISPATCH_KEYS.lease)
+    assert a.acquire()
+    assert a.renew() and a.held

@@ -4,6 +4,7 @@ and a second run adopts what the first created."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,7 +13,7 @@ import redis
 
 from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.dispatch.context import Context, install
-from fleet.dispatch.tasks import CREATE_CONCURRENCY, propagate_batch
+from fleet.dispatch.tasks import CREATE_CONCURRENCY, Claim, propagate_batch
 from fleet.jobs import current_state, submit
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import set_state
@@ -73,3 +74,21 @@ def test_a_batch_is_created_concurrently_with_one_outcome_per_item_in_order(
         assert len(ctx.member("m1").list_jobs(namespace="default")) == count - 1
     finally:
         ctx.close()
+
+
+def test_a_claim_renews_the_entries_still_in_flight_and_puts_none_back(fake_redis: redis.Redis) -> None:
+    ctx = Context(fake_redis, None, claim_seconds=0.6)
+    inflight = ctx.keys.inflight
+    fake_redis.zadd(inflight, {"default/a|u1|1": time.time() + 30, "default/b|u2|1": time.time() + 30})
+    with Claim(ctx, ["default/a|u1|1", "default/b|u2|1", "default/gone|u3|1"]):
+        first = fake_redis.zscore(inflight, "default/a|u1|1")
+        assert first is not None and first < time.time() + 1  # the claim, not the 30 s queue bound
+        fake_redis.zrem(inflight, "default/b|u2|1")  # done meanwhile
+        time.sleep(0.5)
+        renewed = fake_redis.zscore(inflight, "default/a|u1|1")
+        assert renewed is not None and renewed > first
+    assert fake_redis.zscore(inflight, "default/b|u2|1") is None
+    assert fake_redis.zscore(inflight, "default/gone|u3|1") is None
+    held = fake_redis.zscore(inflight, "default/a|u1|1")
+    time.sleep(0.4)  # the worker is gone: nothing renews it any more
+    assert fake_redis.zscore(inflight, "default/a|u1|1") == held
