@@ -34,6 +34,7 @@ FAST = MemberSettings(
     watch_read_timeout=10.0,
     watch_backoff_initial=0.02,
     watch_backoff_max=0.2,
+    breaker_reset=0.3,
 )
 
 
