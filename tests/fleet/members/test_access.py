@@ -21,7 +21,7 @@ from fleet.members import (
     load_members,
 )
 from fleet.members.guard import CircuitOpen, State
-from tests.fleet.members.conftest import FAST, MemberServer, member_for
+from tests.fleet.members.conftest import FAST, MemberServer, member_for, state_of
 from tests.fleet.members.kubeconfig import TOKEN, write_kubeconfig
 from tests.fleet.members.objects import job, names, node, pod, sample_job
 
@@ -178,7 +178,7 @@ def test_member_down_then_back(member: Member, member_server: MemberServer) -> N
     with pytest.raises(MemberUnavailable) as caught:
         member.list_nodes()
     assert caught.value.status is None
-    assert member.breaker.state is State.OPEN  # three refused connections in a row
+    assert state_of(member.breaker) is State.OPEN  # three refused connections in a row
     with pytest.raises(CircuitOpen) as fast:
         member.list_nodes()  # not called at all
     assert not fast.value.timed_out
@@ -189,7 +189,7 @@ def test_member_down_then_back(member: Member, member_server: MemberServer) -> N
     member_server.create(NODE, node("n1"))
     time.sleep(FAST.breaker_reset)  # then one trial goes through, and closes the breaker
     assert names(member.list_nodes()) == ["n1"]
-    assert member.breaker.state is State.CLOSED
+    assert state_of(member.breaker) is State.CLOSED
 
 
 def test_probe_reports_an_unready_member(member: Member, member_server: MemberServer) -> None:
