@@ -172,10 +172,12 @@ class Marks:
 
 
 def adopt(marks: Mapping[str, Degraded], breakers: Mapping[str, Any], now: float | None = None) -> None:
-    """Open this process's breaker of every member another process marked degraded (its
-    calls then fail at once until the breaker's own reset timeout lets a trial through)."""
+    """Open this process's breaker of every member marked degraded, and keep it open while the
+    mark holds: its calls fail at once, no trial call goes there meanwhile (once the mark lapses,
+    the breaker's reset timeout lets one through, and the dispatcher may send work there again:
+    the fleet's own half-open state)."""
     now = time.time() if now is None else now
     for member, mark_ in marks.items():
         breaker = breakers.get(member)
-        if breaker is not None and mark_.holds(now) and breaker.state is State.CLOSED:
+        if breaker is not None and mark_.holds(now) and breaker.state is not State.OPEN:
             breaker.trip(timed_out=True)

@@ -177,12 +177,18 @@ def propagate_batch(items: Sequence[Propagation]) -> list[str]:
         ctx.client.zrem(ctx.keys.inflight, *stale)
     if not wanted:
         return ["superseded"] * len(items)
-    adopt(ctx.degraded.current(), {name: m.breaker for name, m in ctx.members.items()})
+    marks = ctx.degraded.current()
+    adopt(marks, {name: m.breaker for name, m in ctx.members.items()})
     unreachable: dict[str, MemberUnavailable] = {}
     batch = _Batch()
     futures: dict[tuple[str, str, int], Future[str]] = {}
     by_key: dict[tuple[str, str, int], str] = {}
+    now = time.time()
     for item, obj in wanted:
+        mark = marks.get(item[3])
+        if mark is not None and mark.holds(now):  # not called while the fleet avoids it
+            by_key[item[:3]] = _defer(ctx, item, obj, f"{item[3]} is degraded: {mark.reason}")
+            continue
         future = _lanes().submit(item[3], functools.partial(_propagate_one, ctx, item, obj, unreachable))
         if future is None:
             by_key[item[:3]] = _defer(ctx, item, obj, f"{item[3]} has {LANE_BACKLOG} creates waiting already")
@@ -427,6 +433,7 @@ def purge(member: str, namespace: str, name: str, uid: str, attempt: int) -> str
     """
     ctx = current()
     client = ctx.member(member)
+    adopt(ctx.degraded.current(), {member: client.breaker})  # a degraded member: retried later, at once
     try:
         existing = client.get_job(namespace, name)
     except NotFound:
