@@ -87,7 +87,8 @@ def mark(
     hold: float = HOLD_SECONDS,
 ) -> float:
     """Mark ``member`` degraded (or renew its mark); returns since when it is."""
-    since = client.eval(_MARK, 1, keys.degraded, member, repr(time.time()), repr(hold), reason, failures)
+    now = round(time.time(), 3)  # what Lua prints back (14 digits) and stores are the same number
+    since = client.eval(_MARK, 1, keys.degraded, member, repr(now), repr(hold), reason, failures)
     return float(since.decode() if isinstance(since, bytes) else since)
 
 
