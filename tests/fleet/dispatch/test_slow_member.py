@@ -59,9 +59,13 @@ def _p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20, method="inclusive")[-1]
 
 
+@pytest.mark.parametrize("probes", [False, True], ids=["readyz-fast", "all-slow"])
 def test_a_member_answering_in_11s_stalls_no_other_and_its_pending_jobs_move_after_the_toleration(
-    fleet_factory: Callable[..., RunningFleet],
+    fleet_factory: Callable[..., RunningFleet], probes: bool
 ) -> None:
+    """``readyz-fast``: the member's probe passes, only its calls time out: the workers find it
+    degraded and hand its pending jobs back. ``all-slow``: its probe times out too, so the
+    syncer turns it NotReady and cluster failover moves them (whichever comes first)."""
     fleet = fleet_factory(members=MEMBERS, workers=2, tree=None)
     fleet.objects.create(PROPAGATION_POLICY, _policy())
     # Every role up and past its first sync before the member slows down.
@@ -71,7 +75,7 @@ def test_a_member_answering_in_11s_stalls_no_other_and_its_pending_jobs_move_aft
         lambda: current_state(fleet.objects.get(FLEET_ASCENDJOB, NS, "warm-up")) == "Running",
         30,
     )
-    fleet.sim.fault(SLOW, "slow", ms=11_000, probes=False)
+    fleet.sim.fault(SLOW, "slow", ms=11_000, probes=probes)
     submitted: dict[str, float] = {}
     with JobClock(fleet.objects) as clock:
         for i in range(JOBS):
@@ -93,6 +97,13 @@ def test_a_member_answering_in_11s_stalls_no_other_and_its_pending_jobs_move_aft
     )
     assert max(waits) < 8.0, sorted(waits)
 
+    if probes:  # NotReady by its probes: moved by cluster failover or as degraded, whichever first
+        for key in slow:
+            obj = fleet.objects.get(FLEET_ASCENDJOB, *key.split("/"))
+            assert cluster_of(obj) != SLOW, f"{key} still on the slow member"
+            reasons = {c["reason"] for c in obj["status"]["conditions"]}
+            assert reasons & {FleetReason.MEMBER_DEGRADED, FleetReason.CLUSTER_FAILOVER}, reasons
+        return
     # The slow member was marked degraded (its probe said Ready all along) ...
     mark = degraded.read(fleet.client, DEFAULT_DISPATCH_KEYS).get(SLOW)
     assert mark is not None, fleet.procs.logs()
