@@ -92,6 +92,9 @@ def test_a_member_answering_in_11s_stalls_no_other_and_its_pending_jobs_move_aft
 
     # Jobs for the healthy members: Running in normal time, whatever the slow one does.
     waits = [float(clock.first(k, "Running") or 0) - t for k, t in healthy.items()]
+    print(
+        f"healthy: {len(healthy)} jobs, p95 {_p95(waits):.2f}s, max {max(waits):.2f}s; slow: {len(slow)} jobs"
+    )
     assert _p95(waits) < 4.0, (
         f"healthy members' jobs waited behind the slow one: {sorted(waits)}\n{fleet.procs.logs()}"
     )
