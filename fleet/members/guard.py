@@ -58,15 +58,19 @@ class CircuitOpen(MemberUnavailable):
     """The member's breaker is open: the call was not made. ``timed_out`` says whether the
     failures that opened it were timeouts (the member is slow) or not (it is down or failing)."""
 
-    def __init__(self, member: str, operation: str, *, timed_out: bool, retry_in: float) -> None:
+    def __init__(
+        self, member: str, operation: str, *, timed_out: bool, retry_in: float, last: str = ""
+    ) -> None:
         why = "its calls kept timing out" if timed_out else "its calls kept failing"
+        # What others read is what the member last did (the log line says the call was not made).
+        said = last or f"not called: {why}"
         super().__init__(
             member,
             operation,
-            f"circuit open: {why}; not called for {retry_in:.1f}s more",
-            summary=f"not called: {why}",
+            f"circuit open: {why}; not called for {retry_in:.1f}s more; last failure: {last or '-'}",
+            summary=said,
+            timed_out=timed_out,
         )
-        self.timed_out = timed_out
         self.retry_in = retry_in
 
 
@@ -161,6 +165,7 @@ class CircuitBreaker:
         self._opened_at = 0.0
         self._timed_out = False
         self._trials = 0
+        self._last = ""
 
     @property
     def state(self) -> State:
@@ -189,13 +194,16 @@ class CircuitBreaker:
                     operation,
                     timed_out=self._timed_out,
                     retry_in=self.reset_timeout - (self._clock() - self._opened_at),
+                    last=self._last,
                 )
             if state is State.HALF_OPEN:
                 if self._state is State.OPEN:  # the reset timeout just passed: trials begin
                     transition = self._move(State.HALF_OPEN)
                     self._trials = 0
                 if self._trials >= self.half_open_calls:
-                    raise CircuitOpen(self.member, operation, timed_out=self._timed_out, retry_in=0.0)
+                    raise CircuitOpen(
+                        self.member, operation, timed_out=self._timed_out, retry_in=0.0, last=self._last
+                    )
                 self._trials += 1
         self._tell(transition)
 
@@ -208,11 +216,13 @@ class CircuitBreaker:
                 self._timed_out = False
         self._tell(transition)
 
-    def on_failure(self, *, timed_out: bool) -> None:
-        """A transient failure (``timed_out``: the member did not answer in time)."""
+    def on_failure(self, *, timed_out: bool, summary: str = "") -> None:
+        """A transient failure (``timed_out``: the member did not answer in time); ``summary``,
+        what went wrong without any address, is what calls refused while open say."""
         transition = None
         with self._lock:
             self._failures += 1
+            self._last = summary or self._last
             self._timeouts = self._timeouts + 1 if timed_out else 0
             state = self._state_now()
             if state is State.HALF_OPEN or (

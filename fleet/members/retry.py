@@ -23,13 +23,20 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 from kubernetes.client.exceptions import ApiException
 from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponential_jitter
 
-from fleet.members.errors import MemberError, classify, is_timeout, is_transient, retry_after
-from fleet.members.guard import Bulkhead, CircuitBreaker, Listener
+from fleet.members.errors import (
+    MemberError,
+    MemberUnavailable,
+    classify,
+    is_timeout,
+    is_transient,
+    retry_after,
+)
+from fleet.members.guard import Bulkhead, CircuitBreaker, CircuitOpen, Listener
 from fleet.members.metrics import REQUEST_ERRORS, REQUEST_RETRIES, REQUEST_SECONDS, REQUESTS
 from fleet.members.settings import MemberSettings
 
@@ -110,7 +117,9 @@ class Caller:
 
         return stop
 
-    def _timed(self, operation: str, fn: Callable[[], T], guarded: bool) -> Callable[[], T]:
+    def _timed(
+        self, operation: str, fn: Callable[[], T], guarded: bool, failures: list[BaseException]
+    ) -> Callable[[], T]:
         histogram = REQUEST_SECONDS.labels(self.member, operation)
 
         def attempt() -> T:
@@ -126,9 +135,12 @@ class Caller:
                 result = fn()
             except BaseException as exc:
                 REQUEST_ERRORS.labels(self.member, operation, _code(exc)).inc()
+                failures.append(exc)
                 if guarded:
                     if is_transient(exc):
-                        self.breaker.on_failure(timed_out=is_timeout(exc))
+                        said = classify(self.member, operation, exc)
+                        summary = said.summary if isinstance(said, MemberUnavailable) else ""
+                        self.breaker.on_failure(timed_out=is_timeout(exc), summary=summary)
                     else:  # an answer (a refusal, a 404): the member is there
                         self.breaker.on_success()
                 raise
@@ -143,6 +155,13 @@ class Caller:
 
         return attempt
 
+    def _failed(self, operation: str, exc: BaseException) -> NoReturn:
+        error = classify(self.member, operation, exc)
+        REQUESTS.labels(self.member, operation, type(error).__name__).inc()
+        level = logging.WARNING if is_transient(exc) else logging.DEBUG
+        log.log(level, "member=%s operation=%s event=failed error=%r", self.member, operation, describe(exc))
+        raise error from exc
+
     def __call__(self, operation: str, fn: Callable[[], T], *, retry: bool = True) -> T:
         """``fn()`` with retries, guarded; raises a :class:`MemberError` subclass when it fails
         for good (:class:`~fleet.members.guard.CircuitOpen` or
@@ -155,22 +174,24 @@ class Caller:
             before_sleep=self._before_sleep(operation),
             reraise=True,
         )
+        failures: list[BaseException] = []
+        replay: BaseException | None = None
         try:
-            result = retrying(self._timed(operation, fn, guarded=retry))
+            result = retrying(self._timed(operation, fn, guarded=retry, failures=failures))
+        except CircuitOpen:
+            if not failures:
+                REQUESTS.labels(self.member, operation, "error").inc()
+                raise
+            # This very call's failures opened the breaker before its last retry: what the
+            # member did is the answer, not the breaker's refusal of the retry (raised outside
+            # this block, so that the failure keeps its own cause).
+            replay = failures[-1]
         except MemberError:
             REQUESTS.labels(self.member, operation, "error").inc()
             raise
         except Exception as exc:
-            error = classify(self.member, operation, exc)
-            REQUESTS.labels(self.member, operation, type(error).__name__).inc()
-            level = logging.WARNING if is_transient(exc) else logging.DEBUG
-            log.log(
-                level,
-                "member=%s operation=%s event=failed error=%r",
-                self.member,
-                operation,
-                describe(exc),
-            )
-            raise error from exc
+            self._failed(operation, exc)
+        if replay is not None:
+            self._failed(operation, replay)
         REQUESTS.labels(self.member, operation, "ok").inc()
         return result

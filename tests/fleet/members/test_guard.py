@@ -41,13 +41,14 @@ def test_consecutive_failures_open_the_breaker_and_a_success_in_between_resets_t
         breaker.on_failure(timed_out=False)
     assert state_of(breaker) is State.CLOSED and seen == []
     breaker.before_call("get_job")
-    breaker.on_failure(timed_out=False)
+    breaker.on_failure(timed_out=False, summary="connection refused")
     assert state_of(breaker) is State.OPEN
     assert [(t.before, t.after, t.timed_out) for t in seen] == [(State.CLOSED, State.OPEN, False)]
     with pytest.raises(CircuitOpen) as caught:
         breaker.before_call("create_job")
     assert isinstance(caught.value, MemberUnavailable) and not caught.value.timed_out
     assert caught.value.retry_in == pytest.approx(5.0)
+    assert caught.value.summary.startswith("connection refused")  # what it last saw, no address
 
 
 def test_timeouts_open_it_as_degraded_then_one_trial_at_a_time_after_the_reset_timeout() -> None:
