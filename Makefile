@@ -24,7 +24,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 test: lint typecheck
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadfile
 
 unit: $(STAMP)
 	$(BIN)/pytest -m 'not integration'

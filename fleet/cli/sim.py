@@ -85,15 +85,26 @@ def sim(  # noqa: PLR0917 (click passes options positionally)
 )
 @click.option("--always", is_flag=True, help="fail-job: fail every run, not only the next one.")
 @click.option("--job", "job", metavar="NS/NAME", help="refuse-create: refuse only this job's creates.")
+@click.option(
+    "--fast-probes",
+    is_flag=True,
+    help="slow: answer the health endpoints (/readyz...) at once, as an API server with slow storage does.",
+)
 @click.argument("member")
 @click.argument("fault", type=click.Choice(list(FAULTS)))
 @click.argument("value", required=False)
 def fault(  # noqa: PLR0917 (click passes options positionally)
-    kubeconfig: Path, always: bool, job: str | None, member: str, fault: str, value: str | None
+    kubeconfig: Path,
+    always: bool,
+    job: str | None,
+    fast_probes: bool,
+    member: str,
+    fault: str,
+    value: str | None,
 ) -> None:
-    """Inject FAULT into MEMBER of a running simulator: down|up|503|ok|slow MS|node-notready NODE|
-    node-ready NODE|fail-job NS/NAME [--always]|refuse-create invalid|forbidden|webhook|policy|no-crd
-    [--job NS/NAME] (ok ends every fault)."""
+    """Inject FAULT into MEMBER of a running simulator: down|up|503|ok|slow MS [--fast-probes]|
+    node-notready NODE|node-ready NODE|fail-job NS/NAME [--always]|refuse-create invalid|forbidden|
+    webhook|policy|no-crd [--job NS/NAME] (ok ends every fault)."""
     wanted = FAULTS[fault]
     if wanted is not None and not value:
         raise click.UsageError(f"{fault} needs {wanted}")
@@ -107,6 +118,8 @@ def fault(  # noqa: PLR0917 (click passes options positionally)
             raise click.BadParameter(
                 f"{value!r} is not a whole number of milliseconds", param_hint="MS"
             ) from None
+        if fast_probes:
+            body["probes"] = False
     elif fault in ("node-notready", "node-ready"):
         body["node"] = value
     elif fault == "fail-job":

@@ -21,17 +21,23 @@ Dispatcher (:mod:`~fleet.dispatch.dispatcher`), one leader at a time
 Workers (:mod:`~fleet.dispatch.tasks`, run by RQ)
     ``propagate_batch`` (``propagate`` for one): create the member copies of the attempts the
     round sent to one member (one read of their fleet objects, the member calls a few at a
-    time, one pipeline of ``Dispatched`` writes), each named and labelled after the
-    fleet job (:mod:`fleet.workloads.labels`), optionally pinned to the planned nodes. Creation
-    is idempotent: an existing copy of the same uid and attempt is adopted, an older attempt's
-    copy is deleted first, another job's copy is a conflict. A member that stays unreachable gives
-    the job back: its hold and quota are released and it is queued again with that member excluded
-    for a while (firmly: this exclusion does not give way), the reason kept. A permanent refusal
-    is judged by whom it is about (:func:`fleet.members.scope_of`): the job itself (a 422 from the
-    member's own validation, which every member would repeat) fails the job; the member's own
-    (403, 404, a conflict, an admission denial) gives the job back with that member excluded for
-    good, and fails it with every member's reason once no member is left. An error while making
-    one job's copy fails that job; the rest of the batch goes on.
+    time in that member's own lane of the worker, so a slow member never holds the worker nor
+    the other members' batches; one pipeline of ``Dispatched`` writes), each named and labelled
+    after the fleet job (:mod:`fleet.workloads.labels`), optionally pinned to the planned nodes.
+    Creation is idempotent: an existing copy of the same uid and attempt is adopted, an older
+    attempt's copy is deleted first, another job's copy is a conflict. A member that stays
+    unreachable gives the job back: its hold and quota are released and it is queued again with that
+    member excluded for a while (firmly: this exclusion does not give way), the reason kept. A
+    permanent refusal is judged by whom it is about (:func:`fleet.members.scope_of`): the job itself
+    (a 422 from the member's own validation, which every member would repeat) fails the job; the
+    member's own (403, 404, a conflict, an admission denial) gives the job back with that member
+    excluded for good, and fails it with every member's reason once no member is left. An error
+    while making one job's copy fails that job; the rest of the batch goes on. Member calls are
+    guarded per member (:mod:`fleet.members.guard`: a bulkhead, a circuit breaker, a time budget per
+    call); a member whose breaker opens on timeouts is *degraded* (:mod:`~fleet.dispatch.degraded`):
+    nothing new is placed there while the mark holds, its pending creates are deferred, and handed
+    back to be placed elsewhere once it has been degraded longer than the job's toleration, as a
+    NotReady member's jobs are.
     ``purge``: delete a member copy of a given uid and attempt (never its successor).
     ``delete_copy``: the same for a job deleted at the fleet, then, once the member confirms the
     copy gone, complete the deletion (:mod:`~fleet.dispatch.deletion`).

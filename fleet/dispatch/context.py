@@ -17,6 +17,7 @@ import redis
 from rq import Queue
 
 from fleet.api.kinds import PROPAGATION_POLICY
+from fleet.dispatch.degraded import Marks
 from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS, EVICT_QUEUE, PROPAGATE_QUEUE, PURGE_QUEUE, DispatchKeys
 from fleet.members import Member, MemberSettings, load_members
 from fleet.placement import RedisReservations
@@ -46,6 +47,8 @@ class Context:
     queue: Queue = field(init=False)
     purge_queue: Queue = field(init=False)
     evict_queue: Queue = field(init=False)
+    #: Members whose calls keep timing out, as every process sees them (:mod:`fleet.dispatch.degraded`).
+    degraded: Marks = field(init=False)
     _members: dict[str, Member] | None = field(init=False, default=None)
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
 
@@ -56,6 +59,7 @@ class Context:
         self.queue = Queue(PROPAGATE_QUEUE, connection=self.client)
         self.purge_queue = Queue(PURGE_QUEUE, connection=self.client)
         self.evict_queue = Queue(EVICT_QUEUE, connection=self.client)
+        self.degraded = Marks(self.client, self.keys)
 
     @property
     def members(self) -> Mapping[str, Member]:
@@ -65,6 +69,8 @@ class Context:
                     self._members = {}
                 else:
                     self._members = load_members(self.kubeconfig, settings=self.settings)
+                for member in self._members.values():  # a breaker opening on timeouts marks it degraded
+                    member.breaker.listener = self.degraded.on_transition
             return self._members
 
     def member(self, name: str) -> Member:

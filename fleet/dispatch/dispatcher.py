@@ -50,6 +50,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from rq import Queue, Retry
 
 from fleet.api.kinds import FLEET_ASCENDJOB
+from fleet.dispatch import degraded
 from fleet.dispatch.context import Context, policy_for
 from fleet.dispatch.handback import (
     COMPONENT,
@@ -233,6 +234,8 @@ class Dispatcher:
         self._policies: list[PropagationPolicy] = []
         self._policies_at = 0.0
         self._down: frozenset[str] = frozenset()
+        #: Members whose calls keep timing out (:mod:`fleet.dispatch.degraded`), avoided as NotReady ones.
+        self._degraded: frozenset[str] = frozenset()
         self._reconciled_at = 0.0
         #: What the last cycle that found nothing to do saw; a cycle seeing the same is skipped.
         self._idle: tuple[int, int, frozenset[str]] | None = None
@@ -395,7 +398,8 @@ class Dispatcher:
     def _policy_list(self, now: float) -> list[PropagationPolicy]:
         if now - self._policies_at > self.settings.policy_refresh:
             self._policies = self.ctx.policies()
-            down = self._not_ready()
+            self._degraded = degraded.active(self.ctx.client, self.ctx.keys, now)
+            down = self._not_ready() | self._degraded
             if down != self._down:
                 # A member went down or came back: what fit nowhere may fit now (and the other
                 # way round), though no capacity changed.
@@ -850,7 +854,7 @@ class Dispatcher:
                     member_labels=self._member_labels(),
                 )
             refused = refused_by(obj)
-            lines = [_say_avoided(line, self._down, refused) for line in lines]
+            lines = [_say_avoided(line, self._down, refused, self._degraded) for line in lines]
             message = (
                 "no member cluster fits the whole job now: " + "; ".join(lines)
                 if lines
@@ -988,12 +992,16 @@ def _admitted(obj: Mapping[str, Any]) -> bool:
     return current_state(obj) == Phase.ADMITTED
 
 
-def _say_avoided(line: str, down: frozenset[str], refused: Mapping[str, str]) -> str:
-    """A member avoided because it is NotReady, or because it refused the job, says so, not
-    that the job failed there."""
+def _say_avoided(
+    line: str, down: frozenset[str], refused: Mapping[str, str], slow: frozenset[str] = frozenset()
+) -> str:
+    """A member avoided because it is NotReady or degraded, or because it refused the job, says
+    so, not that the job failed there."""
     member = line.split(":", 1)[0]
     if member in refused:
         return f"{member}: refused the job ({refused[member]})"
+    if member in slow:
+        return f"{member}: degraded (its calls keep timing out)"
     return f"{member}: NotReady (failing its health probes)" if member in down else line
 
 

@@ -234,6 +234,7 @@ def give_back(
     blame: Blame | None = None,
     last_seen: WorkloadStatus | None = None,
     refused: str | None = None,
+    pending_only: bool = False,
 ) -> Outcome:
     """End ``attempt`` of the job on ``member`` and queue the job again (or fail it for good).
 
@@ -244,7 +245,8 @@ def give_back(
     ``last_seen``, the member copy's final status (a failure), is mirrored first, so the history
     shows what the member said before Fleet's ``Rescheduling``. ``refused``, what the member said
     when it refused the job for a reason of its own, records it among the job's refusals: the job
-    fails when that leaves it no member of ``ctx.members`` to go to.
+    fails when that leaves it no member of ``ctx.members`` to go to. ``pending_only`` changes
+    nothing unless the attempt is still ``Admitted`` (no copy seen in the member yet).
     """
     namespace, name = split_key(key)
     policies = ctx.policies()
@@ -255,6 +257,8 @@ def give_back(
     def change(obj: dict[str, Any]) -> dict[str, Any] | None:
         verdict.clear()
         if not _is_current(obj, uid, attempt, member):
+            return None
+        if pending_only and current_state(obj) != Phase.ADMITTED:
             return None
         verdict["applied"] = True
         status = obj.setdefault("status", {})

@@ -53,5 +53,10 @@ class DispatchKeys:
         """Hash: member -> JSON of its health as the syncer last probed it."""
         return self.base + "health"
 
+    @property
+    def degraded(self) -> str:
+        """Hash: member -> JSON of its degraded mark (calls timing out), :mod:`fleet.dispatch.degraded`."""
+        return self.base + "degraded"
+
 
 DEFAULT_DISPATCH_KEYS: Final = DispatchKeys()

@@ -33,14 +33,17 @@ import functools
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import redis
 
 from fleet.api.kinds import FLEET_ASCENDJOB
-from fleet.dispatch.context import CLAIM_SECONDS, Context, current
+from fleet.dispatch.context import CLAIM_SECONDS, Context, current, policy_for
+from fleet.dispatch.degraded import adopt
 from fleet.dispatch.deletion import complete, is_deleting, terminating
 from fleet.dispatch.handback import COMPONENT, fail, give_back, inflight_entry
 from fleet.dispatch.preemption import requeued
@@ -49,6 +52,7 @@ from fleet.jobs.status import attempt_of, cluster_of, current_state, set_state
 from fleet.jobs.submit import split_key
 from fleet.members import Conflict, MemberError, MemberRefused, MemberUnavailable, NotFound, Scope, scope_of
 from fleet.members.errors import safe_message
+from fleet.members.guard import BulkheadFull
 from fleet.members.refusals import describe
 from fleet.state import record_event, record_events
 from fleet.workloads import adapter_for
@@ -57,9 +61,12 @@ from fleet.workloads.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 __all__ = [
     "CLAIM_SECONDS",
     "CREATE_CONCURRENCY",
+    "DEFER_SECONDS",
     "EVICT_WAIT_SECONDS",
+    "EXCLUDE_DEGRADED_SECONDS",
     "EXCLUDE_REFUSED_SECONDS",
     "EXCLUDE_UNAVAILABLE_SECONDS",
+    "LANE_WAIT",
     "Claim",
     "Propagation",
     "delete_copy",
@@ -77,21 +84,65 @@ EXCLUDE_REFUSED_SECONDS: Final = 60.0
 #: How long a member that could not be reached is avoided for that job.
 EXCLUDE_UNAVAILABLE_SECONDS: Final = 60.0
 
-#: Member calls a worker makes at once for one batch (each waits on the member's answer). More
-#: hides more of a distant member's latency; on the benchmark's two shared cores, 8 delayed the
-#: simulated members' watch streams enough to double the status-sync latency for 5% more
-#: throughput (docs/benchmarks.md).
+#: Member calls a worker makes at once to one member (its *lane*). More hides more of a distant
+#: member's latency; on the benchmark's two shared cores, 8 delayed the simulated members' watch
+#: streams enough to double the status-sync latency for 5% more throughput (docs/benchmarks.md).
 CREATE_CONCURRENCY: Final = 4
+#: Creates that may wait in one member's lane; past that, a batch's creates are deferred.
+LANE_BACKLOG: Final = 64
+#: How long a propagation task waits on its member's lane before it returns, leaving what is
+#: still running there to the lane (which marks it done itself): a worker is never held longer
+#: by a slow member, so batches for other members never wait behind it.
+LANE_WAIT: Final = 1.0
+#: How long a create that met a slow member (a timeout, its breaker open on timeouts, its
+#: bulkhead full) waits before it is sent again (the dispatcher re-sends it when its in-flight
+#: deadline, set to this, passes).
+DEFER_SECONDS: Final = 5.0
+#: How long a member that stayed degraded past the toleration is avoided by the jobs it lost.
+EXCLUDE_DEGRADED_SECONDS: Final = 120.0
 _MADE: Final = ("created", "adopted")
 #: How long an eviction waits for the member to finish deleting a copy before it is retried
 #: (later, by RQ's scheduler: a worker is not held while a member takes its time).
 EVICT_WAIT_SECONDS: Final = 3.0
 
 
+class _Lanes:
+    """One bounded pool of threads per member (made on first use: RQ may fork after import):
+    a member's creates wait only on that member."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pools: dict[str, ThreadPoolExecutor] = {}
+        self._queued: Counter[str] = Counter()
+
+    def submit(self, member: str, fn: Callable[[], str]) -> Future[str] | None:
+        """Run ``fn`` in ``member``'s lane; ``None`` when its backlog is full."""
+        with self._lock:
+            if self._queued[member] >= LANE_BACKLOG:
+                return None
+            self._queued[member] += 1
+            pool = self._pools.get(member)
+            if pool is None:
+                pool = ThreadPoolExecutor(CREATE_CONCURRENCY, thread_name_prefix=f"lane-{member}")
+                self._pools[member] = pool
+
+        def run() -> str:
+            try:
+                return fn()
+            finally:
+                with self._lock:
+                    self._queued[member] -= 1
+
+        return pool.submit(run)
+
+    def queued(self, member: str) -> int:
+        with self._lock:
+            return self._queued[member]
+
+
 @functools.cache
-def _creators() -> ThreadPoolExecutor:
-    """The process's threads for member calls (made on first use: RQ may fork after import)."""
-    return ThreadPoolExecutor(CREATE_CONCURRENCY, thread_name_prefix="propagate")
+def _lanes() -> _Lanes:
+    return _Lanes()
 
 
 #: One attempt to create: (fleet job key, uid, attempt, member, nodes to pin per replica type).
@@ -102,18 +153,21 @@ class Claim:
     """A worker's claim on the in-flight entries of the attempts it runs (see the module
     docstring): ``with Claim(ctx, entries):`` sets their deadline to now plus
     ``ctx.claim_seconds`` and renews it every third of that until the block ends. Only entries
-    still in flight are touched (``ZADD XX``): one done or given back meanwhile is not put back."""
+    still in flight are touched (``ZADD XX``): one done or given back meanwhile is not put back.
+    Creates that outlive their task in a member's lane are claimed without a block:
+    :meth:`add` them, :meth:`start`, and :meth:`drop` each as it ends; the claim stops with
+    the last."""
 
     def __init__(self, ctx: Context, entries: Sequence[str]) -> None:
         self.ctx = ctx
         self.entries = list(entries)
+        self._lock = threading.Lock()
+        self._started = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="claim", daemon=True)
 
     def __enter__(self) -> Claim:
-        if self.entries:
-            self._extend()
-            self._thread.start()
+        self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -121,9 +175,33 @@ class Claim:
         if self._thread.is_alive():
             self._thread.join()
 
+    def add(self, entry: str) -> None:
+        with self._lock:
+            self.entries.append(entry)
+
+    def drop(self, entry: str) -> None:
+        """``entry`` ended: no longer renewed; a started claim stops once none is left."""
+        with self._lock:
+            if entry in self.entries:
+                self.entries.remove(entry)
+            if not self.entries and self._started:
+                self._stop.set()
+
+    def start(self) -> None:
+        with self._lock:
+            self._started = True
+            if not self.entries:
+                self._stop.set()
+                return
+        self._extend()
+        self._thread.start()
+
     def _extend(self) -> None:
-        deadline = time.time() + self.ctx.claim_seconds
-        self.ctx.client.zadd(self.ctx.keys.inflight, dict.fromkeys(self.entries, deadline), xx=True)
+        with self._lock:
+            entries = list(self.entries)
+        if entries:
+            deadline = time.time() + self.ctx.claim_seconds
+            self.ctx.client.zadd(self.ctx.keys.inflight, dict.fromkeys(entries, deadline), xx=True)
 
     def _run(self) -> None:
         while not self._stop.wait(self.ctx.claim_seconds / 3):
@@ -158,10 +236,14 @@ def propagate_batch(items: Sequence[Propagation]) -> list[str]:
 
     The dispatcher sends one batch per member per round, so the fleet objects are read in one
     round trip, and the Dispatched marks, in-flight entries and Events written in one pipeline
-    each; the member calls (the Kubernetes API creates one object per request) go up to
-    ``CREATE_CONCURRENCY`` at a time, so a batch waits on the member's latency a few times, not
-    once per job. Once a member cannot be reached, the items not yet started are handed back at
-    once rather than each waiting out the retries again.
+    each; the member calls (the Kubernetes API creates one object per request) go to the
+    member's own lane, up to ``CREATE_CONCURRENCY`` at a time, so a batch waits on the member's
+    latency a few times, not once per job. The task waits at most :data:`LANE_WAIT` for them:
+    what is still running then is finished by the lane (outcome ``pending`` here), so a slow
+    member holds its own lane, never the worker. Once a member cannot be reached, the items not
+    yet started are handed back at once rather than each waiting out the retries again; a member
+    that is slow (timeouts, its breaker open on timeouts) has its creates deferred, and handed
+    back once it has been degraded longer than the job's toleration (:func:`_defer`).
     """
     ctx = current()
     objs = ctx.objects.get_many(FLEET_ASCENDJOB, [split_key(item[0]) for item in items])
@@ -173,16 +255,112 @@ def propagate_batch(items: Sequence[Propagation]) -> list[str]:
             stale.append(inflight_entry(key, uid, attempt))
         else:
             wanted.append((item, obj))
-    unreachable: dict[str, MemberUnavailable] = {}
-    with Claim(ctx, [inflight_entry(*item[:3]) for item, _ in wanted]):
-        made = list(_creators().map(lambda pair: _propagate_one(ctx, pair[0], pair[1], unreachable), wanted))
-    by_key = {item[:3]: outcome for (item, _), outcome in zip(wanted, made, strict=True)}
-    outcomes = [by_key.get(item[:3], "superseded") for item in items]
-    done = [(item, outcome) for item, outcome in zip(items, outcomes, strict=True) if outcome in _MADE]
     if stale:
         ctx.client.zrem(ctx.keys.inflight, *stale)
+    if not wanted:
+        return ["superseded"] * len(items)
+    marks = ctx.degraded.current()
+    adopt(marks, {name: m.breaker for name, m in ctx.members.items()})
+    unreachable: dict[str, MemberUnavailable] = {}
+    batch = _Batch()
+    futures: dict[tuple[str, str, int], Future[str]] = {}
+    by_key: dict[tuple[str, str, int], str] = {}
+    # The creates handed to lanes are claimed until each ends, in the lane if not here.
+    claim = Claim(ctx, [])
+    now = time.time()
+    for item, obj in wanted:
+        mark = marks.get(item[3])
+        if mark is not None and mark.holds(now):  # not called while the fleet avoids it
+            by_key[item[:3]] = _defer(ctx, item, obj, f"{item[3]} is degraded: {mark.reason}")
+            continue
+        entry = inflight_entry(*item[:3])
+        claim.add(entry)
+        future = _lanes().submit(item[3], functools.partial(_propagate_one, ctx, item, obj, unreachable))
+        if future is None:
+            claim.drop(entry)
+            by_key[item[:3]] = _defer(ctx, item, obj, f"{item[3]} has {LANE_BACKLOG} creates waiting already")
+            continue
+        futures[item[:3]] = future
+        future.add_done_callback(lambda _, entry=entry: claim.drop(entry))  # type: ignore[misc]
+        future.add_done_callback(functools.partial(_late, ctx, batch, item))
+    claim.start()
+    wait(list(futures.values()), timeout=LANE_WAIT)
+    with batch.lock:
+        batch.closed = True
+        for ident, future in futures.items():
+            if future.done():
+                batch.collected.add(ident)
+                by_key[ident] = future.result() if future.exception() is None else "failed"
+            else:
+                by_key[ident] = "pending"
+    outcomes = [by_key.get(item[:3], "superseded") for item in items]
+    done = [(item, outcome) for item, outcome in zip(items, outcomes, strict=True) if outcome in _MADE]
     _mark_dispatched(ctx, done)
     return outcomes
+
+
+@dataclass
+class _Batch:
+    """What a propagation task collected itself; the lane finishes the rest (:func:`_late`)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    closed: bool = False
+    collected: set[tuple[str, str, int]] = field(default_factory=set)
+
+
+def _late(ctx: Context, batch: _Batch, item: Propagation, future: Future[str]) -> None:
+    """A create that finished in its lane after its task stopped waiting: marked here."""
+    with batch.lock:
+        if not batch.closed or item[:3] in batch.collected:
+            return  # the task collects it
+    if future.exception() is not None:
+        return
+    outcome = future.result()
+    if outcome in _MADE:
+        try:
+            _mark_dispatched(ctx, [(item, outcome)])
+        except Exception:  # Redis away: the syncer sees the copy and marks it, or in-flight resends
+            log.exception("event=late_mark_failed job=%s attempt=%d member=%s", item[0], item[2], item[3])
+
+
+def _defer(ctx: Context, item: Propagation, obj: Mapping[str, Any], why: str) -> str:
+    """A create its member is too slow for now: sent again later, or, once the member has been
+    degraded (:mod:`fleet.dispatch.degraded`) longer than the job's toleration, handed back to
+    be placed elsewhere, as a NotReady member's jobs are. A create that timed out may have been
+    applied: the syncer sees such a copy and purges it as stale, by the job's purgeMode."""
+    key, uid, attempt, member, _ = item
+    now = time.time()
+    mark = ctx.degraded.get(member, fresh=True)
+    failover = policy_for(obj, ctx.policies()).spec.failover.application
+    toleration = float(failover.decision_conditions.toleration_seconds)
+    if mark is not None and now - mark.since > toleration:
+        outcome = give_back(
+            ctx,
+            key,
+            uid,
+            attempt,
+            member=member,
+            reason=FleetReason.MEMBER_DEGRADED,
+            message=(
+                f"{member} has been degraded for {now - mark.since:.0f}s, its calls timing out "
+                f"(toleration {toleration:g}s)"
+            ),
+            exclude_for=EXCLUDE_DEGRADED_SECONDS,
+            count_failure=False,
+            pending_only=True,
+        )
+        if outcome.changed:
+            log.warning("event=degraded_failover job=%s attempt=%d member=%s", key, attempt, member)
+            return "replanned"
+        return "superseded"  # its copy was seen meanwhile, or another task ended the attempt
+    delay = DEFER_SECONDS
+    if mark is not None:  # not past the toleration's end
+        delay = min(delay, max(0.5, mark.since + toleration - now + 0.25))
+    ctx.client.zadd(ctx.keys.inflight, {inflight_entry(key, uid, attempt): now + delay})
+    log.info(
+        "event=deferred job=%s attempt=%d member=%s again_in=%.1f why=%r", key, attempt, member, delay, why
+    )
+    return "deferred"
 
 
 def _propagate_one(
@@ -212,6 +390,8 @@ def _propagate_one(
                 str(error),
             )
         unreachable[member] = error
+        if error.timed_out or isinstance(error, BulkheadFull):
+            return _defer(ctx, item, obj, safe_message(error))
         give_back(
             ctx,
             key,
@@ -344,6 +524,7 @@ def purge(member: str, namespace: str, name: str, uid: str, attempt: int) -> str
     """
     ctx = current()
     client = ctx.member(member)
+    adopt(ctx.degraded.current(), {member: client.breaker})  # a degraded member: retried later, at once
     try:
         existing = client.get_job(namespace, name)
     except NotFound:

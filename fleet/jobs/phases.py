@@ -57,6 +57,8 @@ class FleetReason:
     PROPAGATION_FAILED: Final = "PropagationFailed"
     MEMBER_UNAVAILABLE: Final = "MemberUnavailable"
     CLUSTER_FAILOVER: Final = "ClusterFailover"
+    #: A pending create handed back: its member's calls kept timing out past the toleration.
+    MEMBER_DEGRADED: Final = "MemberDegraded"
     APPLICATION_FAILOVER: Final = "ApplicationFailover"
     BACKOFF_LIMIT_EXCEEDED: Final = "BackoffLimitExceeded"
     INVALID: Final = "InvalidJob"

@@ -32,6 +32,7 @@ from kubernetes.client.exceptions import ApiException
 from fleet import fastjson
 from fleet.ascend import ASCENDJOB_GROUP, ASCENDJOB_KIND, ASCENDJOB_PLURAL, ASCENDJOB_VERSION
 from fleet.members.errors import Conflict, MemberError, MemberRefused, NotFound, safe_message
+from fleet.members.guard import Bulkhead, CircuitBreaker
 from fleet.members.retry import Caller
 from fleet.members.settings import MemberSettings
 from fleet.members.watch import BatchCallback, EventCallback, Watcher
@@ -148,6 +149,15 @@ class Member:
 
     def __repr__(self) -> str:
         return f"Member(name={self.name!r}, server={self.server!r})"
+
+    @property
+    def breaker(self) -> CircuitBreaker:
+        """The member's circuit breaker in this process (:mod:`fleet.members.guard`)."""
+        return self._call.breaker
+
+    @property
+    def bulkhead(self) -> Bulkhead:
+        return self._call.bulkhead
 
     def close(self) -> None:
         """Stop the watchers made by :meth:`watch` and release the member's pooled connections."""

@@ -37,6 +37,7 @@ __all__ = [
     "MemberUnavailable",
     "NotFound",
     "classify",
+    "is_timeout",
     "is_transient",
     "redact",
     "retry_after",
@@ -71,10 +72,13 @@ class MemberUnavailable(MemberError):
         status: int | None = None,
         *,
         summary: str | None = None,
+        timed_out: bool = False,
     ) -> None:
         super().__init__(member, operation, f"unavailable: {detail}")
         self.detail = detail
         self.status = status
+        #: The member did not answer in time (it may still apply the request): see ``is_timeout``.
+        self.timed_out = timed_out
         #: What went wrong without where: for messages others read (see :func:`safe_message`).
         self.summary = summary if summary is not None else redact(detail)
 
@@ -130,6 +134,16 @@ def is_transient(exc: BaseException) -> bool:
         # status 0: the client wraps TLS failures so; a handshake cut short is network trouble.
         return status == 0 or status in TRANSIENT_STATUS
     return isinstance(exc, _NETWORK_ERRORS)
+
+
+def is_timeout(exc: BaseException) -> bool:
+    """True when no answer came in time (connecting or reading): the member is slow, or the
+    network to it is; a request that timed out may still have been applied."""
+    if isinstance(exc, MemberUnavailable):
+        return exc.timed_out
+    if isinstance(exc, ApiException):
+        return False
+    return _network_summary(exc) in ("timed out", "timed out waiting for an answer", "connection timed out")
 
 
 def retry_after(exc: BaseException) -> float | None:
@@ -297,7 +311,13 @@ def safe_message(exc: BaseException) -> str:
 def classify(member: str, operation: str, exc: BaseException) -> MemberError:
     """The typed error for a failed call (after retries, when ``exc`` was transient)."""
     if not isinstance(exc, ApiException):
-        return MemberUnavailable(member, operation, _describe_network(exc), summary=_network_summary(exc))
+        return MemberUnavailable(
+            member,
+            operation,
+            _describe_network(exc),
+            summary=_network_summary(exc),
+            timed_out=is_timeout(exc),
+        )
     status = exc.status if isinstance(exc.status, int) else 0
     body = _status_body(exc)
     reason = str(body.get("reason") or exc.reason or "")

@@ -27,6 +27,14 @@ class MemberSettings:
     ``watch_backoff_max``; the server ends each watch after ``watch_timeout_seconds`` and a read
     that sees nothing for ``watch_read_timeout`` seconds (bookmarks included) is treated as a dead
     connection.
+
+    Isolation (:mod:`fleet.members.guard`): one call, its retries included, takes at most about
+    ``call_budget`` seconds (no retry starts that could not finish a full ``request_timeout``
+    within it: a request that timed out is not sent again); at most ``max_concurrent_calls``
+    calls go to the member at once from one process, a call waiting at most ``bulkhead_wait``
+    for a slot; ``breaker_failures`` transient failures in a row open the member's circuit
+    breaker, which fails calls at once for ``breaker_reset`` seconds before letting one trial
+    through. Watches and health probes are not guarded: they are how a member is seen back.
     """
 
     connect_timeout: float = 2.0
@@ -41,6 +49,11 @@ class MemberSettings:
     watch_backoff_max: float = 5.0
     page_size: int = 500
     pool_maxsize: int = 16
+    call_budget: float = 15.0
+    max_concurrent_calls: int = 8
+    bulkhead_wait: float = 1.0
+    breaker_failures: int = 3
+    breaker_reset: float = 5.0
 
     def __post_init__(self) -> None:
         for field in fields(self):
@@ -49,7 +62,14 @@ class MemberSettings:
                 raise SettingsError(f"member setting {field.name}: must be a number, got {value!r}")
             if value <= 0:
                 raise SettingsError(f"member setting {field.name}: must be > 0, got {value!r}")
-        for name in ("attempts", "watch_timeout_seconds", "page_size", "pool_maxsize"):
+        for name in (
+            "attempts",
+            "watch_timeout_seconds",
+            "page_size",
+            "pool_maxsize",
+            "max_concurrent_calls",
+            "breaker_failures",
+        ):
             if not isinstance(getattr(self, name), int):
                 raise SettingsError(f"member setting {name}: must be a whole number")
         if self.backoff_initial > self.backoff_max:

@@ -2,7 +2,8 @@
 
 ``POST /members/{member}/faults`` with ``{"fault": "down"|"up"|"503"|"ok"|"slow"|"node-notready"|
 "node-ready"|"fail-job"|"refuse-create", "ms": N, "node": NAME, "job": "NS/NAME", "always": bool,
-"refusal": "invalid"|"forbidden"|"webhook"|"policy"|"no-crd"}`` applies one fault (``refuse-create``
+"refusal": "invalid"|"forbidden"|"webhook"|"policy"|"no-crd", "probes": bool}`` applies one fault
+(``slow`` with ``"probes": false`` leaves the health endpoints fast) (``refuse-create``
 refuses the creates of ``job``, or of every job without one) and answers the member's fault state;
 ``GET /members`` lists the members and their state.
 A bad request is answered 400 with a message naming the field, and changes nothing.
@@ -48,7 +49,11 @@ async def apply_fault(member: SimMember, body: Mapping[str, Any]) -> dict[str, A
         ms = body.get("ms")
         if not isinstance(ms, int) or isinstance(ms, bool) or not 0 <= ms <= 600_000:
             raise FaultRequestError(f"ms: {ms!r} must be an integer number of milliseconds from 0 to 600000")
+        probes = body.get("probes", True)
+        if not isinstance(probes, bool):
+            raise FaultRequestError(f"probes: {probes!r} must be true or false")
         member.faults.latency_ms = ms
+        member.faults.slow_probes = probes
     elif fault in ("node-notready", "node-ready"):
         node = body.get("node")
         if not isinstance(node, str) or not node:
@@ -82,6 +87,7 @@ async def apply_fault(member: SimMember, body: Mapping[str, Any]) -> dict[str, A
     else:  # ok
         member.faults.unavailable = False
         member.faults.latency_ms = 0
+        member.faults.slow_probes = True
         member.faults.refusals.clear()
     member.metrics.faults.labels(member.name, str(fault)).inc()
     log.info(

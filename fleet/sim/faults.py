@@ -1,7 +1,9 @@
 """Faults a simulated member can be put in while it runs, and the ASGI middleware that applies them.
 
 ``down``/``up`` close and reopen the member's listener (see :class:`fleet.sim.member.SimMember`);
-the answers a running listener gives are shaped here: every request delayed by ``latency_ms``,
+the answers a running listener gives are shaped here: every request delayed by ``latency_ms``
+(with ``slow_probes`` off, all but the health endpoints ``/readyz``, ``/livez``, ``/healthz``:
+an API server whose storage is slow still answers those from memory),
 and, while ``unavailable``, answered ``503`` with a Kubernetes ``Status`` (reason
 ``ServiceUnavailable``), as an API server behind a failing load balancer or etcd would.
 
@@ -53,6 +55,8 @@ class FaultState:
     down: bool = False
     unavailable: bool = False
     latency_ms: int = 0
+    #: Whether ``latency_ms`` delays the health endpoints too.
+    slow_probes: bool = True
     #: ``NS/NAME`` (or ``*``: every create) -> the refusal its creates get (:data:`REFUSALS`).
     refusals: dict[str, str] = field(default_factory=dict)
 
@@ -61,6 +65,7 @@ class FaultState:
             "down": self.down,
             "unavailable": self.unavailable,
             "latencyMs": self.latency_ms,
+            "slowProbes": self.slow_probes,
             "refusals": dict(self.refusals),
         }
 
@@ -77,6 +82,9 @@ _UNAVAILABLE: Final = json.dumps(
     }
 ).encode()
 
+
+#: The health endpoints (what a probe asks).
+_HEALTH: Final = frozenset({"/readyz", "/livez", "/healthz"})
 
 #: A create of a namespaced custom resource: group, version, namespace, plural.
 _CREATE_PATH: Final = re.compile(r"^/apis/([^/]+)/([^/]+)/namespaces/([^/]+)/([^/]+)/?$")
@@ -166,7 +174,7 @@ class FaultMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if self.state.latency_ms > 0:
+        if self.state.latency_ms > 0 and (self.state.slow_probes or scope.get("path") not in _HEALTH):
             await asyncio.sleep(self.state.latency_ms / 1000)
         if self.state.unavailable:
             if self.on_injected is not None:

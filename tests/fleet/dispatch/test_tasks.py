@@ -11,12 +11,14 @@ from typing import Any
 import pytest
 import redis
 
-from fleet.api.kinds import FLEET_ASCENDJOB
+from fleet.api.kinds import FLEET_ASCENDJOB, PROPAGATION_POLICY
+from fleet.dispatch import degraded
 from fleet.dispatch.context import Context, install
-from fleet.dispatch.tasks import CREATE_CONCURRENCY, Claim, propagate_batch
+from fleet.dispatch.tasks import CREATE_CONCURRENCY, LANE_WAIT, Claim, _lanes, propagate_batch
 from fleet.jobs import current_state, submit
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import set_state
+from fleet.members import MemberSettings
 from fleet.workloads.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 from tests.fleet.placement.factory import job
 from tests.support.sim import CARD_POOL, RunningSim, running_sim, small_topology
@@ -92,3 +94,83 @@ def test_a_claim_renews_the_entries_still_in_flight_and_puts_none_back(fake_redi
     held = fake_redis.zscore(inflight, "default/a|u1|1")
     time.sleep(0.4)  # the worker is gone: nothing renews it any more
     assert fake_redis.zscore(inflight, "default/a|u1|1") == held
+
+
+def _policy(toleration: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "policy.one.alibabacloud.com/v1alpha1",
+        "kind": "PropagationPolicy",
+        "metadata": {"name": "short", "namespace": "default"},
+        "spec": {
+            "resourceSelectors": [{"apiVersion": "mindxdl.gitee.com/v1", "kind": "AscendJob"}],
+            "failover": {"application": {"decisionConditions": {"tolerationSeconds": toleration}}},
+        },
+    }
+
+
+@pytest.fixture
+def two_members() -> Iterator[RunningSim]:
+    topology = small_topology({"fast": CARD_POOL, "slow": CARD_POOL}, jobDurationSeconds=3600)
+    with running_sim(topology) as sim:
+        yield sim
+
+
+def test_a_slow_member_holds_its_own_lane_never_the_worker_and_its_creates_move_after_the_toleration(
+    two_members: RunningSim, fake_redis: redis.Redis
+) -> None:
+    """A member answering later than the timeout: the task for it returns within ``LANE_WAIT``
+    (its calls go on in its lane), a batch for another member right after it is created at
+    once, the slow member's breaker opens on the timeouts and marks it degraded, its creates
+    are deferred (still Admitted, sent again later), and once it has been degraded longer than
+    the toleration they are handed back to be placed elsewhere."""
+    settings = MemberSettings(request_timeout=1.0, call_budget=1.5, breaker_failures=2, breaker_reset=60.0)
+    ctx = Context(fake_redis, two_members.kubeconfig, settings=settings)
+    install(ctx)
+    two_members.fault("slow", "slow", ms=3000, probes=False)
+    try:
+        ctx.objects.create(PROPAGATION_POLICY, _policy(toleration=2))
+        slow = [_admitted_on(ctx, f"s{i}", "slow") for i in range(6)]
+        fast = [_admitted_on(ctx, f"f{i}", "fast") for i in range(3)]
+        slow_items: list[Any] = [
+            (f"default/s{i}", o["metadata"]["uid"], 1, "slow", None) for i, o in enumerate(slow)
+        ]
+        fast_items: list[Any] = [
+            (f"default/f{i}", o["metadata"]["uid"], 1, "fast", None) for i, o in enumerate(fast)
+        ]
+        started = time.monotonic()
+        outcomes = propagate_batch(slow_items)
+        assert time.monotonic() - started < LANE_WAIT + 0.5
+        assert set(outcomes) <= {"pending", "deferred"}
+        started = time.monotonic()
+        assert propagate_batch(fast_items) == ["created"] * 3
+        assert time.monotonic() - started < 1.0, "a batch for a healthy member waited behind the slow one"
+        # The slow lane: two timeouts open the breaker, on timeouts: the member is degraded.
+        deadline = time.monotonic() + 10
+        while "slow" not in degraded.read(fake_redis, ctx.keys):
+            assert time.monotonic() < deadline, "never marked degraded"
+            time.sleep(0.1)
+        assert ctx.member("slow").breaker.timed_out
+        while _lanes().queued("slow"):
+            time.sleep(0.1)  # the lane's calls end (timed out, or refused at once by the open breaker)
+        assert all(
+            current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", f"s{i}")) == Phase.ADMITTED
+            for i in range(6)
+        )
+        deferred = [
+            float(s or 0)
+            for s in fake_redis.zmscore(ctx.keys.inflight, [f"{k}|{u}|1" for k, u, *_ in slow_items])
+        ]
+        assert all(score > time.time() - 1 for score in deferred)  # sent again in a few seconds
+        # Past the toleration the next attempt to send them hands them back, the member avoided.
+        since = degraded.read(fake_redis, ctx.keys)["slow"].since
+        time.sleep(max(0.0, since + 2.2 - time.time()))
+        assert propagate_batch(slow_items) == ["replanned"] * 6
+        for i in range(6):
+            obj = ctx.objects.get(FLEET_ASCENDJOB, "default", f"s{i}")
+            assert current_state(obj) == Phase.QUEUED
+            assert obj["status"]["conditions"][-1]["reason"] == FleetReason.MEMBER_DEGRADED
+            assert float(obj["status"]["excluded"]["slow"]) > time.time() + 60
+        assert fake_redis.zcard(ctx.keys.inflight) == 0
+    finally:
+        two_members.fault("slow", "ok")
+        ctx.close()

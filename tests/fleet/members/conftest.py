@@ -18,6 +18,7 @@ import pytest
 from fleet.apiserver import MemoryStore, Server, TokenAuthenticator, build_app
 from fleet.apiserver.resources import ResourceType
 from fleet.members import Member, MemberSettings, load_members
+from fleet.members.guard import CircuitBreaker, State
 from tests.fleet.members.faults import FaultMiddleware, FaultPlan
 from tests.fleet.members.kubeconfig import TOKEN, write_kubeconfig
 from tests.support.apiserver import ApiServerThread
@@ -34,7 +35,13 @@ FAST = MemberSettings(
     watch_read_timeout=10.0,
     watch_backoff_initial=0.02,
     watch_backoff_max=0.2,
+    breaker_reset=0.3,
 )
+
+
+def state_of(breaker: CircuitBreaker) -> State:
+    """A breaker's state now (a call, so that type checkers do not narrow it across calls)."""
+    return breaker.state
 
 
 class MemberServer(ApiServerThread):

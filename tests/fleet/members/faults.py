@@ -8,6 +8,7 @@ can prove how many attempts the client made.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -48,6 +49,7 @@ class FaultPlan:
         self._lock = threading.Lock()
         self.requests: list[tuple[str, str]] = []
         self.injected = 0
+        self._delays: list[tuple[str, float]] = []
 
     def fail(
         self,
@@ -62,9 +64,19 @@ class FaultPlan:
         with self._lock:
             self._rules.append(_Rule(code, times, path, method, retry_after))
 
+    def delay(self, seconds: float, *, path: str = "") -> None:
+        """Answer every request whose path contains ``path`` only after ``seconds``."""
+        with self._lock:
+            self._delays.append((path, seconds))
+
+    def delay_for(self, path: str) -> float:
+        with self._lock:
+            return max((s for p, s in self._delays if p in path), default=0.0)
+
     def clear(self) -> None:
         with self._lock:
             self._rules.clear()
+            self._delays.clear()
 
     def hits(self, path: str = "", method: str | None = None) -> int:
         """How many requests (faulted or not) matched ``path`` and ``method``."""
@@ -96,6 +108,9 @@ class FaultMiddleware:
             await self.app(scope, receive, send)
             return
         rule = self.plan.take(scope["method"], scope["path"])
+        delay = self.plan.delay_for(scope["path"])
+        if delay > 0:
+            await asyncio.sleep(delay)
         if rule is None:
             await self.app(scope, receive, send)
             return

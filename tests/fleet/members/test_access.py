@@ -20,7 +20,8 @@ from fleet.members import (
     NotFound,
     load_members,
 )
-from tests.fleet.members.conftest import FAST, MemberServer, member_for
+from fleet.members.guard import CircuitOpen, State
+from tests.fleet.members.conftest import FAST, MemberServer, member_for, state_of
 from tests.fleet.members.kubeconfig import TOKEN, write_kubeconfig
 from tests.fleet.members.objects import job, names, node, pod, sample_job
 
@@ -177,12 +178,18 @@ def test_member_down_then_back(member: Member, member_server: MemberServer) -> N
     with pytest.raises(MemberUnavailable) as caught:
         member.list_nodes()
     assert caught.value.status is None
-    probe = member.probe()
+    assert state_of(member.breaker) is State.OPEN  # three refused connections in a row
+    with pytest.raises(CircuitOpen) as fast:
+        member.list_nodes()  # not called at all
+    assert not fast.value.timed_out
+    probe = member.probe()  # probes are not guarded: they are how a member is seen back
     assert not probe.healthy and probe.error is not None
     member_server.start_listener()
     assert member.probe().healthy
     member_server.create(NODE, node("n1"))
+    time.sleep(FAST.breaker_reset)  # then one trial goes through, and closes the breaker
     assert names(member.list_nodes()) == ["n1"]
+    assert state_of(member.breaker) is State.CLOSED
 
 
 def test_probe_reports_an_unready_member(member: Member, member_server: MemberServer) -> None:
