@@ -18,6 +18,7 @@ import pytest
 
 from fleet.api.kinds import FLEET_ASCENDJOB, PROPAGATION_POLICY
 from fleet.dispatch import degraded
+from fleet.dispatch.health import parse
 from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS
 from fleet.jobs import cluster_of, current_state
 from fleet.jobs.phases import FleetReason
@@ -110,8 +111,8 @@ def test_a_member_answering_in_11s_stalls_no_other_and_its_pending_jobs_move_aft
     # The slow member was marked degraded (its probe said Ready all along) ...
     mark = degraded.read(fleet.client, DEFAULT_DISPATCH_KEYS).get(SLOW)
     assert mark is not None, fleet.procs.logs()
-    health = fleet.client.hget(DEFAULT_DISPATCH_KEYS.health, SLOW)
-    assert health is not None and b'"ready": true' in health
+    health = parse(fleet.client.hget(DEFAULT_DISPATCH_KEYS.health, SLOW))
+    assert health is not None and health.ready
     # ... and its pending jobs went elsewhere, after the toleration and not before.
     for key in slow:
         obj = fleet.objects.get(FLEET_ASCENDJOB, *key.split("/"))
