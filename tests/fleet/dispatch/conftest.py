@@ -15,7 +15,10 @@ import redis
 
 from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.connections import redis_from_url
+from fleet.dispatch.context import Context
 from fleet.jobs import current_state, submit
+from fleet.jobs.phases import FleetReason
+from fleet.jobs.status import set_state
 from fleet.members import JOBS, load_members
 from fleet.state import Objects
 from fleet.workloads.labels import JOB_UID_LABEL
@@ -24,7 +27,7 @@ from tests.conftest import _require_redis_server
 from tests.fleet.placement.factory import job
 from tests.support.fleet import FleetProcesses
 from tests.support.redis_server import RedisServer
-from tests.support.sim import CARD_POOL, RunningSim, running_sim
+from tests.support.sim import CARD_POOL, RunningSim, running_sim, small_topology
 
 MODULE_POOL: dict[str, Any] = {
     "prefix": "a2",
@@ -214,3 +217,27 @@ def fleet_factory(tmp_path: Path) -> Iterator[Callable[..., RunningFleet]]:
     yield start
     for undo in reversed(stack):
         undo()
+
+
+@pytest.fixture
+def member() -> Iterator[RunningSim]:
+    """One simulated member, ``m1``, whose jobs run for an hour."""
+    with running_sim(small_topology({"m1": CARD_POOL}, jobDurationSeconds=3600)) as sim:
+        yield sim
+
+
+def admitted_on(ctx: Context, name: str, member: str) -> dict[str, Any]:
+    """A submitted job as the dispatcher leaves it: Admitted, attempt 1, bound for ``member``."""
+    obj = job(name, workers=0, npus=1)
+    obj["metadata"]["namespace"] = "default"
+    stored = submit(ctx.objects, ctx.ledger, obj)
+
+    def admit(obj: dict[str, Any]) -> dict[str, Any]:
+        status = obj.setdefault("status", {})
+        status.update(attempt=1, cluster=member)
+        set_state(status, "Admitted", FleetReason.ADMITTED, f"placed on {member}")
+        return obj
+
+    out = ctx.objects.mutate(FLEET_ASCENDJOB, "default", stored["metadata"]["name"], admit)
+    assert out is not None
+    return out

@@ -4,7 +4,6 @@ simulated member over HTTP, and the syncer's decision for a job whose member lef
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,33 +14,14 @@ from fleet.dispatch.context import Context, install
 from fleet.dispatch.handback import inflight_entry
 from fleet.dispatch.syncer import Syncer
 from fleet.dispatch.tasks import delete_copy
-from fleet.jobs import submit
-from fleet.jobs.phases import FleetReason
-from fleet.jobs.status import set_state
 from queues import JobState
-from tests.fleet.placement.factory import job
-from tests.support.sim import CARD_POOL, RunningSim, running_sim, small_topology
-
-
-@pytest.fixture
-def member() -> Iterator[RunningSim]:
-    with running_sim(small_topology({"m1": CARD_POOL}, jobDurationSeconds=3600)) as sim:
-        yield sim
+from tests.fleet.dispatch.conftest import admitted_on
+from tests.support.sim import RunningSim
 
 
 def _deleted_while_admitted(ctx: Context, name: str, member: str) -> dict[str, Any]:
     """A job the dispatcher placed on ``member`` (attempt 1), then deleted by its user."""
-    obj = job(name, workers=0, npus=1)
-    obj["metadata"]["namespace"] = "default"
-    stored = submit(ctx.objects, ctx.ledger, obj)
-
-    def admit(obj: dict[str, Any]) -> dict[str, Any]:
-        status = obj.setdefault("status", {})
-        status.update(attempt=1, cluster=member)
-        set_state(status, "Admitted", FleetReason.ADMITTED, f"placed on {member}")
-        return obj
-
-    assert ctx.objects.mutate(FLEET_ASCENDJOB, "default", name, admit) is not None
+    stored = admitted_on(ctx, name, member)
     marked = ctx.objects.delete(FLEET_ASCENDJOB, "default", name)
     assert marked is not None and marked["metadata"]["deletionTimestamp"]
     assert stored["metadata"]["uid"] == marked["metadata"]["uid"]

@@ -15,36 +15,12 @@ from fleet.api.kinds import FLEET_ASCENDJOB, PROPAGATION_POLICY
 from fleet.dispatch import degraded
 from fleet.dispatch.context import Context, install
 from fleet.dispatch.tasks import CREATE_CONCURRENCY, LANE_WAIT, Claim, _lanes, propagate_batch
-from fleet.jobs import current_state, submit
+from fleet.jobs import current_state
 from fleet.jobs.phases import FleetReason, Phase
-from fleet.jobs.status import set_state
 from fleet.members import MemberSettings
 from fleet.workloads.labels import ATTEMPT_LABEL, JOB_UID_LABEL
-from tests.fleet.placement.factory import job
+from tests.fleet.dispatch.conftest import admitted_on
 from tests.support.sim import CARD_POOL, RunningSim, running_sim, small_topology
-
-
-@pytest.fixture
-def member() -> Iterator[RunningSim]:
-    with running_sim(small_topology({"m1": CARD_POOL}, jobDurationSeconds=3600)) as sim:
-        yield sim
-
-
-def _admitted_on(ctx: Context, name: str, member: str) -> dict[str, Any]:
-    """A submitted job as the dispatcher leaves it: Admitted, attempt 1, bound for ``member``."""
-    obj = job(name, workers=0, npus=1)
-    obj["metadata"]["namespace"] = "default"
-    stored = submit(ctx.objects, ctx.ledger, obj)
-
-    def admit(obj: dict[str, Any]) -> dict[str, Any]:
-        status = obj.setdefault("status", {})
-        status.update(attempt=1, cluster=member)
-        set_state(status, "Admitted", FleetReason.ADMITTED, f"placed on {member}")
-        return obj
-
-    out = ctx.objects.mutate(FLEET_ASCENDJOB, "default", stored["metadata"]["name"], admit)
-    assert out is not None
-    return out
 
 
 def test_a_batch_is_created_concurrently_with_one_outcome_per_item_in_order(
@@ -54,7 +30,7 @@ def test_a_batch_is_created_concurrently_with_one_outcome_per_item_in_order(
     install(ctx)
     try:
         count = CREATE_CONCURRENCY * 2 + 3
-        objs = [_admitted_on(ctx, f"t{i}", "m1") for i in range(count)]
+        objs = [admitted_on(ctx, f"t{i}", "m1") for i in range(count)]
         uids = [o["metadata"]["uid"] for o in objs]
         items: list[Any] = [(f"default/t{i}", uid, 1, "m1", None) for i, uid in enumerate(uids)]
         items[5] = (items[5][0], items[5][1], 2, "m1", None)  # an attempt the job is not at
@@ -129,8 +105,8 @@ def test_a_slow_member_holds_its_own_lane_never_the_worker_and_its_creates_move_
     two_members.fault("slow", "slow", ms=3000, probes=False)
     try:
         ctx.objects.create(PROPAGATION_POLICY, _policy(toleration=2))
-        slow = [_admitted_on(ctx, f"s{i}", "slow") for i in range(6)]
-        fast = [_admitted_on(ctx, f"f{i}", "fast") for i in range(3)]
+        slow = [admitted_on(ctx, f"s{i}", "slow") for i in range(6)]
+        fast = [admitted_on(ctx, f"f{i}", "fast") for i in range(3)]
         slow_items: list[Any] = [
             (f"default/s{i}", o["metadata"]["uid"], 1, "slow", None) for i, o in enumerate(slow)
         ]
