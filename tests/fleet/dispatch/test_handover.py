@@ -90,8 +90,10 @@ def test_a_killed_workers_in_flight_propagations_go_to_the_other_worker_within_s
         return len(scores) == len(keys) and all(score < time.time() + 10 for score in scores)
 
     fleet.wait_for("a worker to claim the propagations", claimed, 20)
+    # The jobs may have gone out in one batch or several (one per worker): a worker running one
+    # is killed; the other's own batch, if any, ends normally.
     busy = [w for w in Worker.all(connection=fleet.client) if w.get_current_job_id() is not None]
-    assert len(busy) == 1, [w.name for w in busy]
+    assert busy, "no worker is running the propagations"
     victim = _role_of(fleet, int(busy[0].name.rsplit("-", 1)[1]), "worker")
     assert all(fleet.states()[key] == Phase.ADMITTED for key in keys)
 
