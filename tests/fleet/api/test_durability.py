@@ -34,7 +34,8 @@ from fleet.state import Objects
 from queues import Ledger
 from queues.records import JobState
 from tests.fleet.api.conftest import JOBS
-from tests.fleet.api.test_process import Replica, request, sample_job, start_replica, stop
+from tests.fleet.api.test_process import sample_job
+from tests.support.api_process import Replica, request, start_replica, stop
 from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.integration

@@ -12,14 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -30,6 +25,7 @@ from kubernetes import client as k8s
 from fleet.jobs import current_state
 from tests.fleet.dispatch.conftest import MODULE_POOL, RunningFleet
 from tests.fleet.placement.factory import job
+from tests.support.api_process import TOKEN, Replica, start_replica, stop
 from tests.support.net import free_port
 from tests.support.redis_server import TLSUnsupported
 
@@ -41,18 +37,6 @@ NS = "team-a"
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
-@dataclass
-class Api:
-    process: subprocess.Popen[bytes]
-    port: int
-    metrics_port: int
-    log_path: Path
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-
 def _get(url: str) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(url, timeout=5) as response:
@@ -62,42 +46,25 @@ def _get(url: str) -> tuple[int, str]:
 
 
 @pytest.fixture
-def api_process(tmp_path: Path) -> Iterator[Callable[[RunningFleet], Api]]:
+def api_process(tmp_path: Path) -> Iterator[Callable[[RunningFleet], Replica]]:
     """``fleet api`` with the Redis URL in ``$FLEET_REDIS_URL`` (as a deployment's Secret gives it)."""
-    started: list[Api] = []
+    started: list[Replica] = []
 
-    def start(fleet: RunningFleet) -> Api:
-        port, metrics_port = free_port(), free_port()
-        log_path = tmp_path / "api.log"
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "FLEET_REDIS_URL": fleet.redis_server.url}
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                [
-                    sys.executable, "-c", "from fleet.cli import main; main(prog_name='fleet')",
-                    "api", "--kubeconfig", str(fleet.sim.kubeconfig),
-                    "--port", str(port), "--metrics-port", str(metrics_port),
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-            )  # fmt: skip
-        api = Api(process, port, metrics_port, log_path)
-        started.append(api)
-        deadline = time.monotonic() + 30
-        while _get(api.url + "/readyz")[0] != 200:
-            assert process.poll() is None and time.monotonic() < deadline, log_path.read_text()
-            time.sleep(0.1)
-        return api
+    def start(fleet: RunningFleet) -> Replica:
+        replica = start_replica(
+            None,
+            tmp_path,
+            "api",
+            "--kubeconfig",
+            str(fleet.sim.kubeconfig),
+            env={"FLEET_REDIS_URL": fleet.redis_server.url},
+        )
+        started.append(replica)
+        return replica
 
     yield start
-    for api in started:
-        if api.process.poll() is None:
-            api.process.send_signal(signal.SIGTERM)
-            try:
-                api.process.wait(15)
-            except subprocess.TimeoutExpired:
-                api.process.kill()
-                api.process.wait()
+    for replica in started:
+        stop(replica)
 
 
 def _job(name: str) -> dict[str, Any]:
@@ -111,7 +78,7 @@ def _job(name: str) -> dict[str, Any]:
 def test_every_role_works_against_a_redis_with_a_password_and_never_shows_it(
     transport: str,
     fleet_factory: Callable[..., RunningFleet],
-    api_process: Callable[[RunningFleet], Api],
+    api_process: Callable[[RunningFleet], Replica],
 ) -> None:
     metrics = {role: free_port() for role in ("dispatcher", "worker", "syncer")}
     try:
@@ -138,6 +105,7 @@ def test_every_role_works_against_a_redis_with_a_password_and_never_shows_it(
 
     configuration = k8s.Configuration()
     configuration.host = api.url
+    configuration.api_key = {"authorization": f"Bearer {TOKEN}"}
     api_client = k8s.ApiClient(configuration)
     jobs = k8s.CustomObjectsApi(api_client)
     jobs.create_namespaced_custom_object("mindxdl.gitee.com", "v1", NS, "ascendjobs", _job("with-secret"))
