@@ -102,6 +102,8 @@ class Snapshot:
         self.governed: frozenset[str] = frozenset(
             r for node in self.nodes.values() for r in (*node.max, *node.min)
         )
+        #: The governed resources but max-jobs, sorted: those a node's could-take is kept for.
+        self._kept = sorted(self.governed - {MAX_JOBS})
         for node in self.nodes.values():
             node.children = []
         for node in self.nodes.values():
@@ -214,7 +216,7 @@ class Snapshot:
             pending = 0  # a job that can never be admitted is not counted (fits_ever in Lua)
         chain = [self.nodes[name] for name in self.chain(leaf)]
         wants = [(r, a) for r, a in request.items() if a > 0 and r != MAX_JOBS and r in self.governed]
-        kept = sorted(self.governed - {MAX_JOBS})
+        kept = self._kept
         could = [[node.could_take(r) for r in kept] for node in chain[:-1]]
         before = [(node, r, node.owed(r)) for node in chain[:-1] for r in node.min if node.min[r] > 0]
         if pending:
