@@ -94,6 +94,11 @@ class Drift:
 
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 
+#: The shape of the derived node fields the scripts keep (``queues/lua/common.lua``): 2 = what a
+#: leaf's pending jobs ask for (``want:<r>``, leaves only) and what an inner node's children could
+#: take (``kids:<r>``). A ledger kept in an older shape is recomputed once (:meth:`Ledger.upgrade`).
+LAYOUT = 2
+
 
 def _unescaped(reply: str) -> str:
     r"""Undo ``escaped`` of ``admit.lua``: in job ids in a reply, ``\\`` and ``\n`` stand for a
@@ -524,6 +529,17 @@ class Ledger:
         pipe.zcard(self.keys.queue(record.leaf))
         rank, length = pipe.execute()
         return None if rank is None else (int(rank) + 1, int(length))
+
+    def upgrade(self) -> list[Drift]:
+        """Recompute the derived fields from the job records once, if they were kept in an older
+        shape than :data:`LAYOUT` (a ledger written by an older Fleet), and record the shape;
+        returns what was corrected. Idempotent and atomic per step: two callers at once only
+        recompute twice."""
+        if int(self.client.hget(self.keys.meta, "layout") or 0) >= LAYOUT:
+            return []
+        drift = self.rebuild(fix=True)
+        self.client.hset(self.keys.meta, "layout", LAYOUT)
+        return drift
 
     def rebuild(self, *, fix: bool = False) -> list[Drift]:
         """Recompute usage, pending counts and queues from the job records; report the drift.

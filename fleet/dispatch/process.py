@@ -11,6 +11,8 @@ import socket
 import threading
 from pathlib import Path
 
+import redis
+
 from fleet import collector
 from fleet.connections import mask_url, redis_from_url
 from fleet.dispatch.context import CLAIM_SECONDS, Context, install
@@ -58,6 +60,12 @@ def run_dispatcher(
         except Exception as exc:  # Redis away: the dispatcher's own loop waits for it
             log.warning("event=health_not_read error=%s", exc)
             down = []
+        try:  # a ledger kept by an older Fleet: its derived fields recomputed once
+            drift = ctx.ledger.upgrade()
+            if drift:
+                log.info("event=ledger_upgraded corrected=%d", len(drift))
+        except redis.RedisError as exc:  # Redis away: the next start does it
+            log.warning("event=ledger_upgrade_skipped error=%s", exc)
         unknown = feeder.wait_settled(sync_timeout, skip=down)
         if unknown:
             log.warning(

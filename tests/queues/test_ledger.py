@@ -255,6 +255,23 @@ def test_a_guarantee_the_sibling_could_not_use_is_lent(ledger: Ledger) -> None:
     assert_invariants(ledger)
 
 
+def test_a_ledger_kept_in_the_older_shape_is_recomputed_once(ledger: Ledger) -> None:
+    """A ledger an older Fleet kept (want:<r> summed on every node, no kids:<r>) owes siblings
+    the wrong amounts until its derived fields are recomputed: upgrade() does that once."""
+    tree = two_teams()
+    tree["children"] = [{"name": "org", "min": {"cpu": 10}, "max": {"cpu": 10}, "children": tree["children"]}]
+    ledger.apply(make_tree(tree))
+    ledger.enqueue("b-1", "b", {"cpu": 3 * CPU})
+    client = ledger.client
+    client.hdel(ledger.keys.node("org"), "kids:cpu")  # as the older scripts left it
+    client.hset(ledger.keys.node("org"), "want:cpu", 3 * CPU)
+    drift = {(d.node, d.field) for d in ledger.upgrade()}
+    assert drift == {("org", "kids:cpu"), ("org", "want:cpu")}
+    assert ledger.rebuild() == []
+    assert ledger.upgrade() == []  # once: the shape is recorded
+    assert_invariants(ledger)
+
+
 def test_borrowing_that_leaves_the_sibling_its_min_is_allowed(ledger: Ledger) -> None:
     ledger.apply(make_tree(two_teams(root_cpu=20, a_max=20)))
     ledger.enqueue("b-1", "b", {"cpu": 5 * CPU})
