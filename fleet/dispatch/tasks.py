@@ -281,7 +281,7 @@ def propagate_batch(items: Sequence[Propagation]) -> list[str]:
             by_key[item[:3]] = _defer(ctx, item, obj, f"{item[3]} has {LANE_BACKLOG} creates waiting already")
             continue
         futures[item[:3]] = future
-        future.add_done_callback(lambda _, entry=entry: claim.drop(entry))  # type: ignore[misc]
+        future.add_done_callback(functools.partial(_unclaim, claim, entry))
         future.add_done_callback(functools.partial(_late, ctx, batch, item))
     claim.start()
     wait(list(futures.values()), timeout=LANE_WAIT)
@@ -297,6 +297,11 @@ def propagate_batch(items: Sequence[Propagation]) -> list[str]:
     done = [(item, outcome) for item, outcome in zip(items, outcomes, strict=True) if outcome in _MADE]
     _mark_dispatched(ctx, done)
     return outcomes
+
+
+def _unclaim(claim: Claim, entry: str, _: Future[str]) -> None:
+    """A create ended in its lane: its in-flight entry is no longer claimed by this worker."""
+    claim.drop(entry)
 
 
 @dataclass
