@@ -209,6 +209,8 @@ class _Starving:
     leaf: str = ""
     #: It asks for more than its leaf's min: it can only start by borrowing.
     borrows: bool = False
+    #: What it asks for.
+    request: Mapping[str, int] = field(default_factory=dict)
 
 
 class Planner:
@@ -225,6 +227,8 @@ class Planner:
         self._last_chance: set[str] = set()
         #: What the starving heads held at the end of the last cycle.
         self._holds: dict[str, tuple[str, str, frozenset[str]]] = {}
+        #: This cycle's fair shares (:meth:`Snapshot.fair_shares`), when some head holds.
+        self._fair: dict[str, dict[str, float]] = {}
 
     # ---- memory -------------------------------------------------------------------------------
 
@@ -342,6 +346,7 @@ class Planner:
                 s.node = _blocking_node(snap, leaf, park.refusal)
                 s.resources = _held(park.refusal, _class_of(heads[leaf], s.job))
         reservations = self.reservations(now)
+        self._fair = snap.fair_shares() if self._starving else {}
         cursors: dict[str, list[_Cursor]] = {}
         for leaf, classes in heads.items():
             if leaf not in snap.nodes:
@@ -446,6 +451,8 @@ class Planner:
                 continue
             if s.head.priority < head.priority or (guaranteed and (s.leaf != leaf or s.borrows)):
                 continue
+            if s.leaf == leaf and s.borrows and self._fills_share(snap, leaf, s.request, request):
+                continue
             if _passes(keys, leaf, s.leaf):
                 continue
             held = s.head.submitted
@@ -457,6 +464,23 @@ class Planner:
                     s.job, s.leaf, s.node, s.resources, held, "older", submitted=held, borrows=s.borrows
                 )
         return None
+
+    def _fills_share(
+        self, snap: Snapshot, leaf: str, head: Mapping[str, int], request: Mapping[str, int]
+    ) -> bool:
+        """Whether a job of ``leaf`` (``request``) may pass its leaf's own waiting head
+        (``head``) during the wait rule: the head alone asks for more than the leaf's fair
+        share (:meth:`Snapshot.fair_shares`, at the cycle's start) of some resource, so it can
+        only start on quota other leaves leave unused, and the job keeps the leaf within its
+        fair share of everything it asks for. Holding the leaf's smaller jobs back for such a
+        head would leave its fair share idle for as long as the head waits; the head's wait
+        stays bounded by its starvation reservation, which the leaf's own jobs do not pass."""
+        fair = self._fair.get(leaf)
+        if not fair or not any(a > fair[r] for r, a in head.items() if r in fair):
+            return False
+        used = snap.nodes[leaf].used
+        asked = [(r, a) for r, a in request.items() if a > 0 and r in fair]
+        return bool(asked) and all(used.get(r, 0) + a <= fair[r] for r, a in asked)
 
     def _parked_leaves(self) -> set[str]:
         return {leaf for leaf, _ in self._parked}
@@ -511,7 +535,7 @@ class Planner:
             since = now if known is None else known.since
             borrows = _borrows(snap, leaf, cls.request)
             self._starving[leaf] = _Starving(
-                first.job, since, node, _held(refusal, cls.request), first, leaf, borrows
+                first.job, since, node, _held(refusal, cls.request), first, leaf, borrows, cls.request
             )
 
     # ---- preemption ---------------------------------------------------------------------------

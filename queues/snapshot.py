@@ -249,6 +249,38 @@ class Snapshot:
             return 0.0
         return max(node.used.get(r, 0) / a for r, a in guarantee.items())
 
+    def fair_shares(self) -> dict[str, dict[str, float]]:
+        """Each node's fair amount of every resource it limits, now: the root's ``max`` shared
+        down the tree by water-filling, each child weighted by its ``min`` and capped by what it
+        holds plus what its waiting jobs could take (:meth:`Node.could_take`). So a node gets its
+        guarantee as far as its jobs need it, and what others leave unused is shared by the
+        lowest ``used / min`` (the weighted max-min fairness the fair order converges to).
+
+        The wait rule uses it to let a leaf's own smaller jobs fill the leaf's fair share while
+        its head waits to borrow beyond it (:meth:`queues.planner.Planner.plan`)."""
+        out: dict[str, dict[str, float]] = {}
+        root = self.root
+        for r in self._kept:
+            total = root.max.get(r)
+            if total is None:
+                continue
+            out.setdefault(root.name, {})[r] = float(min(total, root.used.get(r, 0) + root.could_take(r)))
+            self._fill(root, r, out)
+        return out
+
+    def _fill(self, parent: Node, resource: str, out: dict[str, dict[str, float]]) -> None:
+        if not parent.children:
+            return
+        kids = [self.nodes[c] for c in parent.children]
+        caps = [float(k.used.get(resource, 0) + k.could_take(resource)) for k in kids]
+        weights = [float(k.min.get(resource, 0)) for k in kids]
+        if not any(weights):
+            weights = [1.0] * len(kids)
+        given = _water_fill(out[parent.name][resource], weights, caps)
+        for kid, amount in zip(kids, given, strict=True):
+            out.setdefault(kid.name, {})[resource] = amount
+            self._fill(kid, resource, out)
+
     def below_min(self, name: str) -> bool:
         """Whether the node uses less than its ``min`` in some resource its ``min`` names."""
         node = self.nodes[name]
@@ -267,6 +299,28 @@ class Snapshot:
             if over > 0:
                 out[r] = over
         return out
+
+
+def _water_fill(total: float, weights: list[float], caps: list[float]) -> list[float]:
+    """Split ``total`` so each gets ``min(cap, level * weight)`` for one level; a zero weight
+    gets only what the others leave (after every weighted one is at its cap)."""
+    out = [0.0] * len(caps)
+    left = min(total, sum(caps))
+    weighted = sorted((i for i, w in enumerate(weights) if w > 0), key=lambda i: caps[i] / weights[i])
+    weight = sum(weights[i] for i in weighted)
+    for at, i in enumerate(weighted):
+        if caps[i] > left / weight * weights[i]:
+            for j in weighted[at:]:
+                out[j] = left / weight * weights[j]
+            return out
+        out[i] = caps[i]
+        left -= caps[i]
+        weight -= weights[i]
+    for i, w in enumerate(weights):
+        if w <= 0 and left > 0:
+            out[i] = min(caps[i], left)
+            left -= out[i]
+    return out
 
 
 def _add(amounts: dict[str, int], resource: str, delta: int) -> None:

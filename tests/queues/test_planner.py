@@ -327,3 +327,33 @@ def test_a_head_that_waited_far_longer_is_not_passed_by_younger_jobs(
     ledger.release(running[2])
     plan = d.cycle(now=later + 2)
     assert [p.job for p in plan.picks] == [big]
+
+
+def test_a_head_beyond_its_leafs_fair_share_lets_the_leaf_fill_that_share_until_it_starves(
+    ledger: Ledger,
+) -> None:
+    """A gang larger than its leaf's fair share can only start on quota other leaves leave
+    unused: during the wait rule the leaf's smaller jobs fill the leaf's fair share rather than
+    leave it idle behind the gang (beyond the leaf's min, which they pass anyway); past the
+    starvation bound the gang's reservation holds them, and it starts."""
+    ledger.apply(make_tree(node("root", 32, 32, [node("a", 8, 32), node("b", 24, 32)])))
+    d = Driver(ledger, PlannerSettings(starvation_seconds=10, grace_seconds=0))
+    t0 = time.time()
+    running = [d.submit("a", 2), d.submit("a", 2), d.submit("b", 16)]
+    assert len(d.cycle(now=t0).picks) == 3
+    # b wants nothing more: a's fair share is 16 (32 less b's 16); the gang asks for 24.
+    big = d.submit("a", 24)
+    plan = d.cycle(now=t0 + 1)
+    assert plan.picks == [] and plan.refused[0].job == big
+    smalls = [d.submit("a", 2) for _ in range(8)]
+    plan = d.cycle(now=t0 + 2)
+    # Two fill a's min (guaranteed), four more its fair share (16); the next is held for the gang.
+    assert [p.job for p in plan.picks] == smalls[:6]
+    assert [(b.job, b.holder.job) for b in plan.blocked] == [(smalls[6], big)]
+    ledger.release(running[2])  # b's job ends: 16 free, the gang needs 24
+    plan = d.cycle(now=t0 + 20)  # past the bound: the gang's reservation holds a's jobs
+    assert plan.picks == [] and {b.holder.job for b in plan.blocked} == {big}
+    for job in smalls[:4]:
+        ledger.release(job)
+    plan = d.cycle(now=t0 + 21)
+    assert [p.job for p in plan.picks] == [big]

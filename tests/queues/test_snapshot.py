@@ -16,6 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from queues import ElasticQuotaTree, JobState, Ledger
 from queues.heads import class_request
 from queues.snapshot import Snapshot
+from tests.queues.support import make_tree
 from tests.queues.test_ledger_stateful import requests, trees
 
 
@@ -144,3 +145,26 @@ def test_position_in_leaf(redis_client: redis.Redis) -> None:
     assert ledger.position("ns/urgent") == (1, 4)
     assert ledger.position("ns/j2") == (4, 4)
     assert ledger.position("ns/absent") is None
+
+
+def test_fair_shares_give_each_node_its_guarantee_then_what_others_leave(redis_client: redis.Redis) -> None:
+    """The root's max water-filled down by min, capped by what each node holds plus what its
+    waiting jobs could take: a team that wants little gets what it wants, the rest is shared by
+    guarantee, and no team is given more than its max lets it use."""
+    npu = "huawei.com/Ascend910"
+
+    def leaf(name: str, low: int, high: int) -> dict[str, object]:
+        return {"name": name, "min": {npu: low}, "max": {npu: high}, "namespaces": [name]}
+
+    ledger = Ledger(redis_client)
+    tree = {"name": "root", "min": {npu: 100}, "max": {npu: 100}}
+    tree["children"] = [leaf("small", 20, 100), leaf("big", 70, 100), leaf("capped", 10, 10)]
+    ledger.apply(make_tree(tree))
+    ledger.enqueue("small/one", "small", {npu: 5}, 0)
+    for i in range(20):
+        ledger.enqueue(f"big/j{i}", "big", {npu: 8}, 0)
+        ledger.enqueue(f"capped/j{i}", "capped", {npu: 8}, 0)
+    fair = ledger.snapshot().fair_shares()
+    # small wants 5; capped can hold 10 at most; big takes the rest (100 - 5 - 10).
+    assert fair["small"][npu] == 5 and fair["capped"][npu] == 10 and fair["big"][npu] == 85
+    assert fair["root"][npu] == 100
