@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from fleet.apiserver.errors import AlreadyExists, NotFound
-from fleet.apiserver.kinds import ASCENDJOB, EVENT, NODE, POD
+from fleet.apiserver.kinds import EVENT, NODE, POD
 from fleet.apiserver.resources import Obj
 from fleet.apiserver.store import ADDED, DELETED, MemoryStore, now_rfc3339
 from fleet.ascend import NPU_RESOURCE, Condition, Reason
@@ -57,6 +57,7 @@ from fleet.sim.metrics import SimMetrics
 from fleet.sim.predicates import NodeInfo, PodInfo, PodSpecError, node_info, pod_info
 from fleet.sim.scheduler import Cluster, schedule_pods
 from fleet.sim.topology import Simulation
+from fleet.workloads.ascendjob import ASCENDJOB
 
 __all__ = ["Operator"]
 
