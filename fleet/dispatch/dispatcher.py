@@ -174,6 +174,19 @@ class _Candidate:
     gave_way: frozenset[str] = frozenset()
 
 
+#: Who records the binding Event (the scheduler's name in ACK One's, as the seed shows it).
+BINDING_COMPONENT: Final = "default-scheduler"
+
+
+def binding_message(plan: _Plan) -> str:
+    """``Binding has been scheduled successfully. Result: {member-1:0,[{master 1} {worker 2}]}``:
+    the member and the replicas of each type, worded as ACK One's binding Event (the seed)."""
+    replicas = " ".join(
+        f"{{{shape.replica_type.lower()} {shape.count}}}" for shape in plan.candidate.demand.shapes
+    )
+    return f"Binding has been scheduled successfully. Result: {{{plan.member}:0,[{replicas}]}}"
+
+
 @dataclass
 class _Plan:
     """An admitted, placed candidate on its way to being recorded and sent."""
@@ -556,6 +569,11 @@ class Dispatcher:
             self.ctx.objects,
             [(obj, str(FleetReason.ADMITTED), p.message) for p, obj in sent],
             component=COMPONENT,
+        )
+        record_events(
+            self.ctx.objects,
+            [(obj, str(FleetReason.SCHEDULE_BINDING_SUCCEED), binding_message(p)) for p, obj in sent],
+            component=BINDING_COMPONENT,
         )
         return len(sent)
 

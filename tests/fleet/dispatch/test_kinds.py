@@ -117,6 +117,8 @@ def test_a_pytorchjob_and_an_ascendjob_of_one_name_both_run_and_share_their_leaf
     done = fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "train")
     assert done["status"]["conditions"][-1]["reason"] == "PyTorchJobSucceeded"
     assert set(done["status"]["replicaStatuses"]) == {"Master", "Worker"}
-    reasons = [e["reason"] for e in events_for(fleet.objects, done)]
-    assert "Admitted" in reasons and "Dispatched" in reasons
+    events = {e["reason"]: e for e in events_for(fleet.objects, done)}
+    assert "Admitted" in events and "Dispatched" in events
+    binding = events["ScheduleBindingSucceed"]  # as ACK One's scheduler words it
+    assert binding["message"].endswith("Result: {member-1:0,[{master 1} {worker 2}]}")
     assert _state(fleet, FLEET_ASCENDJOB, "train") == "Running"  # untouched by its namesake
