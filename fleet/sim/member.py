@@ -7,6 +7,7 @@ import logging
 from fleet.apiserver import NODE, MemoryStore, Server, build_app, member_registry
 from fleet.apiserver.store import now_rfc3339
 from fleet.sim.faults import FaultMiddleware, FaultState
+from fleet.sim.kinds import SERVED
 from fleet.sim.metrics import SimMetrics
 from fleet.sim.operator import Operator
 from fleet.sim.topology import Member, Simulation, node_objects, ready_condition
@@ -27,7 +28,7 @@ class SimMember:
         self.metrics = metrics
         self.store = MemoryStore.with_default_namespaces()
         self.faults = FaultState()
-        app = build_app(member_registry(), self.store, title=f"fleet-sim {member.name}")
+        app = build_app(member_registry(SERVED), self.store, title=f"fleet-sim {member.name}")
         app.add_middleware(
             FaultMiddleware, state=self.faults, on_injected=metrics.injected.labels(member.name).inc
         )
