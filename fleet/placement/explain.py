@@ -70,7 +70,7 @@ def _room_text(group: Group, demand: Demand, classes: list[NodeClass], need: int
     )
     resource = order[0]
     amount = wanted[resource]
-    with_room = sum(1 for c in classes if pods_per_node(shape, c) > 0)
+    with_room = sum(1 for c in classes if pods_per_node(shape, c, demand.hardware) > 0)
     if with_room == 0:
         best = max((c.available(resource) for c in classes), default=0)
         return (
@@ -82,7 +82,7 @@ def _room_text(group: Group, demand: Demand, classes: list[NodeClass], need: int
             f"{_has(with_room)} {format_quantity(resource, amount)} free {resource} but the job needs "
             f"{_nodes(need)} (one pod per node)"
         )
-    room = sum(pods_per_node(shape, c) for c in classes)
+    room = sum(pods_per_node(shape, c, demand.hardware) for c in classes)
     return f"room for {room} of the {need} pods ({_amount(resource, amount)} each) on {_nodes(with_room)}"
 
 
@@ -133,7 +133,7 @@ def _stages(cap: MemberCapacity, demand: Demand) -> str | None:
         if not allowed:
             return "; ".join(failures)
         need = group.count
-        room = sum(min(pods_per_node(shape, c), need) for c in allowed)
+        room = sum(min(pods_per_node(shape, c, demand.hardware), need) for c in allowed)
         if room < need:
             return _room_text(group, demand, allowed, need)
     return None

@@ -24,7 +24,6 @@ from fleet.ascend import (
     REPLICA_TYPE_LABEL,
     SCHEDULE_POLICY_ANNOTATION,
     Condition,
-    parse_schedule_policy,
 )
 from fleet.sim.predicates import PodSpecError, pod_requests
 
@@ -122,12 +121,6 @@ def validate_job(job: Obj) -> str | None:
     limit = backoff_limit(job)
     if limit is not None and limit < 0:
         return f"spec.runPolicy.backoffLimit: {limit} must not be negative"
-    try:
-        parse_schedule_policy(
-            (job.get("metadata", {}).get("annotations") or {}).get(SCHEDULE_POLICY_ANNOTATION)
-        )
-    except ValueError as exc:
-        return f"metadata.annotations: {exc}"
     if duration_seconds(job, 0.0) < 0:
         return f"metadata.annotations.{DURATION_ANNOTATION}: must be a non-negative number of seconds"
     if exit_code(job) is None:

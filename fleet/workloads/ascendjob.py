@@ -415,6 +415,7 @@ class AscendJobAdapter:
                 _replica_templates(obj, job, leader or ""),
                 min_available=min_available if not errors else None,
                 annotations=job.metadata.annotations,
+                labels=job.metadata.labels,
             )
         except DemandError as exc:
             errors.append(FieldError(exc.path, exc.message))

@@ -35,14 +35,21 @@ def test_selector_names_the_label_no_node_has() -> None:
 def test_npu_size_not_allowed_on_the_accelerator_type() -> None:
     cap = MemberCapacity.from_lists("member-1", [node("a", 8, "module")])
     assert explain_member(cap, demand(job(workers=0, npus=3))) == (
-        "3 NPUs per pod is not allowed on accelerator-type module (allowed: 1, 2, 4, 8)"
+        "3 NPUs per pod is not allowed on Atlas 800 training server (910, module) for a single-pod job "
+        "(allowed: 1, 2, 4, 8)"
     )
 
 
-def test_schedule_policy_shape() -> None:
-    cap = MemberCapacity.from_lists("m", [node("a", 2, None), node("b", 2, None)])
+def test_schedule_policy_names_its_hardware() -> None:
+    # chip8-node8 is MindCluster's Atlas 800T A2 handler (910B x8): other node types never serve it.
+    cap = MemberCapacity.from_lists("m", [node("a", 2, "card-910b-2"), node("b", 2, "card-910b-2")])
     assert explain_member(cap, demand(job(npus=2, policy="chip8-node8"))) == (
-        f"schedule policy chip8-node8 needs nodes with 8 {NPU_RESOURCE}, these have 2"
+        "schedule policy chip8-node8 asks for accelerator-type module-910b-8; these nodes are card-910b-2"
+    )
+    # A node of the right type but the wrong size (as labelled by hand) is refused by size.
+    odd = MemberCapacity.from_lists("m", [node("a", 4, "module-910b-8")])
+    assert explain_member(odd, demand(job(workers=0, npus=2, policy="chip8-node8"))) == (
+        "schedule policy chip8-node8 (Atlas 800T A2 (910B x8)) needs nodes of 8 NPUs, these have 4"
     )
 
 
