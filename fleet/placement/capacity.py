@@ -175,6 +175,8 @@ class MemberCapacity:
         self._devices: dict[str, dict[str, tuple[tuple[int, ...], int]]] = {}
         self._job_pods: dict[str, int] = {}
         self._free_total: dict[str, int] = {}
+        # The member as it could ever be (see :meth:`emptied`), kept until a node changes.
+        self._emptied: MemberCapacity | None = None
 
     @classmethod
     def from_lists(
@@ -233,6 +235,28 @@ class MemberCapacity:
         free.update(self._group_free(info, {}))
         return free
 
+    def emptied(self) -> MemberCapacity:
+        """This member with every node Ready, schedulable and free of pods and holds: what it
+        could take if everything on it finished, so a job that does not fit this is one that
+        waiting will not help (until the member's nodes change)."""
+        if self._emptied is None:
+            cap = MemberCapacity(self.name, self.labels)
+            for info in self._nodes.values():
+                copy = NodeInfo(
+                    name=info.name,
+                    labels=info.labels,
+                    taints=info.taints,
+                    allocatable=info.allocatable,
+                    npu_capacity=info.npu_capacity,
+                    usable=True,
+                    hardware=info.hardware,
+                    groups=info.groups,
+                )
+                cap._nodes[info.name] = copy
+                cap._reclass(copy)
+            self._emptied = cap
+        return self._emptied
+
     def held(self, node: str) -> Mapping[str, int]:
         return self._held.get(node, {})
 
@@ -280,11 +304,13 @@ class MemberCapacity:
         if old is not None:
             self._unclass(old)
         self._nodes[name] = info
+        self._emptied = None
         self._reclass(info)
 
     def remove_node(self, name: str) -> None:
         info = self._nodes.pop(name, None)
         if info is not None:
+            self._emptied = None
             self._unclass(info)
             self._touch()
 

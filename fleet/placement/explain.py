@@ -26,7 +26,7 @@ from fleet.placement.selectors import BLOCKING_EFFECTS, tolerates_all
 from fleet.policy import ClusterAffinity
 from queues.quantity import format_quantity
 
-__all__ = ["explain_member", "explain_members"]
+__all__ = ["NEVER", "explain_member", "explain_members", "never_fits"]
 
 
 def _nodes(n: int) -> str:
@@ -188,5 +188,20 @@ def explain_members(
         if fit_member(cap, demand) is not None:
             lines.append(f"{cap.name}: fits")
             continue
+        empty = cap.emptied()
+        if fit_member(empty, demand) is None:
+            lines.append(f"{cap.name}: {NEVER}: {explain_member(empty, demand)}")
+            continue
         lines.append(f"{cap.name}: {explain_member(cap, demand)}")
     return lines
+
+
+#: What a member's line starts with when the job would not fit it even with all its nodes Ready
+#: and free: waiting does not help there, only a change of its nodes.
+NEVER = "can never fit, not even with all its nodes free"
+
+
+def never_fits(lines: Iterable[str]) -> bool:
+    """Whether every member's line says the job can never fit it (and there is at least one)."""
+    found = list(lines)
+    return bool(found) and all(line.partition(": ")[2].startswith(NEVER) for line in found)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from fleet.ascend import NPU_RESOURCE
-from fleet.placement import MemberCapacity, Placer, explain_member, explain_members
+from fleet.placement import NEVER, MemberCapacity, Placer, explain_member, explain_members
 from fleet.policy import ClusterAffinity
 from tests.fleet.placement.factory import demand, job, node, pod, sample_job
 
@@ -85,12 +85,12 @@ def test_seed_placeholder_selector_fits_nowhere_and_says_so() -> None:
         MemberCapacity.from_lists("member-2", [node(f"b{i}", 2, "card-910b-2") for i in range(4)]),
     ]
     assert explain_members(members, demand(seed)) == [
-        "member-1: no node matches example-key=example-value",
-        "member-2: no node matches example-key=example-value",
+        f"member-1: {NEVER}: no node matches example-key=example-value",
+        f"member-2: {NEVER}: no node matches example-key=example-value",
     ]
     # The sample itself fits member-2 only.
     lines = explain_members(members, demand(copy.deepcopy(sample_job())))
-    assert lines == ["member-1: no node matches accelerator-type=card-910b-2", "member-2: fits"]
+    assert lines == [f"member-1: {NEVER}: no node matches accelerator-type=card-910b-2", "member-2: fits"]
 
 
 def test_excluded_and_avoided_members_say_why() -> None:
