@@ -206,10 +206,15 @@ def rule_failure(
     if job.types is not None and accel not in job.types:
         wanted = ", ".join(sorted(job.types)) or "none"
         return f"{job.types_from} asks for accelerator-type {wanted}; these nodes are {accel or 'unlabelled'}"
+    shared = labels.get(SOFT_SHARE_NODE_LABEL) == "true"
+    if shared and job.hardware is not SOFT_SHARE:
+        # Their NPUs are offered as shares (100 a chip): MindCluster keeps other jobs off them
+        # (soft partitioning document: mixed deployments label the other nodes false).
+        return f"these nodes ({SOFT_SHARE_NODE_LABEL}=true) serve schedule policy chip1-softShareDev only"
     hardware = job.rules_on(labels)
     if hardware is None:
         return None
-    if hardware is SOFT_SHARE and labels.get(SOFT_SHARE_NODE_LABEL) != "true":
+    if hardware is SOFT_SHARE and not shared:
         return f"schedule policy chip1-softShareDev needs nodes labelled {SOFT_SHARE_NODE_LABEL}=true"
     if job.hardware is not None and hardware.node_npus and node_npus not in (None, hardware.node_npus):
         return (

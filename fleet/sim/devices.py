@@ -151,6 +151,8 @@ def handler_for(policy: str | None, selected: str | None, node_labels: Mapping[s
 def policy_reason(policy: str | None, node_labels: Mapping[str, str], node_npus: int) -> str | None:
     """Why a policy's handler does not serve this node (wrong type or size, soft share closed)."""
     handler = _BY_POLICY.get(policy or "")
+    if node_labels.get(_SHARE_LABEL) == "true" and (handler is None or handler.pick != "share"):
+        return "node(s) offer soft-shared NPUs only"
     if handler is None:
         return None
     if handler.pick == "share":

@@ -425,7 +425,8 @@ def static_reason(pod: PodInfo, node: NodeInfo, pods_in_job: int) -> str | None:
             return SELECTOR_MISMATCH
     npus = pod.npus
     if npus > 0:
-        why = policy_reason(pod.schedule_policy, node.labels, node.npu_capacity)
+        size = node.npu_capacity or node.allocatable.get("huawei.com/npu", 0)
+        why = policy_reason(pod.schedule_policy, node.labels, size)
         if why is not None:
             return why
         handler = pod.handler(node)

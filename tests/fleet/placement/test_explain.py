@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from fleet.ascend import NPU_RESOURCE
-from fleet.placement import NEVER, MemberCapacity, Placer, explain_member, explain_members
+from fleet.placement import NEVER, MemberCapacity, Placer, explain_member, explain_members, never_fits
 from fleet.policy import ClusterAffinity
 from tests.fleet.placement.factory import demand, job, node, pod, sample_job
 
@@ -99,3 +99,21 @@ def test_excluded_and_avoided_members_say_why() -> None:
         members, demand(job(workers=0)), affinity=ClusterAffinity(exclude=("a",)), avoid={"b"}
     )
     assert lines == ["a: excluded by the cluster affinity", "b: avoided (the job failed there recently)"]
+
+
+def test_a_member_that_is_full_now_is_told_from_one_that_never_fits() -> None:
+    full = MemberCapacity.from_lists(
+        "member-1", [node("a", 8, "module-910b-8")], [pod("busy", "a", 8, namespace="other")]
+    )
+    cards = MemberCapacity.from_lists("member-2", [node(f"b{i}", 2, "card-910b-2") for i in range(4)])
+    eight = demand(job(workers=0, npus=8))
+    lines = explain_members([full, cards], eight)
+    # member-1 would take it once its pod ends; member-2's 2-NPU nodes never.
+    assert lines == [
+        f"member-1: no node has 8 free {NPU_RESOURCE} for a Master pod (most free on one node: 0)",
+        f"member-2: {NEVER}: no node has 8 free {NPU_RESOURCE} for a Master pod (most free on one node: 2)",
+    ]
+    assert not never_fits(lines)
+    # Nine NPUs a pod: no node of either member has nine, however empty.
+    nine = explain_members([full, cards], demand(job(workers=0, npus=9)))
+    assert never_fits(nine) and all(NEVER in line for line in nine)
