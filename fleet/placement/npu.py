@@ -23,6 +23,7 @@ SuperPoD placement stays the member's), a soft-share request that differs from i
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -291,10 +292,8 @@ def take_all(hardware: Hardware, groups: Sequence[int], sizes: Iterable[int]) ->
     return total
 
 
-def pods_fit(hardware: Hardware, groups: Sequence[int], npus: int, limit: int) -> int:
-    """How many pods of ``npus`` a node's groups can serve at once (at most ``limit``)."""
-    if not groups or npus <= 0:
-        return limit
+@functools.lru_cache(maxsize=65_536)
+def _pods_fit(hardware: Hardware, groups: tuple[int, ...], npus: int, limit: int) -> int:
     left = list(groups)
     count = 0
     while count < limit:
@@ -305,3 +304,11 @@ def pods_fit(hardware: Hardware, groups: Sequence[int], npus: int, limit: int) -
             left[i] -= a
         count += 1
     return count
+
+
+def pods_fit(hardware: Hardware, groups: Sequence[int], npus: int, limit: int) -> int:
+    """How many pods of ``npus`` a node's groups can serve at once (at most ``limit``; the fit
+    asks this for every class it looks at, so answers are kept)."""
+    if not groups or npus <= 0:
+        return limit
+    return _pods_fit(hardware, tuple(groups), npus, min(limit, sum(groups)))
