@@ -73,6 +73,12 @@ def _room_text(group: Group, demand: Demand, classes: list[NodeClass], need: int
     with_room = sum(1 for c in classes if pods_per_node(shape, c, demand.hardware) > 0)
     if with_room == 0:
         best = max((c.available(resource) for c in classes), default=0)
+        if resource == shape.npu_resource and best >= amount and any(c.groups for c in classes):
+            return (
+                f"no node has {format_quantity(resource, amount)} free {resource} within the HCCS "
+                f"rings or HiAM pairs a {_types(group)} pod needs (most free on one node: "
+                f"{format_quantity(resource, best)}, split across them)"
+            )
         return (
             f"no node has {format_quantity(resource, amount)} free {resource} for a {_types(group)} pod "
             f"(most free on one node: {format_quantity(resource, max(best, 0))})"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fleet.ascend import NPU_RESOURCE
-from fleet.placement import MemberCapacity, fit_member
+from fleet.placement import MemberCapacity, explain_member, fit_member
 from fleet.placement.capacity import GROUP_RESOURCE
 from fleet.sim.jobs import build_pods
 from fleet.sim.scheduler import schedule
@@ -93,6 +93,10 @@ def test_free_npus_per_hccs_ring_come_from_the_pods_device_annotations() -> None
     [(cls, _)] = list(cap.classes())
     assert cls.available(NPU_RESOURCE) == 6 and cls.groups == (3, 3)
     assert fit_member(cap, demand(job(workers=0, npus=4, exclusive=False))) is None
+    assert explain_member(cap, demand(job(workers=0, npus=4, exclusive=False))) == (
+        f"no node has 4 free {NPU_RESOURCE} within the HCCS rings or HiAM pairs a Master pod needs "
+        "(most free on one node: 6, split across them)"
+    )
     assert fit_member(cap, demand(job(workers=1, npus=2, exclusive=False))) is not None
     # The same six free NPUs in one ring and two in the other: the 4-NPU pod fits.
     packed = MemberCapacity.from_lists("m", [node("a", 8, "module")], [_annotated("p", "a", [0, 1])])
