@@ -117,7 +117,7 @@ def job_hardware(
         policy = None
     if policy is not None:
         hardware = SCHEDULE_POLICIES[policy]
-    elif selected is not None and len(selected) == 1:
+    if hardware is None and selected is not None and len(selected) == 1:
         (only,) = selected
         hardware = node_hardware({ACCELERATOR_TYPE_LABEL: only})
     if hardware is not None and hardware.accelerator_types:
@@ -128,7 +128,9 @@ def job_hardware(
                 f"{', '.join(sorted(selected))}: no node can be both, so the job will not fit"
             )
         types = hardware.accelerator_types if selected is None else selected & hardware.accelerator_types
-    types_from = f"schedule policy {policy}" if policy is not None else "the pods' nodeSelector"
+    types_from = "the pods' nodeSelector"
+    if hardware is not None and policy is not None and SCHEDULE_POLICIES[policy] is hardware:
+        types_from = f"schedule policy {policy}"
     family = labels.get(RING_CONTROLLER_LABEL)
     if family in FAMILY_TYPES and hardware is None and selected is None:
         types = FAMILY_TYPES[family]

@@ -103,3 +103,11 @@ def test_910b_16_splits_10_12_14_evenly_and_a3_takes_whole_pairs() -> None:
     assert take(A3_16, [2, 1, 2, 0, 0, 0, 0, 0], 1) == [0, 1, 0, 0, 0, 0, 0, 0]
     assert take(MESH_4P_8, [4, 1], 1) == [0, 1]
     assert take(MODULE_910B_8, [], 8) == []
+
+
+def test_multilevel_has_no_node_rule_of_its_own() -> None:
+    read = job_hardware(
+        {"huawei.com/schedule_policy": "multilevel"}, {}, [{"accelerator-type": "module"}], [2]
+    )
+    assert read.hardware is MODULE_910 and read.types == frozenset({"module"})
+    assert read.types_from == "the pods' nodeSelector"
