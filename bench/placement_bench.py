@@ -40,6 +40,7 @@ from typing import Any
 
 from fleet.ascend import NPU_RESOURCE
 from fleet.placement import Demand, MemberCapacity, Placer, job_pod_key
+from fleet.sim.devices import annotation
 from fleet.sim.jobs import build_pods
 from fleet.sim.predicates import PodInfo, node_info, pod_info
 from fleet.sim.scheduler import Cluster, schedule_pods
@@ -91,9 +92,13 @@ def _node(name: str, pool: tuple[str, int, int, int]) -> dict[str, Any]:
     }
 
 
-def _pod(name: str, node: str, requests: dict[str, str], labels: dict[str, str]) -> dict[str, Any]:
+def _pod(
+    name: str, node: str, requests: dict[str, str], labels: dict[str, str], devices: tuple[int, ...] = ()
+) -> dict[str, Any]:
+    # The NPU ids the member's scheduler picked, on the pod as the volcano plugin writes them.
+    annotations = {NPU_RESOURCE: annotation(devices)} if devices else {}
     return {
-        "metadata": {"name": name, "namespace": "bench", "labels": labels},
+        "metadata": {"name": name, "namespace": "bench", "labels": labels, "annotations": annotations},
         "spec": {"nodeName": node, "containers": [{"name": "ascend", "resources": {"requests": requests}}]},
         "status": {"phase": "Running"},
     }
@@ -216,9 +221,16 @@ def run(
     clusters: dict[str, Cluster] = {}
     for m, spec in enumerate(fleet):
         name = f"member-{m}"
-        caps[name] = MemberCapacity.from_lists(name, spec.nodes, spec.busy)
-        placer.add_member(caps[name])
         clusters[name] = Cluster.of([node_info(n) for n in spec.nodes], [pod_info(p) for p in spec.busy])
+        # The busy pods as the member shows them: with the NPU ids its scheduler gave them.
+        busy = [
+            {**p, "metadata": {**p["metadata"], "annotations": {NPU_RESOURCE: annotation(ids)}}}
+            if (ids := clusters[name].pod_devices.get(("bench", p["metadata"]["name"])))
+            else p
+            for p in spec.busy
+        ]
+        caps[name] = MemberCapacity.from_lists(name, spec.nodes, busy)
+        placer.add_member(caps[name])
     held: dict[str, tuple[int, int]] = dict.fromkeys(caps, (0, 0))  # summed rule's in-flight totals
     in_flight: list[tuple[int, str, str, dict[str, list[str]]]] = []
     running: list[tuple[int, int, str, list[tuple[str, str]]]] = []
@@ -247,11 +259,11 @@ def run(
             for p in pods:
                 node = outcome.bindings[p.name]
                 # Other jobs' anti-affinity selects only their own pods: keep the judge fast.
-                clusters[member].bind(replace(p, anti_affinity=()), node)
+                ids = clusters[member].bind(replace(p, anti_affinity=()), node, outcome.devices.get(p.name))
                 requests = {
                     r: f"{a}m" if r == "cpu" else str(a) for r, a in p.requests.items() if r != "pods"
                 }
-                caps[member].upsert_pod(_pod(p.name, node, requests, labels))
+                caps[member].upsert_pod(_pod(p.name, node, requests, labels, ids))
                 bound.append((p.name, node))
             if rule != "summed":
                 placer.confirm(member)

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from fleet.api.warning_headers import warn
 from fleet.apiserver.errors import Cause
 from fleet.apiserver.resources import Obj
 from fleet.apiserver.validation import invalid, required
@@ -78,6 +79,10 @@ def validate_job(obj: Obj) -> list[Cause]:
     errors = adapter.validate(obj)
     flagged = {e.path for e in errors}
     errors += [e for e in fleet_label_errors(obj) if e.path not in flagged]
+    if not errors:
+        # How Fleet reads what MindCluster leaves open (fleet.placement.npu): kubectl Warnings.
+        for text in adapter.demand(obj).hardware.warnings:
+            warn(text)
     return [Cause(e.path, e.message, e.reason) for e in errors]
 
 

@@ -15,7 +15,7 @@ import click
 import yaml
 
 from fleet.members import MemberConfigError, MemberError, load_members
-from fleet.placement import MemberCapacity, Placer, Strategy
+from fleet.placement import MemberCapacity, Placer, Strategy, never_fits
 from fleet.workloads import InvalidWorkload, UnknownKind, adapter_for
 
 __all__ = ["EXIT_FITS", "EXIT_INVALID", "EXIT_NO_FIT", "explain"]
@@ -98,10 +98,13 @@ def explain(path: Path, kubeconfig: Path, policy: str) -> None:
 
     strategy: Strategy = "spread" if policy == "spread" else "pack"
     placement = placer.decide(demand, strategy=strategy)
-    reasons = {line.split(": ", 1)[0]: line for line in placer.explain(demand)}
+    explained = placer.explain(demand)
+    reasons = {line.split(": ", 1)[0]: line for line in explained}
     if placement is not None:
         rows = ", ".join(f"{node} ({rtype}{f' x{n}' if n > 1 else ''})" for node, rtype, n in placement.rows)
         click.echo(f"{name} fits on {placement.member} ({policy}): {rows}")
+    elif never_fits(explained) and not unreachable:
+        click.echo(f"{name} can never fit on any member as the fleet is:")
     else:
         click.echo(f"{name} fits on no member:")
     for member_name in members:

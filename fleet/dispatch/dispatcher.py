@@ -70,7 +70,7 @@ from fleet.jobs.phases import FINISHED, FleetReason, Phase
 from fleet.jobs.status import attempt_of, current_state, set_state
 from fleet.jobs.store import get_jobs, list_jobs, mutate_job, mutate_jobs
 from fleet.jobs.submit import enqueue, job_key
-from fleet.placement import Demand, Placer, PlaceRequest, job_pod_key
+from fleet.placement import Demand, Placer, PlaceRequest, job_pod_key, never_fits
 from fleet.policy import PropagationPolicy
 from fleet.state import Fence, Fenced, record_event, record_events
 from fleet.workloads import InvalidWorkload, UnknownKind, adapter_for, job_ref
@@ -874,11 +874,12 @@ class Dispatcher:
                 )
             refused = refused_by(obj)
             lines = [_say_avoided(line, self._down, refused, self._degraded) for line in lines]
-            message = (
-                "no member cluster fits the whole job now: " + "; ".join(lines)
-                if lines
-                else ("no member cluster is known yet")
-            )
+            if not lines:
+                message = "no member cluster is known yet"
+            elif never_fits(lines):
+                message = "no member cluster can ever fit the whole job as the fleet is: " + "; ".join(lines)
+            else:
+                message = "no member cluster fits the whole job now: " + "; ".join(lines)
             self._say(key, FleetReason.NO_FIT, message)
         ends = exclusion_ends(obj.get("status") or {}, now)
         self._remember(key, _Miss("nofit", epoch, now + 0.05, wake=min(ends, default=math.inf)))

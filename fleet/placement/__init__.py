@@ -31,13 +31,14 @@ exactly the held nodes.
 
 from fleet.placement.capacity import MemberCapacity, NodeClass, job_pod_key
 from fleet.placement.demand import Demand, DemandError, PodShape, ReplicaTemplate, build_demand, pod_requests
-from fleet.placement.explain import explain_member, explain_members
+from fleet.placement.explain import NEVER, explain_member, explain_members, never_fits
 from fleet.placement.fit import Placement, Strategy, choose, fit_member
 from fleet.placement.placer import Decision, Placer, PlaceRequest
 from fleet.placement.redis_store import RedisReservations
 from fleet.placement.reservations import MemoryReservations, Reservation, ReservationStore
 
 __all__ = [
+    "NEVER",
     "Decision",
     "Demand",
     "DemandError",
@@ -59,5 +60,6 @@ __all__ = [
     "explain_members",
     "fit_member",
     "job_pod_key",
+    "never_fits",
     "pod_requests",
 ]

@@ -22,13 +22,24 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet.ascend import ACCELERATOR_TYPE_LABEL, HOSTNAME_LABEL, NPU_RESOURCE
+from fleet.ascend import (
+    ACCELERATOR_TYPE_LABEL,
+    HOSTNAME_LABEL,
+    NPU_RESOURCE,
+    NPU_RESOURCES,
+    SOFT_SHARE,
+    Hardware,
+    device_ids,
+    node_hardware,
+)
 from fleet.placement.demand import Vector, pod_requests
+from fleet.placement.npu import take
 from fleet.placement.selectors import BLOCKING_EFFECTS, Taint, parse_taints
 from fleet.workloads.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 from queues.quantity import QuantityError, parse
 
 __all__ = [
+    "GROUP_RESOURCE",
     "IDENTITY_LABELS",
     "MemberCapacity",
     "NodeClass",
@@ -41,6 +52,16 @@ __all__ = [
 IDENTITY_LABELS = frozenset({HOSTNAME_LABEL, "kubernetes.io/hostname", "node.kubernetes.io/instance-id"})
 
 _FINISHED = frozenset({"Succeeded", "Failed"})
+
+#: Free NPUs of interconnect group ``i`` of a node appear in its free vector (and in a
+#: reservation's takes) as the pseudo resource ``GROUP_RESOURCE + str(i)``: the summary keeps
+#: them beside real resources, so classes, holds and their checks cover groups unchanged.
+GROUP_RESOURCE = "fleet.io/npu-group-"
+
+
+def _group_index(resource: str) -> int:
+    return int(resource[len(GROUP_RESOURCE) :])
+
 
 #: Versions of every summary come from one process-wide counter, so a version seen on any
 #: member is a watermark for all: "changed since" is ``cap.version > watermark``.
@@ -69,6 +90,8 @@ class NodeClass:
     #: Small integer naming (labels, taints, npu_capacity): what filters other than free
     #: resources read, so the fit can cache their verdict across occupancy changes.
     static_id: int = field(compare=False, hash=False, repr=False, default=0)
+    #: Free NPUs per interconnect group, by group index (empty: the node has no groups).
+    groups: tuple[int, ...] = field(compare=False, hash=False, repr=False, default=())
 
     @classmethod
     def make(
@@ -77,7 +100,10 @@ class NodeClass:
         shared = {k: v for k, v in labels.items() if k not in IDENTITY_LABELS}
         frozen = frozenset(shared.items())
         static = _STATIC_IDS.setdefault((frozen, taints, npu_capacity), len(_STATIC_IDS))
-        return cls(frozen, taints, npu_capacity, free, shared, dict(free), static)
+        groups = sorted((_group_index(r), a) for r, a in free if r.startswith(GROUP_RESOURCE))
+        return cls(
+            frozen, taints, npu_capacity, free, shared, dict(free), static, tuple(a for _, a in groups)
+        )
 
     @property
     def accelerator_type(self) -> str | None:
@@ -100,6 +126,9 @@ class NodeInfo:
     usable: bool
     why_unusable: str = ""
     cls: NodeClass | None = None
+    #: The node's own Ascend hardware and how many interconnect groups it has (0: none kept).
+    hardware: Hardware | None = None
+    groups: int = 0
 
 
 def _quantities(values: Any) -> dict[str, int]:
@@ -142,8 +171,12 @@ class MemberCapacity:
         self._used: dict[str, dict[str, int]] = {}  # node -> summed requests of bound, live pods
         self._held: dict[str, dict[str, int]] = {}  # node -> capacity held by reservations
         self._pods: dict[str, tuple[str, dict[str, int], str | None]] = {}  # key -> node, req, job
+        # node -> pod key -> (device ids from the pod's annotation, the pod's NPUs)
+        self._devices: dict[str, dict[str, tuple[tuple[int, ...], int]]] = {}
         self._job_pods: dict[str, int] = {}
         self._free_total: dict[str, int] = {}
+        # The member as it could ever be (see :meth:`emptied`), kept until a node changes.
+        self._emptied: MemberCapacity | None = None
 
     @classmethod
     def from_lists(
@@ -198,7 +231,31 @@ class MemberCapacity:
         if info is None:
             return {}
         used = self._used.get(node, {})
-        return {r: a - used.get(r, 0) for r, a in info.allocatable.items()}
+        free = {r: a - used.get(r, 0) for r, a in info.allocatable.items()}
+        free.update(self._group_free(info, {}))
+        return free
+
+    def emptied(self) -> MemberCapacity:
+        """This member with every node Ready, schedulable and free of pods and holds: what it
+        could take if everything on it finished, so a job that does not fit this is one that
+        waiting will not help (until the member's nodes change)."""
+        if self._emptied is None:
+            cap = MemberCapacity(self.name, self.labels)
+            for info in self._nodes.values():
+                copy = NodeInfo(
+                    name=info.name,
+                    labels=info.labels,
+                    taints=info.taints,
+                    allocatable=info.allocatable,
+                    npu_capacity=info.npu_capacity,
+                    usable=True,
+                    hardware=info.hardware,
+                    groups=info.groups,
+                )
+                cap._nodes[info.name] = copy
+                cap._reclass(copy)
+            self._emptied = cap
+        return self._emptied
 
     def held(self, node: str) -> Mapping[str, int]:
         return self._held.get(node, {})
@@ -240,14 +297,20 @@ class MemberCapacity:
             usable=not why,
             why_unusable=why,
         )
+        info.hardware = node_hardware(info.labels)
+        hw = info.hardware
+        if hw is not None and hw.group > 0 and hw.layout != "any":
+            info.groups = npu_capacity // hw.group
         if old is not None:
             self._unclass(old)
         self._nodes[name] = info
+        self._emptied = None
         self._reclass(info)
 
     def remove_node(self, name: str) -> None:
         info = self._nodes.pop(name, None)
         if info is not None:
+            self._emptied = None
             self._unclass(info)
             self._touch()
 
@@ -268,11 +331,16 @@ class MemberCapacity:
         except ValueError:
             requests = {"pods": 1}  # the API server accepted it; count what we can read
         old = self._pods.get(key)
-        if old == (node, requests, job):
+        annotations = meta.get("annotations") or {}
+        npus = sum(requests.get(r, 0) for r in NPU_RESOURCES)
+        devices = (device_ids(annotations.get(NPU_RESOURCE)), npus) if npus else None
+        if old == (node, requests, job) and self._devices.get(str(node), {}).get(key) == devices:
             return
         if old is not None:
             self.remove_pod(key)
         self._pods[key] = (str(node), requests, job)
+        if devices is not None:
+            self._devices.setdefault(str(node), {})[key] = devices
         if job:
             self._job_pods[job] = self._job_pods.get(job, 0) + 1
         self._add_used(str(node), requests, +1)
@@ -283,6 +351,11 @@ class MemberCapacity:
         if old is None:
             return
         node, requests, job = old
+        on_node = self._devices.get(node)
+        if on_node is not None:
+            on_node.pop(key, None)
+            if not on_node:
+                del self._devices[node]
         if job:
             left = self._job_pods.get(job, 0) - 1
             if left > 0:
@@ -306,6 +379,38 @@ class MemberCapacity:
                 self._reclass(info)
 
     # ---- internals ---------------------------------------------------------------------------
+
+    def _group_free(self, info: NodeInfo, held: Mapping[str, int]) -> dict[str, int]:
+        """Free NPUs per group of a node: its pods' devices (their annotation, as the volcano
+        plugin writes it) counted out; a pod bound without one is given NPUs by Fleet's own
+        choice, in pod order; then what reservations hold."""
+        if not info.groups or info.hardware is None:
+            return {}
+        hw = info.hardware
+        size = hw.group
+        left = [size] * info.groups
+        guessed: list[int] = []
+        for _pod, (ids, npus) in sorted(self._devices.get(info.name, {}).items()):
+            if not ids:
+                guessed.append(npus)
+                continue
+            if hw is SOFT_SHARE:  # one chip, a share of its units
+                if ids[0] < info.groups:
+                    left[ids[0]] -= npus
+                continue
+            for d in ids:
+                if d // size < info.groups:
+                    left[d // size] -= 1
+        for npus in guessed:
+            # A pod the rules allow: where the plugin would put it; any other: the lowest ids.
+            got = take(hw, [max(a, 0) for a in left], npus) if npus in hw.single | hw.distributed else None
+            if got is None:
+                got, rest = [], npus
+                for a in left:
+                    got.append(min(max(a, 0), rest))
+                    rest -= got[-1]
+            left = [a - g for a, g in zip(left, got, strict=True)]
+        return {f"{GROUP_RESOURCE}{i}": a - held.get(f"{GROUP_RESOURCE}{i}", 0) for i, a in enumerate(left)}
 
     def _touch(self) -> None:
         self.version = next(_COUNTER)
@@ -346,7 +451,9 @@ class MemberCapacity:
             return
         used = self._used.get(info.name, {})
         held = self._held.get(info.name, {})
-        free = tuple(sorted((r, a - used.get(r, 0) - held.get(r, 0)) for r, a in info.allocatable.items()))
+        free_map = {r: a - used.get(r, 0) - held.get(r, 0) for r, a in info.allocatable.items()}
+        free_map.update(self._group_free(info, held))
+        free = tuple(sorted(free_map.items()))
         cls = NodeClass.make(info.labels, info.taints, info.npu_capacity, free)
         members = self._classes.get(cls)
         if members is None:

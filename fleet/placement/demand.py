@@ -21,13 +21,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fleet.ascend import (
-    HOSTNAME_LABEL,
-    NPU_RESOURCE,
-    SCHEDULE_POLICY_ANNOTATION,
-    SchedulePolicy,
-    parse_schedule_policy,
-)
+from fleet.ascend import HOSTNAME_LABEL, NPU_RESOURCE, NPU_RESOURCES
+from fleet.placement.npu import JobHardware, NpuRuleError, job_hardware
 from fleet.placement.selectors import (
     NodeAffinity,
     SelectorError,
@@ -127,10 +122,20 @@ class PodShape:
     exclusive: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "npus", dict(self.requests).get(NPU_RESOURCE, 0))
+        requests = dict(self.requests)
+        resource = next((r for r in NPU_RESOURCES if requests.get(r)), NPU_RESOURCE)
+        object.__setattr__(self, "npu_resource", resource)
+        object.__setattr__(self, "npus", requests.get(resource, 0))
 
-    #: NPUs per pod (set once: the fit reads it for every class).
+    #: NPUs per pod (set once: the fit reads it for every class), of :attr:`npu_resource`
+    #: (``huawei.com/Ascend910``, or ``huawei.com/npu`` for the Atlas 350/850/950 handlers).
     npus: int = field(init=False, compare=False, repr=False, default=0)
+    npu_resource: str = field(init=False, compare=False, repr=False, default=NPU_RESOURCE)
+
+    @property
+    def npu_bucket(self) -> int:
+        """The free ``huawei.com/Ascend910`` a node needs at least (what classes are bucketed by)."""
+        return self.npus if self.npu_resource == NPU_RESOURCE else 0
 
     def request(self, resource: str) -> int:
         return dict(self.requests).get(resource, 0)
@@ -152,12 +157,14 @@ class Demand:
     shapes: tuple[PodShape, ...]
     #: Pods that must be placed at once (``minAvailable``), at most :attr:`pods`.
     gang: int
-    schedule_policy: SchedulePolicy | None = None
+    #: What the job says about its NPUs (schedule policy, accelerator-type, family).
+    hardware: JobHardware = field(default_factory=JobHardware)
 
     def __post_init__(self) -> None:
         # Demands key the fit cache (one lookup per member per decision): hash once.
-        object.__setattr__(self, "_hash", hash((self.shapes, self.gang, self.schedule_policy)))
+        object.__setattr__(self, "_hash", hash((self.shapes, self.gang, self.hardware)))
         object.__setattr__(self, "pods", sum(s.count for s in self.shapes))
+        object.__setattr__(self, "npu_pods", sum(s.count for s in self.shapes if s.npus))
 
     def gang_total(self, resource: str) -> int:
         """What the gang (the pods that must fit at once) takes of ``resource``."""
@@ -179,6 +186,8 @@ class Demand:
 
     #: Pods of the whole job (set once).
     pods: int = field(init=False, compare=False, repr=False, default=0)
+    #: Pods that take NPUs: one of them is a single-node job to MindCluster, more a distributed one.
+    npu_pods: int = field(init=False, compare=False, repr=False, default=0)
 
     def total(self, resource: str) -> int:
         """The whole job's amount of ``resource`` (all pods, not only the gang)."""
@@ -273,17 +282,25 @@ def build_demand(
     *,
     min_available: int | None = None,
     annotations: Mapping[str, Any] | None = None,
+    labels: Mapping[str, Any] | None = None,
 ) -> Demand:
-    """The demand of a job made of ``replicas``; raises :class:`DemandError` naming the field."""
+    """The demand of a job made of ``replicas``; raises :class:`DemandError` naming the field.
+
+    The job's annotations and labels say which Ascend hardware it means
+    (:func:`fleet.placement.npu.job_hardware`); their warnings ride on ``demand.hardware``."""
     shapes = tuple(_shape(r) for r in replicas if r.replicas > 0)
     pods = sum(s.count for s in shapes)
     if min_available is not None and not 1 <= min_available <= max(pods, 1):
         raise DemandError(
             "spec.runPolicy.schedulingPolicy.minAvailable", f"must be between 1 and the job's {pods} pods"
         )
-    raw_policy = (annotations or {}).get(SCHEDULE_POLICY_ANNOTATION)
     try:
-        policy = parse_schedule_policy(None if raw_policy is None else str(raw_policy))
-    except ValueError as exc:
-        raise DemandError(f"metadata.annotations.{SCHEDULE_POLICY_ANNOTATION}", str(exc)) from exc
-    return Demand(shapes=shapes, gang=min_available or pods, schedule_policy=policy)
+        hardware = job_hardware(
+            {str(k): str(v) for k, v in (annotations or {}).items()},
+            {str(k): str(v) for k, v in (labels or {}).items()},
+            [dict(s.node_selector) for s in shapes],
+            [s.npus for s in shapes for _ in range(s.count)],
+        )
+    except NpuRuleError as exc:
+        raise DemandError(exc.path, exc.message) from exc
+    return Demand(shapes=shapes, gang=min_available or pods, hardware=hardware)

@@ -26,7 +26,7 @@ from fleet.placement.selectors import BLOCKING_EFFECTS, tolerates_all
 from fleet.policy import ClusterAffinity
 from queues.quantity import format_quantity
 
-__all__ = ["explain_member", "explain_members"]
+__all__ = ["NEVER", "explain_member", "explain_members", "never_fits"]
 
 
 def _nodes(n: int) -> str:
@@ -70,9 +70,15 @@ def _room_text(group: Group, demand: Demand, classes: list[NodeClass], need: int
     )
     resource = order[0]
     amount = wanted[resource]
-    with_room = sum(1 for c in classes if pods_per_node(shape, c) > 0)
+    with_room = sum(1 for c in classes if pods_per_node(shape, c, demand.hardware) > 0)
     if with_room == 0:
         best = max((c.available(resource) for c in classes), default=0)
+        if resource == shape.npu_resource and best >= amount and any(c.groups for c in classes):
+            return (
+                f"no node has {format_quantity(resource, amount)} free {resource} within the HCCS "
+                f"rings or HiAM pairs a {_types(group)} pod needs (most free on one node: "
+                f"{format_quantity(resource, best)}, split across them)"
+            )
         return (
             f"no node has {format_quantity(resource, amount)} free {resource} for a {_types(group)} pod "
             f"(most free on one node: {format_quantity(resource, max(best, 0))})"
@@ -82,7 +88,7 @@ def _room_text(group: Group, demand: Demand, classes: list[NodeClass], need: int
             f"{_has(with_room)} {format_quantity(resource, amount)} free {resource} but the job needs "
             f"{_nodes(need)} (one pod per node)"
         )
-    room = sum(pods_per_node(shape, c) for c in classes)
+    room = sum(pods_per_node(shape, c, demand.hardware) for c in classes)
     return f"room for {room} of the {need} pods ({_amount(resource, amount)} each) on {_nodes(with_room)}"
 
 
@@ -133,7 +139,7 @@ def _stages(cap: MemberCapacity, demand: Demand) -> str | None:
         if not allowed:
             return "; ".join(failures)
         need = group.count
-        room = sum(min(pods_per_node(shape, c), need) for c in allowed)
+        room = sum(min(pods_per_node(shape, c, demand.hardware), need) for c in allowed)
         if room < need:
             return _room_text(group, demand, allowed, need)
     return None
@@ -188,5 +194,20 @@ def explain_members(
         if fit_member(cap, demand) is not None:
             lines.append(f"{cap.name}: fits")
             continue
+        empty = cap.emptied()
+        if fit_member(empty, demand) is None:
+            lines.append(f"{cap.name}: {NEVER}: {explain_member(empty, demand)}")
+            continue
         lines.append(f"{cap.name}: {explain_member(cap, demand)}")
     return lines
+
+
+#: What a member's line starts with when the job would not fit it even with all its nodes Ready
+#: and free: waiting does not help there, only a change of its nodes.
+NEVER = "can never fit, not even with all its nodes free"
+
+
+def never_fits(lines: Iterable[str]) -> bool:
+    """Whether every member's line says the job can never fit it (and there is at least one)."""
+    found = list(lines)
+    return bool(found) and all(line.partition(": ")[2].startswith(NEVER) for line in found)

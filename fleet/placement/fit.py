@@ -33,9 +33,10 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from fleet.ascend import NPU_RESOURCE, allowed_npus_per_pod
-from fleet.placement.capacity import IDENTITY_LABELS, MemberCapacity, NodeClass
+from fleet.ascend import NPU_RESOURCE
+from fleet.placement.capacity import GROUP_RESOURCE, IDENTITY_LABELS, MemberCapacity, NodeClass
 from fleet.placement.demand import Demand, PodShape
+from fleet.placement.npu import JobHardware, pods_fit, rule_failure, take_all
 from fleet.placement.selectors import NODE_NAME_FIELD, tolerates_all
 from fleet.policy import ClusterAffinity
 
@@ -131,37 +132,16 @@ def selector_matches(shape: PodShape, labels: Mapping[str, str], node_name: str 
 
 
 def npu_rule_failure(shape: PodShape, demand: Demand, cls: NodeClass) -> str | None:
-    """Why the Ascend rules keep this pod off nodes of ``cls``; ``None`` when they allow it.
-
-    Both the per-pod NPU sizes of the node's ``accelerator-type`` and the schedule policy
-    (``chip<C>-node<N>``) apply to pods that take NPUs; the sizes depend on the job's pod count.
-    """
-    npus = shape.npus
-    if npus <= 0:
-        return None
-    allowed = allowed_npus_per_pod(cls.accelerator_type, demand.pods)
-    if allowed is not None and npus not in allowed:
-        sizes = ", ".join(str(n) for n in sorted(allowed))
-        return (
-            f"{npus} NPUs per pod is not allowed on accelerator-type {cls.accelerator_type} "
-            f"(allowed: {sizes})"
-        )
-    policy = demand.schedule_policy
-    if policy is not None and not policy.admits(cls.npu_capacity, npus):
-        if cls.npu_capacity != policy.node_npus:
-            return (
-                f"schedule policy chip{policy.chip_npus}-node{policy.node_npus} needs nodes with "
-                f"{policy.node_npus} {NPU_RESOURCE}, these have {cls.npu_capacity}"
-            )
-        return (
-            f"schedule policy chip{policy.chip_npus}-node{policy.node_npus} needs a multiple of "
-            f"{policy.chip_npus} NPUs per pod, the {shape.replica_type} pods take {npus}"
-        )
-    return None
+    """Why MindCluster's rules keep this pod off nodes of ``cls``; ``None`` when they allow it
+    (:func:`fleet.placement.npu.rule_failure`: the hardware the job means, its node types and
+    size, the NPU counts single-node or distributed)."""
+    node_npus = cls.npu_capacity if shape.npu_resource == NPU_RESOURCE else None
+    return rule_failure(demand.hardware, shape.npus, demand.npu_pods, cls.label_map, node_npus)
 
 
-def pods_per_node(shape: PodShape, cls: NodeClass) -> int:
-    """How many pods of ``shape`` one node of ``cls`` has room for (resources only)."""
+def pods_per_node(shape: PodShape, cls: NodeClass, hardware: JobHardware | None = None) -> int:
+    """How many pods of ``shape`` one node of ``cls`` has room for: resources, and with the
+    job's ``hardware`` the free NPUs of the node's interconnect groups."""
     room: int | None = None
     for resource, amount in shape.requests:
         if amount <= 0:
@@ -172,7 +152,12 @@ def pods_per_node(shape: PodShape, cls: NodeClass) -> int:
         room = n if room is None else min(room, n)
     if room is None:
         return 1 << 30
-    return min(room, 1) if shape.exclusive else room
+    room = min(room, 1) if shape.exclusive else room
+    if cls.groups and shape.npus and hardware is not None:
+        rules = hardware.rules_on(cls.label_map)
+        if rules is not None:
+            room = pods_fit(rules, cls.groups, shape.npus, room)
+    return room
 
 
 def _static_ok(shape: PodShape, demand: Demand, cls: NodeClass, identity: bool) -> bool:
@@ -221,8 +206,8 @@ def _verdicts(groups: Sequence[Group], demand: Demand, identity: bool) -> list[d
                 s.affinity,
                 s.tolerations,
                 s.npus,
-                demand.pods,
-                demand.schedule_policy,
+                demand.npu_pods,
+                demand.hardware,
                 identity,
             ),
             {},
@@ -235,13 +220,13 @@ def _units(cap: MemberCapacity, groups: Sequence[Group], demand: Demand) -> list
     identity = any(g.identity for g in groups)
     verdicts = _verdicts(groups, demand, identity)
     units: list[_Unit] = []
-    for cls, names in cap.classes_with_npus(min(g.shape.npus for g in groups)):
+    for cls, names in cap.classes_with_npus(min(g.shape.npu_bucket for g in groups)):
         per = []
         for group, verdict in zip(groups, verdicts, strict=True):
             ok = verdict.get(cls.static_id)
             if ok is None:
                 ok = verdict[cls.static_id] = _static_ok(group.shape, demand, cls, identity)
-            per.append(pods_per_node(group.shape, cls) if ok else 0)
+            per.append(pods_per_node(group.shape, cls, demand.hardware) if ok else 0)
         if not any(per):
             continue
         if not identity:
@@ -308,7 +293,9 @@ def _max_flow(groups: Sequence[Group], units: Sequence[_Unit]) -> list[list[int]
             node = prev
 
 
-def _search(groups: Sequence[Group], units: Sequence[_Unit]) -> dict[int, dict[tuple[int, ...], int]] | None:
+def _search(
+    groups: Sequence[Group], units: Sequence[_Unit], hardware: JobHardware
+) -> dict[int, dict[tuple[int, ...], int]] | None:
     """Mixed shapes sharing nodes: per unit, node contents (pods by group) -> node count."""
     requests = [dict(g.shape.requests) for g in groups]
     exclusive = [g.shape.exclusive for g in groups]
@@ -328,6 +315,11 @@ def _search(groups: Sequence[Group], units: Sequence[_Unit]) -> dict[int, dict[t
         for r, a in requests[gi].items():
             used = sum(content[j] * requests[j].get(r, 0) for j in range(len(groups)))
             if used + a > cls.free_map.get(r, 0):
+                return False
+        if cls.groups and groups[gi].shape.npus:
+            rules = hardware.rules_on(cls.label_map)
+            sizes = [groups[j].shape.npus for j, c in enumerate(content) for _ in range(c)]
+            if rules is not None and take_all(rules, cls.groups, [*sizes, groups[gi].shape.npus]) is None:
                 return False
         return True
 
@@ -366,8 +358,14 @@ def _search(groups: Sequence[Group], units: Sequence[_Unit]) -> dict[int, dict[t
 
 def _takes(
     rows: Iterable[tuple[str, Group, int]],
+    classes: Mapping[str, NodeClass] | None = None,
+    hardware: JobHardware | None = None,
 ) -> tuple[tuple[tuple[str, str, int], ...], dict[str, dict[str, int]]]:
-    """Split group pods back into replica types (in order) and sum what each node takes."""
+    """Split group pods back into replica types (in order) and sum what each node takes; on
+    nodes with interconnect groups also what each group gives (``GROUP_RESOURCE<i>``), chosen
+    by the hardware's rules, so that the hold sits on the groups the pods will use."""
+    rows = list(rows)
+    sizes: dict[str, list[int]] = {}
     out_rows: list[tuple[str, str, int]] = []
     takes: dict[str, dict[str, int]] = {}
     remaining: dict[int, list[list[object]]] = {}
@@ -387,6 +385,18 @@ def _takes(
         take = takes.setdefault(node, {})
         for r, a in group.shape.requests:
             take[r] = take.get(r, 0) + a * n
+        if group.shape.npus:
+            sizes.setdefault(node, []).extend([group.shape.npus] * n)
+    if classes is not None and hardware is not None:
+        for node, npus in sizes.items():
+            cls = classes.get(node)
+            if cls is None or not cls.groups:
+                continue
+            rules = hardware.rules_on(cls.label_map)
+            given = take_all(rules, cls.groups, npus) if rules is not None else None
+            for i, a in enumerate(given or ()):
+                if a:
+                    takes[node][f"{GROUP_RESOURCE}{i}"] = a
     return tuple(out_rows), takes
 
 
@@ -419,7 +429,7 @@ def gang_fits(cap: MemberCapacity, demand: Demand) -> bool:
     if len(groups) > 1 or group.identity:
         return fit_member(cap, demand) is not None
     need = group.count
-    if shape.npus * need > cap.free_total(NPU_RESOURCE):
+    if shape.npu_bucket * need > cap.free_total(NPU_RESOURCE):
         return False
     verdict = _BY_DEMAND.get(demand)
     if verdict is None:
@@ -427,7 +437,7 @@ def gang_fits(cap: MemberCapacity, demand: Demand) -> bool:
     wanted = [(r, a) for r, a in shape.requests if a > 0]
     exclusive = shape.exclusive
     room = 0
-    for cls, names in cap.classes_with_npus(shape.npus):
+    for cls, names in cap.classes_with_npus(shape.npu_bucket):
         ok = verdict.get(cls.static_id)
         if ok is None:
             ok = verdict[cls.static_id] = _static_ok(shape, demand, cls, False)
@@ -441,8 +451,14 @@ def gang_fits(cap: MemberCapacity, demand: Demand) -> bool:
                 per = n
                 if per <= 0:
                     break
+        if per > 0 and exclusive:
+            per = 1
+        if per > 0 and cls.groups and shape.npus:
+            rules = demand.hardware.rules_on(cls.label_map)
+            if rules is not None:
+                per = pods_fit(rules, cls.groups, shape.npus, per)
         if per > 0:
-            room += (1 if exclusive else per) * len(names)
+            room += per * len(names)
             if room >= need:
                 return True
     return False
@@ -471,7 +487,7 @@ def fit_member(cap: MemberCapacity, demand: Demand) -> Placement | None:
             for ui, unit in enumerate(units):
                 chosen.extend((name, group, 1) for name in _pick(unit, flow[gi][ui], chosen))
     else:
-        contents = _search(groups, units)
+        contents = _search(groups, units, demand.hardware)
         if contents is None:
             return None
         for ui, state in contents.items():
@@ -482,7 +498,8 @@ def fit_member(cap: MemberCapacity, demand: Demand) -> Placement | None:
                 for _ in range(count):
                     name = next(names)
                     chosen.extend((name, groups[gi], n) for gi, n in enumerate(content) if n)
-    rows, takes = _takes(chosen)
+    classes = {name: unit.cls for unit in units for name in unit.names}
+    rows, takes = _takes(chosen, classes, demand.hardware)
     npus = sum(t.get(NPU_RESOURCE, 0) for t in takes.values())
     return Placement(cap.name, rows, takes, cap.free_total() - npus)
 

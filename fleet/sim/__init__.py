@@ -14,9 +14,14 @@ Design, module by module:
 ``predicates``
     Node and Pod dicts parsed once into plain values, and the per-node rules in
     kube-scheduler's order and words: Ready, cordon, taints/tolerations, nodeSelector and
-    required node affinity, the NPU sizes a node's ``accelerator-type`` allows per pod and the
-    ``huawei.com/schedule_policy`` shape, resources against allocatable minus what bound pods
-    use, required pod anti-affinity.
+    required node affinity, the NPU counts and node types MindCluster's plugin handler allows
+    the pod (by its ``huawei.com/schedule_policy``, its selected or its node's
+    ``accelerator-type``), resources against allocatable minus what bound pods use, required pod
+    anti-affinity.
+``devices``
+    The plugin's NPU id choice, written on its own: HCCS rings, 910B x16 splits, A3 HiAM pairs,
+    4P meshes, soft-share units; free ids as a bit mask per node. The scheduler binds a pod only
+    where it gets ids, and the operator writes them on the pod (``huawei.com/Ascend910``).
 ``scheduler``
     :func:`~fleet.sim.scheduler.schedule`, a pure function: nodes, bound pods and a job's pods
     in; a binding of the whole gang (or ``minAvailable`` of it) or the nearest miss explained.

@@ -19,7 +19,6 @@ from fleet.apiserver.resources import Obj
 from fleet.ascend import (
     SCHEDULE_POLICY_ANNOTATION,
     Condition,
-    parse_schedule_policy,
 )
 from fleet.sim.kinds import sim_kind
 from fleet.sim.predicates import PodSpecError, pod_requests
@@ -118,12 +117,6 @@ def validate_job(job: Obj) -> str | None:
     limit = backoff_limit(job)
     if limit is not None and limit < 0:
         return f"spec.runPolicy.backoffLimit: {limit} must not be negative"
-    try:
-        parse_schedule_policy(
-            (job.get("metadata", {}).get("annotations") or {}).get(SCHEDULE_POLICY_ANNOTATION)
-        )
-    except ValueError as exc:
-        return f"metadata.annotations: {exc}"
     if duration_seconds(job, 0.0) < 0:
         return f"metadata.annotations.{DURATION_ANNOTATION}: must be a non-negative number of seconds"
     if exit_code(job) is None:

@@ -39,7 +39,8 @@ from fleet.apiserver.errors import AlreadyExists, NotFound
 from fleet.apiserver.kinds import EVENT, NODE, POD
 from fleet.apiserver.resources import Obj, ResourceType
 from fleet.apiserver.store import ADDED, DELETED, MemoryStore, now_rfc3339
-from fleet.ascend import NPU_RESOURCE, Condition, Reason
+from fleet.ascend import Condition, Reason
+from fleet.sim.devices import DEVICE_ANNOTATION, annotation
 from fleet.sim.jobs import (
     backoff_limit,
     build_pods,
@@ -67,7 +68,6 @@ _COMPONENT: Final = "ascend-operator"
 #: Messages are written for the first kind and spelt for the job's own by :meth:`Operator._transition`.
 _KIND_WORD: Final = SIM_KINDS[0].resource.kind
 _SCHEDULER: Final = "volcano"
-_NPU_DEVICE_PREFIX: Final = "Ascend910-"
 
 Key = tuple[str, str]
 
@@ -122,7 +122,6 @@ class Operator:
         self._failures: dict[Key, bool] = {}  # injected: job -> always
         self._nodes: dict[str, tuple[int, NodeInfo]] = {}
         self._pods: dict[Key, tuple[int, PodInfo]] = {}
-        self._devices: dict[str, dict[Key, list[int]]] = {}
         self._capacity_changed = True
         # The scheduler's view of the member, kept up to date pod by pod between passes (a node
         # change drops it, the next pass rebuilds it), so a pass costs what its jobs need,
@@ -237,7 +236,6 @@ class Operator:
         before = known[1] if known is not None else None
         if kind == DELETED:
             if self._pods.pop(key, None) is not None:
-                self._release_devices(key)
                 self._capacity_changed = True
                 self._rebind(before, None)
             return
@@ -248,7 +246,6 @@ class Operator:
         self._pods[key] = (rv, info)
         self._rebind(before, info)
         if info.terminal:
-            self._release_devices(key)
             self._capacity_changed = True
 
     def _rebind(self, before: PodInfo | None, after: PodInfo | None) -> None:
@@ -484,15 +481,16 @@ class Operator:
             unbound = [p for p in pods if p.node_name is None and not p.terminal]
             bound = len(pods) - len(unbound)
             need = max(job.need - bound, 1) if bound < job.need else 1
-            result = schedule_pods(cluster, unbound, min_available=need, pods_in_job=len(job.pods))
+            npu_pods = sum(1 for p in pods if p.npus)
+            result = schedule_pods(cluster, unbound, min_available=need, pods_in_job=npu_pods)
             if result.fits:
                 # Each written binding reaches the kept view through _on_pod, before the next job;
                 # if a node change dropped that view meanwhile, this pass's copy is kept by hand.
-                await self._bind(job, result.bindings)
+                await self._bind(job, result.bindings, result.devices)
                 if self._cluster is not cluster:
                     for pod in unbound:
                         if pod.name in result.bindings:
-                            cluster.bind(pod, result.bindings[pod.name])
+                            cluster.bind(pod, result.bindings[pod.name], result.devices.get(pod.name))
                 if bound + len(result.bindings) >= job.need and key not in self._running:
                     await self._start_running(job)
                 if bound + len(result.bindings) >= len(job.pods):
@@ -504,23 +502,22 @@ class Operator:
         if self.metrics is not None:
             self.metrics.schedule_seconds.labels(self.member).observe(time.perf_counter() - started)
 
-    async def _bind(self, job: _Job, bindings: Mapping[str, str]) -> None:
+    async def _bind(
+        self, job: _Job, bindings: Mapping[str, str], chosen: Mapping[str, tuple[int, ...]]
+    ) -> None:
         namespace = job.key[0]
         placed = []
         for pod_name, node_name in bindings.items():
-            key = (namespace, pod_name)
             try:
                 pod = await self.store.get(POD, namespace, pod_name, copy=False)
             except NotFound:
                 continue
             node = self._nodes.get(node_name)
             address = node[1].address if node is not None else ""
-            npus = pod_info(pod).npus
             meta = _unversioned(pod)
-            if npus:
-                devices = self._take_devices(node_name, key, npus)
-                annotation = ",".join(f"{_NPU_DEVICE_PREFIX}{d}" for d in devices)
-                meta["annotations"] = {**(meta.get("annotations") or {}), NPU_RESOURCE: annotation}
+            ids = chosen.get(pod_name)
+            if ids:  # the NPUs the plugin picked, as it writes them on the pod
+                meta["annotations"] = {**(meta.get("annotations") or {}), DEVICE_ANNOTATION: annotation(ids)}
             bound = {**pod, "metadata": meta, "spec": {**pod["spec"], "nodeName": node_name}}
             pod = await self.store.update(POD, bound, copy=False)
             self._on_pod(ADDED, pod)
@@ -537,17 +534,6 @@ class Operator:
         log.info(
             "event=gang_bound member=%s job=%s/%s pods=%d", self.member, namespace, job.key[1], len(placed)
         )
-
-    def _take_devices(self, node: str, pod: Key, count: int) -> list[int]:
-        taken = self._devices.setdefault(node, {})
-        used = {d for devices in taken.values() for d in devices}
-        free = [d for d in range(max(count + len(used), 64)) if d not in used][:count]
-        taken[pod] = free
-        return free
-
-    def _release_devices(self, pod: Key) -> None:
-        for taken in self._devices.values():
-            taken.pop(pod, None)
 
     async def _start_running(self, job: _Job) -> None:
         body = await self._job(job.key)

@@ -12,19 +12,20 @@ property test checks that the two agree.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.apiserver.resources import Obj
-from fleet.ascend import (
-    ACCELERATOR_TYPE_LABEL,
-    HOSTNAME_LABEL,
-    NPU_RESOURCE,
-    SCHEDULE_POLICY_ANNOTATION,
-    SchedulePolicy,
-    allowed_npus_per_pod,
-    parse_schedule_policy,
+from fleet.ascend import ACCELERATOR_TYPE_LABEL, HOSTNAME_LABEL, NPU_RESOURCE, SCHEDULE_POLICY_ANNOTATION
+from fleet.sim.devices import (
+    DEVICE_ANNOTATION,
+    Handler,
+    handler_for,
+    is_share_node,
+    parse_annotation,
+    policy_reason,
+    size_reason,
 )
 from queues.quantity import QuantityError, parse
 
@@ -133,6 +134,8 @@ class NodeInfo:
     allocatable: Mapping[str, int]
     npu_capacity: int
     address: str
+    #: Whether the node is open to soft-shared NPUs (its NPUs are 100 units a chip).
+    share: bool = False
 
     @property
     def accelerator_type(self) -> str | None:
@@ -156,13 +159,20 @@ class PodInfo:
     node_terms: tuple[tuple[LabelRequirement, ...], ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     anti_affinity: tuple[AntiAffinityTerm, ...] = ()
-    schedule_policy: SchedulePolicy | None = None
+    #: ``huawei.com/schedule_policy`` as written on the pod (the operator copies the job's).
+    schedule_policy: str | None = None
     node_name: str | None = None
     terminal: bool = False
+    #: The NPU ids the plugin gave the pod (its ``huawei.com/Ascend910`` annotation).
+    devices: tuple[int, ...] = ()
 
     @property
     def npus(self) -> int:
-        return self.requests.get(NPU_RESOURCE, 0)
+        return self.requests.get(NPU_RESOURCE, 0) or self.requests.get("huawei.com/npu", 0)
+
+    def handler(self, node: NodeInfo) -> Handler | None:
+        """The plugin handler that places this pod's NPUs on ``node``."""
+        return handler_for(self.schedule_policy, self.node_selector.get(ACCELERATOR_TYPE_LABEL), node.labels)
 
     def static_shape(self) -> tuple[Any, ...]:
         """What the static rules (:func:`static_reason`) read of a pod."""
@@ -340,10 +350,8 @@ def pod_info(pod: Obj) -> PodInfo:
     spec = pod.get("spec") or {}
     namespace = str(meta.get("namespace") or "default")
     affinity = spec.get("affinity") or {}
-    try:
-        policy = parse_schedule_policy((meta.get("annotations") or {}).get(SCHEDULE_POLICY_ANNOTATION))
-    except ValueError as exc:
-        raise PodSpecError(f"metadata.annotations: {exc}") from None
+    annotations = meta.get("annotations") or {}
+    policy = annotations.get(SCHEDULE_POLICY_ANNOTATION)
     return PodInfo(
         name=str(meta.get("name", "")),
         namespace=namespace,
@@ -353,9 +361,10 @@ def pod_info(pod: Obj) -> PodInfo:
         node_terms=_node_terms(affinity),
         tolerations=_tolerations(spec.get("tolerations")),
         anti_affinity=_anti_affinity(affinity, namespace),
-        schedule_policy=policy,
+        schedule_policy=str(policy) if policy else None,
         node_name=spec.get("nodeName") or None,
         terminal=(pod.get("status") or {}).get("phase") in _TERMINAL_PHASES,
+        devices=parse_annotation(annotations.get(DEVICE_ANNOTATION)),
     )
 
 
@@ -395,12 +404,8 @@ def node_info(node: Obj) -> NodeInfo:
         allocatable=allocatable,
         npu_capacity=npu_capacity or allocatable.get(NPU_RESOURCE, 0),
         address=address,
+        share=is_share_node(meta.get("labels") or {}),
     )
-
-
-def _sizes(sizes: Iterable[int]) -> str:
-    ordered = [str(s) for s in sorted(sizes)]
-    return ordered[0] if len(ordered) == 1 else ", ".join(ordered[:-1]) + " or " + ordered[-1]
 
 
 def static_reason(pod: PodInfo, node: NodeInfo, pods_in_job: int) -> str | None:
@@ -420,16 +425,13 @@ def static_reason(pod: PodInfo, node: NodeInfo, pods_in_job: int) -> str | None:
             return SELECTOR_MISMATCH
     npus = pod.npus
     if npus > 0:
-        allowed = allowed_npus_per_pod(node.accelerator_type, pods_in_job)
-        if allowed is not None and npus not in allowed:
-            return (
-                f"node(s) with {ACCELERATOR_TYPE_LABEL} {node.accelerator_type} allow {_sizes(allowed)} "
-                f"{NPU_RESOURCE} per pod of a {pods_in_job}-pod job, not {npus}"
-            )
-        policy = pod.schedule_policy
-        if policy is not None and not policy.admits(node.npu_capacity, npus):
-            shape = f"chip{policy.chip_npus}-node{policy.node_npus}"
-            return f"node(s) didn't match {SCHEDULE_POLICY_ANNOTATION} {shape}"
+        size = node.npu_capacity or node.allocatable.get("huawei.com/npu", 0)
+        why = policy_reason(pod.schedule_policy, node.labels, size)
+        if why is not None:
+            return why
+        handler = pod.handler(node)
+        if handler is not None:
+            return size_reason(handler, npus, pods_in_job)
     return None
 
 

@@ -20,10 +20,11 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fleet.apiserver.resources import Obj
 from fleet.ascend import HOSTNAME_LABEL, NPU_RESOURCE
+from fleet.sim import devices
 from fleet.sim.predicates import (
     ANTI_AFFINITY,
     NodeInfo,
@@ -40,6 +41,9 @@ __all__ = ["DEFAULT_BUDGET", "Cluster", "Schedule", "schedule", "schedule_pods"]
 #: Placements the search may try before it gives up on a job.
 DEFAULT_BUDGET = 20_000
 _NAMES_SHOWN = 3
+#: The key a node's device state (see :mod:`fleet.sim.devices`) rides under in its free map.
+DEVICES = "~devices"
+TOPOLOGY = f"node(s) didn't have free {NPU_RESOURCE} in the HCCS ring, die or mesh the pod needs"
 
 
 class Cluster:
@@ -58,6 +62,9 @@ class Cluster:
         self.anti_bound: list[tuple[PodInfo, NodeInfo]] = []
         #: Whether a bound pod has an anti-affinity term on a key other than the hostname.
         self.other_keys = False
+        #: Device state per node (bit mask of free ids, or soft share units) and each bound pod's ids.
+        self.devices: dict[str, int] = {}
+        self.pod_devices: dict[tuple[str, str], tuple[int, ...]] = {}
         self._free: dict[int, dict[str, int]] = {}
         self._free_key: dict[int, tuple[tuple[str, int], ...]] = {}
         self._static: dict[tuple[object, ...], list[str | None]] = {}
@@ -87,6 +94,8 @@ class Cluster:
             cached = {
                 r: node.allocatable.get(r, 0) - used.get(r, 0) for r in set(node.allocatable) | set(used)
             }
+            if node.npu_capacity:
+                cached[DEVICES] = self.device_state(node)
             self._free[i] = cached
         return cached
 
@@ -130,22 +139,49 @@ class Cluster:
             for partition in self._partitions.values():
                 partition.move(i, self.free_key(i))
 
-    def bind(self, pod: PodInfo, node_name: str) -> None:
+    def device_state(self, node: NodeInfo) -> int:
+        state = self.devices.get(node.name)
+        if state is None:
+            state = self.devices[node.name] = devices.node_devices(node.share, node.npu_capacity)
+        return state
+
+    def bind(self, pod: PodInfo, node_name: str, ids: tuple[int, ...] | None = None) -> tuple[int, ...]:
+        """Record ``pod`` on ``node_name``; returns the NPU ids it holds there (``ids``, else the
+        pod's annotation, else what the plugin would pick now)."""
+        i = self.index.get(node_name)
+        chosen: tuple[int, ...] = ()
+        if pod.npus and i is not None and self.nodes[i].npu_capacity:
+            node = self.nodes[i]
+            state = self.device_state(node)
+            chosen = ids or pod.devices
+            handler = pod.handler(node)
+            if not chosen and handler is not None:
+                chosen = devices.pick(handler, state, pod.npus, node.npu_capacity, node.share) or ()
+            if not chosen and not node.share:  # no rule applies, or none fits: the lowest free ids
+                chosen = tuple(d for d in range(node.npu_capacity) if state >> d & 1)[: pod.npus]
+            self.devices[node_name] = devices.take(state, chosen, pod.npus, +1, node.share)
+            self.pod_devices[(pod.namespace, pod.name)] = chosen
         self.pods_on.setdefault(node_name, []).append(pod)
         used = self.used.setdefault(node_name, {})
         for resource, amount in pod.requests.items():
             used[resource] = used.get(resource, 0) + amount
-        i = self.index.get(node_name)
         if pod.anti_affinity and i is not None:
             self.anti_bound.append((pod, self.nodes[i]))
             self.other_keys |= any(t.topology_key != HOSTNAME_LABEL for t in pod.anti_affinity)
         self._touch(node_name)
+        return chosen
 
     def unbind(self, pod_name: str, namespace: str, node_name: str) -> None:
         on = self.pods_on.get(node_name, [])
         for i, pod in enumerate(on):
             if pod.name == pod_name and pod.namespace == namespace:
                 del on[i]
+                ids = self.pod_devices.pop((namespace, pod_name), ())
+                node_i = self.index.get(node_name)
+                if ids and node_i is not None:
+                    node = self.nodes[node_i]
+                    state = self.device_state(node)
+                    self.devices[node_name] = devices.take(state, ids, pod.npus, -1, node.share)
                 self.used[node_name] = used_by(on)
                 self.anti_bound = [(p, n) for p, n in self.anti_bound if p is not pod]
                 self._touch(node_name)
@@ -203,6 +239,8 @@ class Schedule:
 
     bindings: Mapping[str, str]
     message: str = ""
+    #: Pod name -> the NPU ids the plugin picked for it on its node.
+    devices: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     #: True when the search hit its budget (the message then says the job may still fit).
     gave_up: bool = False
 
@@ -268,6 +306,7 @@ class _Search:
         # Indices of the job's pods on each node (made on first use: a search touches few nodes).
         self.placed: defaultdict[int, list[int]] = defaultdict(list)
         self.assignment: list[int | None] = [None] * len(pods)
+        self.chosen: list[tuple[int, ...]] = [()] * len(pods)
         self.best: list[int | None] = []
         self.best_depth = -1
         self.steps = 0
@@ -352,12 +391,26 @@ class _Search:
         static = self.static[shape][node]
         if static is not None:
             return [static]
-        short = insufficient(self.pods[index].requests, self.free(node))
+        free = self.free(node)
+        short = insufficient(self.pods[index].requests, free)
         if short:
             return short
+        if self._pick(index, node, free) is None:
+            return [TOPOLOGY]
         if self._bound(shape, node) or self._conflicts_placed(index, node):
             return [ANTI_AFFINITY]
         return []
+
+    def _pick(self, index: int, node: int, free: Mapping[str, int]) -> tuple[int, ...] | None:
+        """The NPU ids pod ``index`` would get on ``node`` now (``()``: no device rule applies)."""
+        pod = self.pods[index]
+        info = self.nodes[node]
+        if not pod.npus or DEVICES not in free:
+            return ()
+        handler = pod.handler(info)
+        if handler is None:
+            return ()
+        return devices.pick(handler, free[DEVICES], pod.npus, info.npu_capacity, info.share)
 
     # -- the search ----------------------------------------------------------------------------
 
@@ -388,9 +441,16 @@ class _Search:
         return sorted(found, key=leftover)  # best fit first: keep big holes for big pods
 
     def _place(self, index: int, node: int, sign: int) -> None:
-        free = dict(self.free(node))  # copy on write: the cluster's cache stays as it was
+        current = self.free(node)
+        if sign > 0:
+            self.chosen[index] = self._pick(index, node, current) or ()
+        ids = self.chosen[index]
+        free = dict(current)  # copy on write: the cluster's cache stays as it was
         for resource, amount in self.pods[index].requests.items():
             free[resource] = free.get(resource, 0) - sign * amount
+        if ids and DEVICES in free:
+            info = self.nodes[node]
+            free[DEVICES] = devices.take(free[DEVICES], ids, self.pods[index].npus, sign, info.share)
         self.changed_free[node] = free
         if sign > 0:
             self.placed[node].append(index)
@@ -474,8 +534,9 @@ def schedule_pods(
     pods_in_job: int | None = None,
 ) -> Schedule:
     """:func:`schedule` over parsed objects. ``pods`` go in priority order (the first ones are kept
-    when only ``min_available`` fit). ``pods_in_job`` (default: ``len(pods)``) picks the NPU sizes
-    a pod may take per node. The cluster is left unchanged: bind the result with :meth:`Cluster.bind`.
+    when only ``min_available`` fit). ``pods_in_job`` (default: the pods that take NPUs) picks the
+    NPU sizes a pod may take per node: one such pod is a single-node job, more a distributed one.
+    The cluster is left unchanged: bind the result with :meth:`Cluster.bind`.
     """
     if not pods:
         return Schedule({})
@@ -488,7 +549,9 @@ def schedule_pods(
             key=lambda i: (-pods[i].npus, -pods[i].requests.get("cpu", 0), -pods[i].requests.get("memory", 0))
         )
     ordered = [pods[i] for i in order]
-    search = _Search(cluster, ordered, need, budget, pods_in_job or total)
+    # The plugin counts a job's NPU tasks: one is a single-node job, more a distributed one.
+    npu_pods = pods_in_job if pods_in_job is not None else sum(1 for p in pods if p.npus)
+    search = _Search(cluster, ordered, need, budget, npu_pods)
     if not cluster.nodes:
         return Schedule({}, f"gang of {total} pods does not fit: the cluster has no nodes.")
     if search.run():
@@ -497,11 +560,22 @@ def schedule_pods(
                 pod.name: cluster.nodes[n].name
                 for pod, n in zip(ordered, search.assignment, strict=True)
                 if n is not None
-            }
+            },
+            devices={pod.name: ids for pod, ids in zip(ordered, search.chosen, strict=True) if ids},
         )
     if search.best_depth >= need:
         placed = search.best[: search.best_depth]
-        return Schedule(
-            {ordered[i].name: cluster.nodes[n].name for i, n in enumerate(placed) if n is not None}
-        )
+        # The best partial gang, placed again in order so that its NPU ids are the ones it gets.
+        for index, node in enumerate(search.assignment):
+            if node is not None:
+                search._place(index, node, -1)
+        bindings: dict[str, str] = {}
+        chosen: dict[str, tuple[int, ...]] = {}
+        for i, n in enumerate(placed):
+            if n is not None:
+                search._place(i, n, +1)
+                bindings[ordered[i].name] = cluster.nodes[n].name
+                if search.chosen[i]:
+                    chosen[ordered[i].name] = search.chosen[i]
+        return Schedule(bindings, devices=chosen)
     return Schedule({}, _explain(search), gave_up=search.gave_up)

@@ -364,6 +364,7 @@ class AscendJobAdapter(ReplicaSpecAdapter):
                 self.replica_templates(obj, counts),
                 min_available=min_available if not errors else None,
                 annotations=job.metadata.annotations,
+                labels=job.metadata.labels,
             )
         except DemandError as exc:
             errors.append(FieldError(exc.path, exc.message))

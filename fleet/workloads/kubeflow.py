@@ -199,6 +199,7 @@ class KubeflowAdapter(ReplicaSpecAdapter):
                 self.replica_templates(obj, counts),
                 min_available=policy.min_available if policy else None,
                 annotations=(obj.get("metadata") or {}).get("annotations") or {},
+                labels=(obj.get("metadata") or {}).get("labels") or {},
             )
         except DemandError as exc:
             return None, [FieldError(exc.path, exc.message)]

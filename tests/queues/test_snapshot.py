@@ -157,7 +157,7 @@ def test_fair_shares_give_each_node_its_guarantee_then_what_others_leave(redis_c
         return {"name": name, "min": {npu: low}, "max": {npu: high}, "namespaces": [name]}
 
     ledger = Ledger(redis_client)
-    tree = {"name": "root", "min": {npu: 100}, "max": {npu: 100}}
+    tree: dict[str, object] = {"name": "root", "min": {npu: 100}, "max": {npu: 100}}
     tree["children"] = [leaf("small", 20, 100), leaf("big", 70, 100), leaf("capped", 10, 10)]
     ledger.apply(make_tree(tree))
     ledger.enqueue("small/one", "small", {npu: 5}, 0)

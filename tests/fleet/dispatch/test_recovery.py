@@ -23,6 +23,7 @@ from fleet.jobs import cluster_of, current_state
 from tests.fleet.dispatch.conftest import A800_POOL, MODULE_POOL, RunningFleet
 from tests.fleet.placement.factory import job
 from tests.support.kinds import FLEET_ASCENDJOB
+from tests.support.sim import CARD_POOL
 
 pytestmark = pytest.mark.integration
 
@@ -191,3 +192,39 @@ def test_a_record_read_back_fails_nothing_over_before_a_probe_confirms_it(
     assert not _failed_over(obj) and cluster_of(obj) == member and obj["status"]["attempt"] == 1
     record = read_health(fleet.client, DEFAULT_DISPATCH_KEYS, [member])[member]
     assert record.ready is True and record.failures == 0 and record.since > stale.since
+
+
+def test_a_two_by_one_npu_job_fails_over_from_the_card_member_to_a_module_member(
+    fleet_factory: Callable[..., RunningFleet],
+) -> None:
+    # Issue 18: a distributed job of two 1-NPU pods that ran on member-2's 2-NPU cards could not
+    # move to member-1 (module-910b-8) or member-3 (module) when member-2 went down, because
+    # Fleet allowed distributed jobs only 8 NPUs a pod there; since MindCluster 5.0.RC1 1, 2, 4
+    # or 8 a node are allowed.
+    fleet = fleet_factory(
+        members={"member-1": MODULE_POOL, "member-2": CARD_POOL, "member-3": A800_POOL},
+        workers=1,
+        syncer_args=FAST_PROBES,
+    )
+    fleet.objects.create(PROPAGATION_POLICY, _policy(3))
+    obj = job("small", workers=1, npus=1)
+    obj["metadata"]["namespace"] = NS
+    obj["metadata"]["annotations"] = {"sim.fleet.io/duration-seconds": "600"}
+    fleet.submit(obj)
+    # Pack: member-2's cards leave the fewest NPUs free.
+    fleet.wait_for(
+        "the job to run on member-2",
+        lambda: (
+            cluster_of(_jobs(fleet)["small"]) == "member-2"
+            and current_state(_jobs(fleet)["small"]) == "Running"
+        ),
+        30,
+    )
+    fleet.sim.fault("member-2", "down")
+
+    def moved() -> bool:
+        now = _jobs(fleet)["small"]
+        return cluster_of(now) in ("member-1", "member-3") and current_state(now) == "Running"
+
+    fleet.wait_for("the job to run on member-1 or member-3", moved, 30)
+    assert _failed_over(_jobs(fleet)["small"])

@@ -101,10 +101,18 @@ def job(
     tolerations: list[dict[str, str]] | None = None,
     policy: str | None = None,
     master_npus: int | None = None,
+    family: str | None = None,
 ) -> dict[str, Any]:
-    """A pytorch AscendJob: a Master and ``workers`` Workers of ``npus`` NPUs each."""
+    """A pytorch AscendJob: a Master and ``workers`` Workers of ``npus`` NPUs each.
+
+    ``family``: its ``ring-controller.atlas`` label (``ascend-910b`` in the sample); without it
+    the job names no accelerator family and may use any node type."""
     obj = sample_job()
     obj["metadata"]["name"] = name
+    if family is None:
+        obj["metadata"]["labels"].pop("ring-controller.atlas", None)
+    else:
+        obj["metadata"]["labels"]["ring-controller.atlas"] = family
     if policy:
         obj["metadata"]["annotations"] = {"huawei.com/schedule_policy": policy}
     specs = obj["spec"]["replicaSpecs"]

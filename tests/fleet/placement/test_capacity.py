@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from fleet.ascend import NPU_RESOURCE
-from fleet.placement import MemberCapacity
-from tests.fleet.placement.factory import node, pod
+from fleet.placement import MemberCapacity, explain_member, fit_member
+from fleet.placement.capacity import GROUP_RESOURCE
+from fleet.sim.jobs import build_pods
+from fleet.sim.scheduler import schedule
+from fleet.workloads import ascendjob
+from tests.fleet.placement.factory import demand, job, node, pod
 
 
 def _free(cap: MemberCapacity) -> list[tuple[int, int]]:
@@ -73,3 +77,46 @@ def test_holds_are_laid_over_live_usage() -> None:
     assert cap.unheld_free("a")[NPU_RESOURCE] == 6  # the basis a reservation is checked against
     cap.set_held({})
     assert _free(cap) == [(6, 1), (8, 1)]
+
+
+def _annotated(name: str, node_name: str, ids: list[int]) -> dict[str, object]:
+    """A bound pod with the NPU ids the volcano plugin wrote on it."""
+    obj = pod(name, node_name, len(ids))
+    obj["metadata"]["annotations"] = {NPU_RESOURCE: ",".join(f"Ascend910-{i}" for i in ids)}
+    return obj
+
+
+def test_free_npus_per_hccs_ring_come_from_the_pods_device_annotations() -> None:
+    # A 910 module: rings 0-3 and 4-7. One NPU taken in each ring leaves 3 + 3: six NPUs free,
+    # yet no ring can serve a 4-NPU pod, and two 2-NPU pods fit (one per ring).
+    cap = MemberCapacity.from_lists("m", [node("a", 8, "module")], [_annotated("p", "a", [0, 4])])
+    [(cls, _)] = list(cap.classes())
+    assert cls.available(NPU_RESOURCE) == 6 and cls.groups == (3, 3)
+    assert fit_member(cap, demand(job(workers=0, npus=4, exclusive=False))) is None
+    assert explain_member(cap, demand(job(workers=0, npus=4, exclusive=False))) == (
+        f"no node has 4 free {NPU_RESOURCE} within the HCCS rings or HiAM pairs a Master pod needs "
+        "(most free on one node: 6, split across them)"
+    )
+    assert fit_member(cap, demand(job(workers=1, npus=2, exclusive=False))) is not None
+    # The same six free NPUs in one ring and two in the other: the 4-NPU pod fits.
+    packed = MemberCapacity.from_lists("m", [node("a", 8, "module")], [_annotated("p", "a", [0, 1])])
+    assert next(iter(packed.classes()))[0].groups == (2, 4)
+    assert fit_member(packed, demand(job(workers=0, npus=4, exclusive=False))) is not None
+
+
+def test_the_simulator_judges_the_same_ring_state_on_its_own() -> None:
+    nodes = [node("a", 8, "module")]
+    split = [_annotated("p", "a", [0, 4])]
+    four = build_pods(ascendjob.member_copy(job(workers=0, npus=4, exclusive=False), "u", 1))
+    result = schedule(nodes, split, four)
+    assert not result.fits and "HCCS ring" in result.message
+    two = build_pods(ascendjob.member_copy(job(workers=1, npus=2, exclusive=False), "u", 1))
+    bound = schedule(nodes, split, two)
+    assert bound.fits and sorted(bound.devices.values()) == [(1, 2), (5, 6)]
+
+
+def test_a_hold_takes_npus_of_the_ring_the_member_will_use() -> None:
+    cap = MemberCapacity.from_lists("m", [node("a", 8, "module")], [_annotated("p", "a", [0, 1, 2])])
+    placement = fit_member(cap, demand(job(workers=0, npus=1, exclusive=False)))
+    # MindCluster's order for one NPU: a ring with 1 free first (ring 0 here), then 3, 2, 4.
+    assert placement is not None and placement.takes["a"][f"{GROUP_RESOURCE}0"] == 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from fleet.ascend import NPU_RESOURCE
-from fleet.placement import MemberCapacity, Placer, explain_member, explain_members
+from fleet.placement import NEVER, MemberCapacity, Placer, explain_member, explain_members, never_fits
 from fleet.policy import ClusterAffinity
 from tests.fleet.placement.factory import demand, job, node, pod, sample_job
 
@@ -35,14 +35,21 @@ def test_selector_names_the_label_no_node_has() -> None:
 def test_npu_size_not_allowed_on_the_accelerator_type() -> None:
     cap = MemberCapacity.from_lists("member-1", [node("a", 8, "module")])
     assert explain_member(cap, demand(job(workers=0, npus=3))) == (
-        "3 NPUs per pod is not allowed on accelerator-type module (allowed: 1, 2, 4, 8)"
+        "3 NPUs per pod is not allowed on Atlas 800 training server (910, module) for a single-pod job "
+        "(allowed: 1, 2, 4, 8)"
     )
 
 
-def test_schedule_policy_shape() -> None:
-    cap = MemberCapacity.from_lists("m", [node("a", 2, None), node("b", 2, None)])
+def test_schedule_policy_names_its_hardware() -> None:
+    # chip8-node8 is MindCluster's Atlas 800T A2 handler (910B x8): other node types never serve it.
+    cap = MemberCapacity.from_lists("m", [node("a", 2, "card-910b-2"), node("b", 2, "card-910b-2")])
     assert explain_member(cap, demand(job(npus=2, policy="chip8-node8"))) == (
-        f"schedule policy chip8-node8 needs nodes with 8 {NPU_RESOURCE}, these have 2"
+        "schedule policy chip8-node8 asks for accelerator-type module-910b-8; these nodes are card-910b-2"
+    )
+    # A node of the right type but the wrong size (as labelled by hand) is refused by size.
+    odd = MemberCapacity.from_lists("m", [node("a", 4, "module-910b-8")])
+    assert explain_member(odd, demand(job(workers=0, npus=2, policy="chip8-node8"))) == (
+        "schedule policy chip8-node8 (Atlas 800T A2 (910B x8)) needs nodes of 8 NPUs, these have 4"
     )
 
 
@@ -78,12 +85,12 @@ def test_seed_placeholder_selector_fits_nowhere_and_says_so() -> None:
         MemberCapacity.from_lists("member-2", [node(f"b{i}", 2, "card-910b-2") for i in range(4)]),
     ]
     assert explain_members(members, demand(seed)) == [
-        "member-1: no node matches example-key=example-value",
-        "member-2: no node matches example-key=example-value",
+        f"member-1: {NEVER}: no node matches example-key=example-value",
+        f"member-2: {NEVER}: no node matches example-key=example-value",
     ]
     # The sample itself fits member-2 only.
     lines = explain_members(members, demand(copy.deepcopy(sample_job())))
-    assert lines == ["member-1: no node matches accelerator-type=card-910b-2", "member-2: fits"]
+    assert lines == [f"member-1: {NEVER}: no node matches accelerator-type=card-910b-2", "member-2: fits"]
 
 
 def test_excluded_and_avoided_members_say_why() -> None:
@@ -92,3 +99,21 @@ def test_excluded_and_avoided_members_say_why() -> None:
         members, demand(job(workers=0)), affinity=ClusterAffinity(exclude=("a",)), avoid={"b"}
     )
     assert lines == ["a: excluded by the cluster affinity", "b: avoided (the job failed there recently)"]
+
+
+def test_a_member_that_is_full_now_is_told_from_one_that_never_fits() -> None:
+    full = MemberCapacity.from_lists(
+        "member-1", [node("a", 8, "module-910b-8")], [pod("busy", "a", 8, namespace="other")]
+    )
+    cards = MemberCapacity.from_lists("member-2", [node(f"b{i}", 2, "card-910b-2") for i in range(4)])
+    eight = demand(job(workers=0, npus=8))
+    lines = explain_members([full, cards], eight)
+    # member-1 would take it once its pod ends; member-2's 2-NPU nodes never.
+    assert lines == [
+        f"member-1: no node has 8 free {NPU_RESOURCE} for a Master pod (most free on one node: 0)",
+        f"member-2: {NEVER}: no node has 8 free {NPU_RESOURCE} for a Master pod (most free on one node: 2)",
+    ]
+    assert not never_fits(lines)
+    # Nine NPUs a pod: no node of either member has nine, however empty.
+    nine = explain_members([full, cards], demand(job(workers=0, npus=9)))
+    assert never_fits(nine) and all(NEVER in line for line in nine)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from fleet.placement import NEVER
 from tests.fleet.placement.factory import sample_job
 from tests.support.sim import RunningSim, running_sim
 
@@ -48,9 +49,9 @@ def test_the_sample_fits_only_on_the_member_with_card_910b_2_nodes(
     assert lines[0].startswith("default/default-test-pytorch fits on member-2 (pack): m2-a300t-a2-")
     assert "(Master)" in lines[0] and "(Worker)" in lines[0]
     assert lines[1:] == [
-        "  member-1: no node matches accelerator-type=card-910b-2",
+        f"  member-1: {NEVER}: no node matches accelerator-type=card-910b-2",
         "  member-2: fits",
-        "  member-3: no node matches accelerator-type=card-910b-2",
+        f"  member-3: {NEVER}: no node matches accelerator-type=card-910b-2",
     ]
 
 
@@ -63,10 +64,10 @@ def test_the_seed_placeholder_selector_fits_nowhere_and_names_it(
     result = _explain(default_sim, job, tmp_path, "--policy", "spread")
     assert result.returncode == 2, result.stderr
     assert result.stdout.splitlines() == [
-        "default/default-test-pytorch fits on no member:",
-        "  member-1: no node matches example-key=example-value",
-        "  member-2: no node matches example-key=example-value",
-        "  member-3: no node matches example-key=example-value",
+        "default/default-test-pytorch can never fit on any member as the fleet is:",
+        f"  member-1: {NEVER}: no node matches example-key=example-value",
+        f"  member-2: {NEVER}: no node matches example-key=example-value",
+        f"  member-3: {NEVER}: no node matches example-key=example-value",
     ]
 
 
@@ -94,7 +95,8 @@ def test_a_job_too_big_for_any_member_says_how_close_each_came(
     job["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] = 5
     result = _explain(default_sim, job, tmp_path)
     assert result.returncode == 2
+    # Four card-910b-2 nodes can never hold five pods one per node: waiting would not help.
     assert (
-        "  member-2: 4 nodes have 2 free huawei.com/Ascend910 but the job needs 5 nodes (one pod per node)"
-        in (result.stdout.splitlines())
+        f"  member-2: {NEVER}: 4 nodes have 2 free huawei.com/Ascend910 but the job needs 5 nodes "
+        "(one pod per node)" in (result.stdout.splitlines())
     )

@@ -45,21 +45,53 @@ def test_one_pod_per_node_needs_as_many_nodes_as_pods() -> None:
 
 
 def test_npu_size_must_be_allowed_for_the_accelerator_type() -> None:
-    # module (910 x8) gives a distributed job's pods whole modules only: 8 NPUs.
+    # module (910 x8): since MindCluster 5.0.RC1 a distributed job's pods may take 1, 2, 4 or 8
+    # NPUs a node (the affinity document), not only whole modules; 3 is never allowed.
     cap = _member("m", [node(f"n{i}", 8, "module") for i in range(4)])
-    assert fit_member(cap, demand(job(workers=1, npus=4))) is None
-    assert fit_member(cap, demand(job(workers=1, npus=8))) is not None
-    # A single-pod job may take 1, 2, 4 or 8 of them, but not 3.
+    for npus in (1, 2, 4, 8):
+        assert fit_member(cap, demand(job(workers=1, npus=npus))) is not None, npus
+    assert fit_member(cap, demand(job(workers=1, npus=3))) is None
     assert fit_member(cap, demand(job(workers=0, npus=4))) is not None
     assert fit_member(cap, demand(job(workers=0, npus=3))) is None
 
 
-def test_schedule_policy_selects_node_size_and_chip_multiple() -> None:
-    cap = _member("m", [node("a", 16, None), node("b", 16, None), node("c", 8, None), node("d", 8, None)])
+def test_distributed_jobs_take_1_2_4_or_8_npus_a_node_on_910b_modules() -> None:
+    # The misjudgement: 1/2/4/8 per node on module-910b-8, distributed.
+    cap = _member("m", [node(f"n{i}", 8, "module-910b-8") for i in range(2)])
+    for npus in (1, 2, 4, 8):
+        d = demand(job(workers=1, npus=npus, selector={"accelerator-type": "module-910b-8"}))
+        placement = fit_member(cap, d)
+        assert placement is not None and sorted(placement.nodes) == ["n0", "n1"], npus
+
+
+def test_one_npu_pods_fit_with_chip4_node8_and_chip8_node8() -> None:
+    # C in chip<C>-node<N> is the hardware's interconnect group, not a request granularity.
+    mesh = _member("m", [node("a", 8, "module"), node("b", 8, "module")])
+    assert fit_member(mesh, demand(job(workers=1, npus=1, policy="chip4-node8"))) is not None
+    a2 = _member("m", [node("a", 8, "module-910b-8"), node("b", 8, "module-910b-8")])
+    assert fit_member(a2, demand(job(workers=1, npus=1, policy="chip8-node8"))) is not None
+
+
+def test_schedule_policy_selects_its_hardware() -> None:
+    cap = _member(
+        "m",
+        [
+            node("a", 16, "module-910b-16"),
+            node("b", 16, "module-910b-16"),
+            node("c", 8, "module-910b-8"),
+            node("d", 8, "module-910b-8"),
+        ],
+    )
     placement = fit_member(cap, demand(job(workers=1, npus=8, policy="chip8-node8")))
     assert placement is not None and sorted(placement.nodes) == ["c", "d"]
-    assert fit_member(cap, demand(job(workers=1, npus=4, policy="chip8-node8"))) is None
-    placement = fit_member(cap, demand(job(workers=1, npus=16, policy="chip16-node16")))
+    placement = fit_member(cap, demand(job(workers=1, npus=4, policy="chip8-node8")))
+    assert placement is not None and sorted(placement.nodes) == ["c", "d"]
+    placement = fit_member(cap, demand(job(workers=1, npus=16, policy="chip8-node16")))
+    assert placement is not None and sorted(placement.nodes) == ["a", "b"]
+    # A value MindCluster does not know is ignored by its plugin, and so by Fleet (with a warning).
+    unknown = demand(job(workers=1, npus=16, policy="chip16-node16"))
+    assert "is not a schedule policy MindCluster knows" in unknown.hardware.warnings[0]
+    placement = fit_member(cap, unknown)
     assert placement is not None and sorted(placement.nodes) == ["a", "b"]
 
 

@@ -48,10 +48,10 @@ def test_three_npus_per_pod_on_a_module_pool_stays_pending_and_says_why() -> Non
     assert not result.fits
     assert "0/4 nodes are available" in result.message
     assert (
-        "accelerator-type module allow 8 huawei.com/Ascend910 per pod of a 2-pod job, not 3" in result.message
+        "handler module takes 1, 2, 4, 8 huawei.com/Ascend910 per pod of a 2-pod job, not 3" in result.message
     )
     single = schedule(module, [], pods_of(simple_job("one", workers=1, npus=3)))
-    assert "allow 1, 2, 4 or 8 huawei.com/Ascend910 per pod of a 1-pod job, not 3" in single.message
+    assert "takes 1, 2, 4, 8 huawei.com/Ascend910 per pod of a single-pod job, not 3" in single.message
 
 
 def test_taints_exclude_nodes_unless_tolerated() -> None:

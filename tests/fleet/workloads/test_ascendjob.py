@@ -126,11 +126,11 @@ CASES: list[tuple[str, Callable[[Job], object], list[str]]] = [
         ],
     ),
     (
-        "malformed schedule policy",
-        lambda j: j["metadata"].update(annotations={"huawei.com/schedule_policy": "eight"}),
+        "soft share without its quota labels",
+        lambda j: j["metadata"].update(annotations={"huawei.com/schedule_policy": "chip1-softShareDev"}),
         [
-            "metadata.annotations.huawei.com/schedule_policy: "
-            "huawei.com/schedule_policy 'eight' is not of the form chip<C>-node<N>"
+            "metadata.labels.huawei.com/scheduler.softShareDev.aicoreQuota: "
+            "is required by schedule policy chip1-softShareDev"
         ],
     ),
     (
