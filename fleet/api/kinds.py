@@ -27,6 +27,7 @@ from fleet.apiserver.tables import json_path, since
 from fleet.policy import API_VERSION as POLICY_API_VERSION
 from fleet.policy import KIND as POLICY_KIND
 from queues.quantity import format_quantity
+from queues.quantity import parse as parse_quantity
 from queues.tree import API_VERSION as TREE_API_VERSION
 from queues.tree import KIND as TREE_KIND
 
@@ -43,6 +44,8 @@ __all__ = [
     "READ_VERBS",
     "amounts",
     "format_amounts",
+    "nodes_by_free_cell",
+    "npus_cell",
 ]
 
 #: Fleet's own API group, for the kinds only Fleet has.
@@ -258,15 +261,53 @@ def _ready(obj: Obj) -> Mapping[str, Any]:
     return {}
 
 
+def npus_cell(status: Mapping[str, Any] | None, field: str = "freeNPUs") -> str:
+    """``module-910b-8=16``: a member's NPUs by accelerator type (``<unknown>`` with no view)."""
+    per_type = (status or {}).get(field)
+    if not isinstance(per_type, Mapping):
+        return "<unknown>"
+    return ",".join(f"{kind}={count}" for kind, count in sorted(per_type.items())) or "0"
+
+
+def nodes_by_free_cell(status: Mapping[str, Any] | None) -> str:
+    """``module-910b-8=2x8+2x0``: per accelerator type, how many nodes have how many NPUs free."""
+    accelerators = (status or {}).get("accelerators")
+    if not isinstance(accelerators, list):
+        return "<unknown>"
+    cells = []
+    for entry in accelerators:
+        counts = entry.get("nodesByFreeNPUs") or {}
+        shape = "+".join(f"{nodes}x{npus}" for npus, nodes in counts.items()) or "0"
+        cells.append(f"{entry.get('type')}={shape}")
+    return ",".join(cells) or "0"
+
+
+def _total_cell(status: Mapping[str, Any] | None, resource: str) -> str:
+    """The member's free ``resource`` over all its accelerator types, as a quantity."""
+    accelerators = (status or {}).get("accelerators")
+    if not isinstance(accelerators, list):
+        return "<unknown>"
+    total = 0
+    for entry in accelerators:
+        raw = (entry.get("free") or {}).get(resource)
+        if raw is not None:
+            total += parse_quantity(resource, raw)
+    return format_quantity(resource, total)
+
+
 def _member_row(obj: Obj) -> list[Any]:
     ready = _ready(obj)
-    free = json_path(obj, ".status.freeNPUs") or {}
+    status = obj.get("status") or {}
     return [
         obj["metadata"]["name"],
         str(ready.get("status") or "Unknown"),
         since(ready.get("lastTransitionTime")),
         since(ready.get("lastProbeTime")),
-        ",".join(f"{kind}={count}" for kind, count in sorted(free.items())) or "<unknown>",
+        npus_cell(status),
+        npus_cell(status, "allocatableNPUs"),
+        nodes_by_free_cell(status),
+        _total_cell(status, "cpu"),
+        _total_cell(status, "memory"),
         str(ready.get("message") or ""),
     ]
 
@@ -285,11 +326,27 @@ MEMBER_CLUSTER: Final = ResourceType(
         PrinterColumn("Ready", "string", description="Whether the member answers its health probes."),
         PrinterColumn("Since", "string", description="Time since the readiness last changed."),
         PrinterColumn("Last-Probe", "string", description="Time since the syncer last probed it."),
-        PrinterColumn("Free-NPUs", "string", description="Free NPUs by accelerator type."),
+        PrinterColumn(
+            "Free-NPUs", "string", description="Free NPUs by accelerator type (after in-flight holds)."
+        ),
+        PrinterColumn(
+            "Allocatable-NPUs", "string", description="Allocatable NPUs by accelerator type.", priority=1
+        ),
+        PrinterColumn(
+            "Nodes-By-Free-NPUs",
+            "string",
+            description="Per accelerator type, nodes x free NPUs (2x8: two nodes with 8 free).",
+            priority=1,
+        ),
+        PrinterColumn("Free-CPU", "string", description="Free cpu of the usable nodes.", priority=1),
+        PrinterColumn("Free-Memory", "string", description="Free memory of the usable nodes.", priority=1),
         PrinterColumn("Message", "string", description="The last probe error, if any.", priority=1),
     ),
     table_row=_member_row,
-    description="A member cluster of the fleet and its health as the syncer last probed it (read-only).",
+    description=(
+        "A member cluster of the fleet: its health as the syncer last probed it and its capacity "
+        "per accelerator type as the dispatcher's capacity feed last saw it (read-only)."
+    ),
     verbs=READ_VERBS,
 )
 
