@@ -41,6 +41,7 @@ from fleet.api.registry import fleet_registry
 from fleet.api.store import FleetStore
 from fleet.api.warning_headers import WarningHeaders
 from fleet.apiserver.app import build_app
+from fleet.apiserver.reviews import anonymous_info
 from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS, DispatchKeys
 from fleet.jobs.durability import Durability
 from fleet.state import DEFAULT_STATE_KEYS, Objects, RedisStore, StateKeys
@@ -105,14 +106,17 @@ def build_fleet_api(
         },
     )
     authenticator = authorizer = None
+    user_info = anonymous_info
     if tokens is not None:
         authenticator = TokenAuthenticator(tokens)
         authorizer = FleetAuthorizer(tokens.values())
+        user_info = authorizer.user_info
     app = build_app(
         fleet_registry(),
         store,
         authenticator=authenticator,
         authorizer=authorizer,
+        user_info=user_info,
         bookmark_interval=bookmark_interval,
         title="fleet",
     )

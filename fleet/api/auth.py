@@ -13,6 +13,9 @@ Authorization knows two kinds of group, so that a token file is the whole policy
     (what ``kubectl describe`` lists). Any authenticated user may read the fleet's shared
     picture: Queues, MemberClusters, the ElasticQuotaTree and PropagationPolicies.
 
+``kubectl auth can-i`` (with ``--list``) and ``kubectl auth whoami`` are answered from this same
+authorizer (:mod:`fleet.apiserver.reviews`), so what they say is what the API does.
+
 Everything else is 403, worded as kube-apiserver words it (``User "alice" cannot create resource
 "ascendjobs" in API group "mindxdl.gitee.com" in the namespace "b"``) so kubectl prints the
 familiar line. A user may not update or patch a job (its spec is what was queued) nor write its
@@ -28,7 +31,7 @@ import io
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from fleet.api.kinds import (
     ELASTIC_QUOTA_TREE,
@@ -168,6 +171,15 @@ class FleetAuthorizer:
         if key == FLEET_EVENT.key:
             return access.verb in _READ
         return False
+
+    def user_info(self, user: str) -> dict[str, Any]:
+        """Who ``user`` is, as ``kubectl auth whoami`` shows it (Kubernetes adds
+        ``system:authenticated`` to every authenticated user's groups)."""
+        identity = self._users.get(user)
+        if identity is None:
+            return {"username": user, "groups": ["system:authenticated"]}
+        groups = [*sorted(identity.groups), "system:authenticated"]
+        return {"username": identity.user, "uid": identity.uid, "groups": groups}
 
     def __call__(self, access: Access) -> None:
         if not self.allows(access):

@@ -15,6 +15,7 @@ from fleet.api.kinds import (
 )
 from fleet.api.validation import validate_job, validate_policy, validate_priority_class
 from fleet.apiserver.resources import Registry
+from fleet.apiserver.reviews import with_reviews
 
 __all__ = ["fleet_registry"]
 
@@ -22,15 +23,17 @@ __all__ = ["fleet_registry"]
 def fleet_registry() -> Registry:
     """AscendJob (adapter validation), Event, PropagationPolicy (model validation), the
     ElasticQuotaTree, PriorityClass (kube-apiserver's validation), and the computed MemberCluster
-    and Queue kinds."""
+    and Queue kinds; the self reviews of ``kubectl auth can-i`` and ``whoami``."""
     return Registry(
-        [
-            replace(FLEET_ASCENDJOB, validate=validate_job),
-            FLEET_EVENT,
-            replace(PROPAGATION_POLICY, validate=validate_policy),
-            ELASTIC_QUOTA_TREE,
-            replace(PRIORITY_CLASS, validate=validate_priority_class),
-            MEMBER_CLUSTER,
-            QUEUE,
-        ]
+        with_reviews(
+            [
+                replace(FLEET_ASCENDJOB, validate=validate_job),
+                FLEET_EVENT,
+                replace(PROPAGATION_POLICY, validate=validate_policy),
+                ELASTIC_QUOTA_TREE,
+                replace(PRIORITY_CLASS, validate=validate_priority_class),
+                MEMBER_CLUSTER,
+                QUEUE,
+            ]
+        )
     )

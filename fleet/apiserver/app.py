@@ -28,12 +28,13 @@ from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from fleet import fastjson
-from fleet.apiserver import bodies, discovery
+from fleet.apiserver import bodies, discovery, protobuf, reviews
 from fleet.apiserver.errors import (
     ApiError,
     BadRequest,
     Cause,
     Conflict,
+    Forbidden,
     Invalid,
     MethodNotAllowed,
     NotFound,
@@ -42,7 +43,7 @@ from fleet.apiserver.errors import (
     status_object,
 )
 from fleet.apiserver.patch import apply_json_patch, apply_merge_patch, apply_strategic_merge_patch
-from fleet.apiserver.resources import Obj, Registry, ResourceType
+from fleet.apiserver.resources import Access, Obj, Registry, ResourceType
 from fleet.apiserver.selectors import FieldSelector, LabelSelector
 from fleet.apiserver.store import BOOKMARK, ERROR, Store, WatchEvent
 from fleet.apiserver.tables import build_table, wants_table
@@ -62,23 +63,6 @@ log = logging.getLogger("fleet.apiserver")
 
 #: Decides who a request is from (a user name) or ``None`` to answer 401; sees headers only.
 Authenticator = Callable[[Mapping[str, str]], str | None]
-
-
-@dataclass(frozen=True)
-class Access:
-    """What a resource request asks to do, as an authorizer sees it (after authentication).
-
-    ``verb`` is the Kubernetes verb (get, list, watch, create, update, patch, delete,
-    deletecollection); ``namespace`` is ``None`` for a cluster-scoped kind or a request across
-    all namespaces; ``subresource`` is ``"status"`` or ``None``.
-    """
-
-    user: str
-    verb: str
-    resource: ResourceType
-    namespace: str | None
-    name: str | None
-    subresource: str | None
 
 
 #: Decides whether a request may go on: returns, or raises ``Forbidden`` (403).
@@ -211,7 +195,9 @@ class _Api:
         version_info: Obj,
         bookmark_interval: float,
         title: str,
+        user_info: reviews.UserInfo,
     ) -> None:
+        self.user_info = user_info
         self.registry = registry
         self.store = store
         self.authenticator = authenticator
@@ -456,8 +442,10 @@ class _Api:
                 f"the server does not allow this method on the requested resource ({method})"
             )
         request.scope["fleet.verb"] = verb
+        user = str(request.scope.get("fleet.user") or "system:anonymous")
+        if reviews.is_review(target.rt):
+            return await self.review(request, target, verb, user)
         if self.authorizer is not None:
-            user = str(request.scope.get("fleet.user") or "system:anonymous")
             self.authorizer(Access(user, verb, target.rt, target.namespace, target.name, target.subresource))
         handlers: dict[str, Callable[[Request, _Target], Awaitable[Response]]] = {
             "watch": self.watch,
@@ -470,6 +458,38 @@ class _Api:
             "delete": self.delete,
         }
         return await handlers[verb](request, target)
+
+    def _allowed(self, access: Access) -> bool:
+        """What the authorizer decides for this access, as a yes or no (for the reviews)."""
+        if self.authorizer is None:
+            return True
+        try:
+            self.authorizer(access)
+        except Forbidden:
+            return False
+        return True
+
+    async def review(self, request: Request, target: _Target, verb: str, user: str) -> Response:
+        """A self review (:mod:`~fleet.apiserver.reviews`): answered, never stored; any
+        authenticated user may ask about itself."""
+        if verb != "create" or target.name is not None:
+            raise MethodNotAllowed(
+                f"the server does not allow this method on the requested resource ({request.method})"
+            )
+        content_type = request.headers.get("content-type", _JSON).split(";")[0].strip()
+        if content_type == protobuf.MEDIA_TYPE:  # what kubectl's typed clients send
+            body = protobuf.decode(await self._raw_body(request), target.rt.kind)
+        else:
+            body = await self._body(request)
+        answered = reviews.answer(
+            target.rt,
+            body,
+            user=user,
+            registry=self.registry,
+            allowed=self._allowed,
+            user_info=self.user_info,
+        )
+        return _json_response(answered, 201)
 
     def _render(self, request: Request, rt: ResourceType, obj: Obj, status: int = 200) -> Response:
         if wants_table(request.headers.get("accept", "")):
@@ -816,6 +836,7 @@ def build_app(
     version_info: Obj | None = None,
     bookmark_interval: float = _DEFAULT_BOOKMARK_INTERVAL,
     title: str = "fleet",
+    user_info: reviews.UserInfo = reviews.anonymous_info,
 ) -> Starlette:
     """A Kubernetes-compatible API for ``registry``'s kinds over ``store``.
 
@@ -824,6 +845,8 @@ def build_app(
     (discovery, OpenAPI and ``/metrics`` need authentication only; the health probes neither).
     ``app.state.api_hub`` is the :class:`StreamHub` of its watch streams (``serve.Server`` ends
     them when it stops); ``app.state.metrics_registry`` its Prometheus registry, also at ``/metrics``.
+    The review kinds of :mod:`~fleet.apiserver.reviews`, when ``registry`` serves them, are
+    answered from ``authorizer`` (``user_info`` says who a user is, for ``kubectl auth whoami``).
     """
     api = _Api(
         registry=registry,
@@ -833,6 +856,7 @@ def build_app(
         version_info=version_info or default_version_info(),
         bookmark_interval=bookmark_interval,
         title=title,
+        user_info=user_info,
     )
     every = ["GET", "POST", "PUT", "PATCH", "DELETE"]
     routes = [

@@ -17,6 +17,7 @@ from fleet.apiserver.patch import MergeRule
 
 __all__ = [
     "BASE_FIELD_SELECTORS",
+    "Access",
     "Obj",
     "PrinterColumn",
     "Registry",
@@ -118,6 +119,23 @@ class ResourceType:
     @property
     def supported_field_selectors(self) -> tuple[str, ...]:
         return BASE_FIELD_SELECTORS + self.field_selectors
+
+
+@dataclass(frozen=True)
+class Access:
+    """What a resource request asks to do, as an authorizer sees it (after authentication).
+
+    ``verb`` is the Kubernetes verb (get, list, watch, create, update, patch, delete,
+    deletecollection); ``namespace`` is ``None`` for a cluster-scoped kind or a request across
+    all namespaces; ``subresource`` is ``"status"`` or ``None``.
+    """
+
+    user: str
+    verb: str
+    resource: ResourceType
+    namespace: str | None
+    name: str | None
+    subresource: str | None
 
 
 class Registry:
