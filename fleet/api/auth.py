@@ -10,8 +10,10 @@ Authorization knows two kinds of group, so that a token file is the whole policy
     May do everything: apply the quota tree and policies, write job status, delete anything.
 ``namespace:<ns>``
     May create, read (get, list, watch) and delete AscendJobs in ``<ns>``, and read its Events
-    (what ``kubectl describe`` lists). Any authenticated user may read the fleet's shared
-    picture: Queues, MemberClusters, the ElasticQuotaTree and PropagationPolicies.
+    (what ``kubectl describe`` lists) and its Namespace: a list or watch of namespaces shows
+    only the namespaces of the token (:meth:`FleetAuthorizer.visible`). Any authenticated user
+    may read the fleet's shared picture: Queues, MemberClusters, the ElasticQuotaTree and
+    PropagationPolicies.
 
 ``kubectl auth can-i`` (with ``--list``) and ``kubectl auth whoami`` are answered from this same
 authorizer (:mod:`fleet.apiserver.reviews`), so what they say is what the API does.
@@ -37,6 +39,7 @@ from fleet.api.kinds import (
     ELASTIC_QUOTA_TREE,
     FLEET_ASCENDJOB,
     FLEET_EVENT,
+    FLEET_NAMESPACE,
     MEMBER_CLUSTER,
     PROPAGATION_POLICY,
     QUEUE,
@@ -163,6 +166,8 @@ class FleetAuthorizer:
         key = access.resource.key
         if key in _SHARED:
             return access.verb in _READ
+        if key == FLEET_NAMESPACE.key:  # a list shows only the caller's (see visible)
+            return access.verb in _READ and (access.name is None or access.name in identity.namespaces)
         if access.namespace is None or access.namespace not in identity.namespaces:
             return False
         if key == FLEET_ASCENDJOB.key:
@@ -171,6 +176,13 @@ class FleetAuthorizer:
         if key == FLEET_EVENT.key:
             return access.verb in _READ
         return False
+
+    def visible(self, access: Access, obj: Mapping[str, Any]) -> bool:
+        """Whether a listed or watched object may be shown: a tenant's namespaces only."""
+        identity = self._users.get(access.user)
+        if identity is None or identity.admin or access.resource.key != FLEET_NAMESPACE.key:
+            return identity is not None
+        return (obj.get("metadata") or {}).get("name") in identity.namespaces
 
     def user_info(self, user: str) -> dict[str, Any]:
         """Who ``user`` is, as ``kubectl auth whoami`` shows it (Kubernetes adds

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Final
 
-from fleet.apiserver.kinds import ASCENDJOB, EVENT
+from fleet.apiserver.kinds import ASCENDJOB, EVENT, NAMESPACE
 from fleet.apiserver.patch import MergeRule
 from fleet.apiserver.resources import Obj, PrinterColumn, ResourceType
 from fleet.apiserver.tables import json_path, since
@@ -36,11 +36,13 @@ __all__ = [
     "FLEET_ASCENDJOB",
     "FLEET_EVENT",
     "FLEET_GROUP",
+    "FLEET_NAMESPACE",
     "FLEET_VERSION",
     "MEMBER_CLUSTER",
     "PRIORITY_CLASS",
     "PROPAGATION_POLICY",
     "QUEUE",
+    "QUOTA_NODE_LABEL",
     "READ_VERBS",
     "amounts",
     "format_amounts",
@@ -79,6 +81,40 @@ FLEET_ASCENDJOB: Final = replace(
 )
 
 FLEET_EVENT: Final = EVENT
+
+#: The label and status field naming the quota tree node a namespace maps to.
+QUOTA_NODE_LABEL: Final = "fleet.io/quota-node"
+
+
+def _namespace_row(obj: Obj) -> list[Any]:
+    status = obj.get("status") or {}
+    return [
+        obj["metadata"]["name"],
+        str(status.get("phase") or ""),
+        since(obj["metadata"].get("creationTimestamp")),
+        str(status.get("quotaNode") or "<none>"),
+        str(status.get("queue") or "<none>"),
+    ]
+
+
+#: Namespaces at the fleet: a read-only view (:mod:`fleet.api.namespaces`), core/v1 as kubectl
+#: knows it, with the quota node and queue each maps to.
+FLEET_NAMESPACE: Final = replace(
+    NAMESPACE,
+    printer_columns=(
+        *NAMESPACE.printer_columns,
+        PrinterColumn("Quota-Node", "string", ".status.quotaNode", "The quota tree node of its jobs."),
+        PrinterColumn("Queue", "string", ".status.queue", "The queue of that node.", priority=1),
+    ),
+    table_row=_namespace_row,
+    has_status=False,
+    prepare_create=None,
+    verbs=READ_VERBS,
+    description=(
+        "A namespace of the fleet (read-only): one the ElasticQuotaTree binds or one holding objects, "
+        "with the quota node its jobs are charged to."
+    ),
+)
 
 _group, _, _version = POLICY_API_VERSION.partition("/")
 

@@ -8,6 +8,7 @@ from fleet.api.kinds import (
     ELASTIC_QUOTA_TREE,
     FLEET_ASCENDJOB,
     FLEET_EVENT,
+    FLEET_NAMESPACE,
     MEMBER_CLUSTER,
     PRIORITY_CLASS,
     PROPAGATION_POLICY,
@@ -23,7 +24,7 @@ __all__ = ["fleet_registry"]
 def fleet_registry() -> Registry:
     """AscendJob (adapter validation), Event, PropagationPolicy (model validation), the
     ElasticQuotaTree, PriorityClass (kube-apiserver's validation), and the computed MemberCluster
-    and Queue kinds; the self reviews of ``kubectl auth can-i`` and ``whoami``."""
+    Queue and Namespace kinds; the self reviews of ``kubectl auth can-i`` and ``whoami``."""
     return Registry(
         with_reviews(
             [
@@ -34,6 +35,7 @@ def fleet_registry() -> Registry:
                 replace(PRIORITY_CLASS, validate=validate_priority_class),
                 MEMBER_CLUSTER,
                 QUEUE,
+                FLEET_NAMESPACE,
             ]
         )
     )

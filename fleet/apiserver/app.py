@@ -55,6 +55,7 @@ __all__ = [
     "Authorizer",
     "StreamHub",
     "TokenAuthenticator",
+    "Visibility",
     "build_app",
     "default_version_info",
 ]
@@ -67,6 +68,9 @@ Authenticator = Callable[[Mapping[str, str]], str | None]
 
 #: Decides whether a request may go on: returns, or raises ``Forbidden`` (403).
 Authorizer = Callable[[Access], None]
+#: Whether an object a list or watch let through may be shown to the requester (a tenant sees
+#: only its own namespaces in ``kubectl get namespaces``); ``None``: everything listed is shown.
+Visibility = Callable[[Access, Obj], bool]
 
 _JSON: Final = "application/json"
 _MERGE_PATCH: Final = "application/merge-patch+json"
@@ -82,6 +86,8 @@ _MAX_WATCH_SECONDS: Final = 3600.0
 _WATCH_BATCH: Final = 256  # watch events at most per socket write
 # Not worth a warning: the normal outcome of a GET before create, of a race, of a stale watch.
 _QUIET_CODES: Final = frozenset({404, 409, 410})
+#: The verbs whose request carries an object.
+_BODY_VERBS: Final = frozenset({"create", "update", "patch"})
 #: The verb of each method on a named object.
 _ITEM_VERBS: Final = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
@@ -157,6 +163,20 @@ async def _drain_unread(request: Request) -> None:
         await bodies.drain(request.stream(), request.headers.get("content-length"))
 
 
+async def _only_shown(
+    events: AsyncIterator[WatchEvent], shown: Callable[[Obj], bool]
+) -> AsyncIterator[WatchEvent]:
+    """The watch events whose object may be shown (bookmarks and errors always)."""
+    try:
+        async for event in events:
+            if event.type in (ERROR, BOOKMARK) or shown(event.object):
+                yield event
+    finally:
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
 @dataclass(frozen=True)
 class _Target:
     rt: ResourceType
@@ -196,8 +216,10 @@ class _Api:
         bookmark_interval: float,
         title: str,
         user_info: reviews.UserInfo,
+        visibility: Visibility | None,
     ) -> None:
         self.user_info = user_info
+        self.visibility = visibility
         self.registry = registry
         self.store = store
         self.authenticator = authenticator
@@ -447,6 +469,16 @@ class _Api:
             return await self.review(request, target, verb, user)
         if self.authorizer is not None:
             self.authorizer(Access(user, verb, target.rt, target.namespace, target.name, target.subresource))
+        if target.subresource is None and verb in _BODY_VERBS and verb not in target.rt.verbs:
+            # Answered before the body is read: a kind that has no such verb refuses it whatever
+            # the body says (kubectl's typed clients send protobuf, which only reviews decode).
+            # Other verbs reach the kind's store, whose refusal says more.
+            read_only = set(target.rt.verbs) <= {"get", "list", "watch"}
+            raise MethodNotAllowed(
+                f"{target.rt.qualified} is read-only: {verb} is not supported"
+                if read_only
+                else f"{target.rt.qualified} does not support {verb}"
+            )
         handlers: dict[str, Callable[[Request, _Target], Awaitable[Response]]] = {
             "watch": self.watch,
             "list": self.list,
@@ -498,6 +530,15 @@ class _Api:
             return _json_response(build_table(rt, [obj], include_object=include, resource_version=rv), status)
         return _json_response(obj, status)
 
+    def _shown(self, request: Request, target: _Target) -> Callable[[Obj], bool] | None:
+        """The visibility test of this list or watch, or ``None`` when everything is shown."""
+        visibility = self.visibility
+        if visibility is None:
+            return None
+        user = str(request.scope.get("fleet.user") or "system:anonymous")
+        access = Access(user, str(request.scope.get("fleet.verb")), target.rt, target.namespace, None, None)
+        return lambda obj: visibility(access, obj)
+
     async def get(self, request: Request, target: _Target) -> Response:
         assert target.name is not None
         obj = await self.store.get(target.rt, target.namespace, target.name)
@@ -513,6 +554,9 @@ class _Api:
             limit=self._int_param(request, "limit"),
             continue_token=request.query_params.get("continue") or None,
         )
+        shown = self._shown(request, target)
+        if shown is not None:
+            items = [item for item in items if shown(item)]
         if wants_table(request.headers.get("accept", "")):
             include = request.query_params.get("includeObject", "Metadata")
             return _json_response(
@@ -680,6 +724,9 @@ class _Api:
             field_selector=fields,
             bookmark_interval=bookmarks,
         )
+        shown = self._shown(request, target)
+        if shown is not None:
+            events = _only_shown(events, shown)
 
         def line(event: WatchEvent, first: bool) -> bytes:
             obj = event.object
@@ -837,6 +884,7 @@ def build_app(
     bookmark_interval: float = _DEFAULT_BOOKMARK_INTERVAL,
     title: str = "fleet",
     user_info: reviews.UserInfo = reviews.anonymous_info,
+    visibility: Visibility | None = None,
 ) -> Starlette:
     """A Kubernetes-compatible API for ``registry``'s kinds over ``store``.
 
@@ -847,6 +895,7 @@ def build_app(
     them when it stops); ``app.state.metrics_registry`` its Prometheus registry, also at ``/metrics``.
     The review kinds of :mod:`~fleet.apiserver.reviews`, when ``registry`` serves them, are
     answered from ``authorizer`` (``user_info`` says who a user is, for ``kubectl auth whoami``).
+    ``visibility`` hides listed and watched objects a requester may not see.
     """
     api = _Api(
         registry=registry,
@@ -857,6 +906,7 @@ def build_app(
         bookmark_interval=bookmark_interval,
         title=title,
         user_info=user_info,
+        visibility=visibility,
     )
     every = ["GET", "POST", "PUT", "PATCH", "DELETE"]
     routes = [
