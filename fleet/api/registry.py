@@ -14,6 +14,7 @@ from fleet.api.kinds import (
     PROPAGATION_POLICY,
     QUEUE,
 )
+from fleet.api.schemas import with_schema
 from fleet.api.validation import validate_job, validate_policy, validate_priority_class
 from fleet.apiserver.resources import Registry
 from fleet.apiserver.reviews import with_reviews
@@ -24,17 +25,18 @@ __all__ = ["fleet_registry"]
 def fleet_registry() -> Registry:
     """AscendJob (adapter validation), Event, PropagationPolicy (model validation), the
     ElasticQuotaTree, PriorityClass (kube-apiserver's validation), and the computed MemberCluster
-    Queue and Namespace kinds; the self reviews of ``kubectl auth can-i`` and ``whoami``."""
+    Queue and Namespace kinds; the self reviews of ``kubectl auth can-i`` and ``whoami``. Each
+    kind with a file in :mod:`fleet.api.schemas` carries that schema (validation and OpenAPI)."""
     return Registry(
         with_reviews(
             [
-                replace(FLEET_ASCENDJOB, validate=validate_job),
+                replace(with_schema(FLEET_ASCENDJOB), validate=validate_job),
                 FLEET_EVENT,
-                replace(PROPAGATION_POLICY, validate=validate_policy),
-                ELASTIC_QUOTA_TREE,
-                replace(PRIORITY_CLASS, validate=validate_priority_class),
-                MEMBER_CLUSTER,
-                QUEUE,
+                replace(with_schema(PROPAGATION_POLICY), validate=validate_policy),
+                with_schema(ELASTIC_QUOTA_TREE),
+                replace(with_schema(PRIORITY_CLASS), validate=validate_priority_class),
+                with_schema(MEMBER_CLUSTER),
+                with_schema(QUEUE),
                 FLEET_NAMESPACE,
             ]
         )

@@ -44,6 +44,7 @@ from fleet.apiserver.errors import (
 )
 from fleet.apiserver.patch import apply_json_patch, apply_merge_patch, apply_strategic_merge_patch
 from fleet.apiserver.resources import Access, Obj, Registry, ResourceType
+from fleet.apiserver.schema import schema_causes
 from fleet.apiserver.selectors import FieldSelector, LabelSelector
 from fleet.apiserver.store import BOOKMARK, ERROR, Store, WatchEvent
 from fleet.apiserver.tables import build_table, wants_table
@@ -408,7 +409,10 @@ class _Api:
             # The store appends five characters (``generate_name``): validate a name that long.
             probe = {**obj, "metadata": {**meta, "name": meta["generateName"] + "xxxxx"}}
         causes = validate_metadata(probe, namespaced=rt.namespaced)
-        if rt.validate is not None:
+        typed = schema_causes(rt.schema, obj) if rt.schema is not None else []
+        if typed:  # the kind's own rules assume its schema holds
+            causes += typed
+        elif rt.validate is not None:
             specific = rt.validate(obj)
             # A kind's own rule for a field (a Namespace name is a label) replaces the generic one.
             overridden = {cause.field for cause in specific}
@@ -857,7 +861,7 @@ class _Api:
             return Response(
                 discovery.openapi_v2_protobuf(self.title, version), media_type=discovery.OPENAPI_V2_PROTOBUF
             )
-        return _json_response(discovery.openapi_v2_json(self.title, version))
+        return _json_response(discovery.openapi_v2_json(self.title, version, self.registry))
 
     async def openapi_v3(self, request: Request) -> Response:
         return _json_response(discovery.openapi_v3_index(self.registry, self.title))

@@ -88,6 +88,10 @@ class ResourceType:
     categories: tuple[str, ...] = ()
     #: What the kind is, for ``kubectl explain``.
     description: str = ""
+    #: The JSON Schema of the kind's own fields (:mod:`fleet.apiserver.schema`): validates its
+    #: objects and is its OpenAPI, so ``kubectl explain`` works at every depth. ``None``: an
+    #: open schema naming the top-level fields only.
+    schema: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
     verbs: tuple[str, ...] = field(
         default=("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
     )
