@@ -6,7 +6,8 @@
 * ElasticQuotaTree -> :class:`~fleet.api.quota_tree.TreeBackend` (checked, applied to the ledger);
 * PriorityClass -> :class:`~fleet.api.priority_classes.PriorityClassBackend` (defaulted; checked
   against the stored class and the other defaults);
-* Queue and MemberCluster -> computed views (:mod:`~fleet.api.quota_queues`, :mod:`~fleet.api.members`);
+* Queue, MemberCluster and Namespace -> computed views (:mod:`~fleet.api.quota_queues`,
+  :mod:`~fleet.api.members`, :mod:`~fleet.api.namespaces`);
 * Event and PropagationPolicy -> the plain object store (:class:`fleet.state.RedisStore`).
 
 With ``tokens`` the replica authenticates bearer tokens and authorizes with the two roles of
@@ -31,9 +32,17 @@ from starlette.applications import Starlette
 from fleet.api.auth import FleetAuthorizer, Identity, TokenAuthenticator
 from fleet.api.jobs import JobBackend
 from fleet.api.keys import DEFAULT_API_KEYS, ApiKeys
-from fleet.api.kinds import ELASTIC_QUOTA_TREE, FLEET_JOB_KINDS, MEMBER_CLUSTER, PRIORITY_CLASS, QUEUE
+from fleet.api.kinds import (
+    ELASTIC_QUOTA_TREE,
+    FLEET_JOB_KINDS,
+    FLEET_NAMESPACE,
+    MEMBER_CLUSTER,
+    PRIORITY_CLASS,
+    QUEUE,
+)
 from fleet.api.members import MemberNames, member_kind
 from fleet.api.metrics import QuotaCollector
+from fleet.api.namespaces import namespace_kind
 from fleet.api.priority_classes import PriorityClassBackend
 from fleet.api.quota_queues import queue_kind
 from fleet.api.quota_tree import TreeBackend
@@ -41,6 +50,7 @@ from fleet.api.registry import fleet_registry
 from fleet.api.store import FleetStore
 from fleet.api.warning_headers import WarningHeaders
 from fleet.apiserver.app import build_app
+from fleet.apiserver.reviews import anonymous_info
 from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS, DispatchKeys
 from fleet.jobs.durability import Durability
 from fleet.state import DEFAULT_STATE_KEYS, Objects, RedisStore, StateKeys
@@ -86,6 +96,7 @@ def build_fleet_api(
     ``poll_interval`` paces watches of the computed kinds; ``durability`` is what a submission
     waits for before it is acknowledged (:mod:`fleet.jobs.durability`).
     """
+    registry = fleet_registry()
     objects_store = RedisStore(aclient, state_keys, history=history, block_ms=block_ms)
     ledger = Ledger(client, quota_keys)
     objects = Objects(client, state_keys, history=history)
@@ -101,17 +112,25 @@ def build_fleet_api(
             MEMBER_CLUSTER.key: member_kind(
                 members, aclient, version, keys=dispatch_keys, interval=poll_interval
             ),
+            FLEET_NAMESPACE.key: namespace_kind(
+                ledger, aclient, registry, version, keys=state_keys, interval=poll_interval
+            ),
         },
     )
     authenticator = authorizer = None
+    user_info = anonymous_info
+    visibility = None
     if tokens is not None:
         authenticator = TokenAuthenticator(tokens)
         authorizer = FleetAuthorizer(tokens.values())
+        user_info, visibility = authorizer.user_info, authorizer.visible
     app = build_app(
-        fleet_registry(),
+        registry,
         store,
         authenticator=authenticator,
         authorizer=authorizer,
+        user_info=user_info,
+        visibility=visibility,
         bookmark_interval=bookmark_interval,
         title="fleet",
     )

@@ -10,8 +10,13 @@ Authorization knows two kinds of group, so that a token file is the whole policy
     May do everything: apply the quota tree and policies, write job status, delete anything.
 ``namespace:<ns>``
     May create, read (get, list, watch) and delete jobs of every kind Fleet serves in ``<ns>``,
-    and read its Events (what ``kubectl describe`` lists). Any authenticated user may read the fleet's shared
-    picture: Queues, MemberClusters, the ElasticQuotaTree and PropagationPolicies.
+    and read its Events (what ``kubectl describe`` lists) and its Namespace: a list or watch of
+    namespaces shows only the namespaces of the token (:meth:`FleetAuthorizer.visible`). Any
+    authenticated user may read the fleet's shared picture: Queues, MemberClusters, the
+    ElasticQuotaTree and PropagationPolicies.
+
+``kubectl auth can-i`` (with ``--list``) and ``kubectl auth whoami`` are answered from this same
+authorizer (:mod:`fleet.apiserver.reviews`), so what they say is what the API does.
 
 Everything else is 403, worded as kube-apiserver words it (``User "alice" cannot create resource
 "ascendjobs" in API group "mindxdl.gitee.com" in the namespace "b"``) so kubectl prints the
@@ -28,12 +33,13 @@ import io
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from fleet.api.kinds import (
     ELASTIC_QUOTA_TREE,
     FLEET_EVENT,
     FLEET_JOB_KINDS,
+    FLEET_NAMESPACE,
     MEMBER_CLUSTER,
     PROPAGATION_POLICY,
     QUEUE,
@@ -162,6 +168,8 @@ class FleetAuthorizer:
         key = access.resource.key
         if key in _SHARED:
             return access.verb in _READ
+        if key == FLEET_NAMESPACE.key:  # a list shows only the caller's (see visible)
+            return access.verb in _READ and (access.name is None or access.name in identity.namespaces)
         if access.namespace is None or access.namespace not in identity.namespaces:
             return False
         if key in _JOB_KINDS:
@@ -170,6 +178,22 @@ class FleetAuthorizer:
         if key == FLEET_EVENT.key:
             return access.verb in _READ
         return False
+
+    def visible(self, access: Access, obj: Mapping[str, Any]) -> bool:
+        """Whether a listed or watched object may be shown: a tenant's namespaces only."""
+        identity = self._users.get(access.user)
+        if identity is None or identity.admin or access.resource.key != FLEET_NAMESPACE.key:
+            return identity is not None
+        return (obj.get("metadata") or {}).get("name") in identity.namespaces
+
+    def user_info(self, user: str) -> dict[str, Any]:
+        """Who ``user`` is, as ``kubectl auth whoami`` shows it (Kubernetes adds
+        ``system:authenticated`` to every authenticated user's groups)."""
+        identity = self._users.get(user)
+        if identity is None:
+            return {"username": user, "groups": ["system:authenticated"]}
+        groups = [*sorted(identity.groups), "system:authenticated"]
+        return {"username": identity.user, "uid": identity.uid, "groups": groups}
 
     def __call__(self, access: Access) -> None:
         if not self.allows(access):

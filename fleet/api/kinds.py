@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Final
 
-from fleet.apiserver.kinds import EVENT
+from fleet.apiserver.kinds import EVENT, NAMESPACE
 from fleet.apiserver.patch import MergeRule
 from fleet.apiserver.resources import Obj, PrinterColumn, ResourceType
 from fleet.apiserver.tables import json_path, since
@@ -29,6 +29,7 @@ from fleet.policy import API_VERSION as POLICY_API_VERSION
 from fleet.policy import KIND as POLICY_KIND
 from fleet.workloads import KINDS, WorkloadAdapter
 from queues.quantity import format_quantity
+from queues.quantity import parse as parse_quantity
 from queues.tree import API_VERSION as TREE_API_VERSION
 from queues.tree import KIND as TREE_KIND
 
@@ -37,15 +38,19 @@ __all__ = [
     "FLEET_EVENT",
     "FLEET_GROUP",
     "FLEET_JOB_KINDS",
+    "FLEET_NAMESPACE",
     "FLEET_VERSION",
     "MEMBER_CLUSTER",
     "PRIORITY_CLASS",
     "PROPAGATION_POLICY",
     "QUEUE",
+    "QUOTA_NODE_LABEL",
     "READ_VERBS",
     "amounts",
     "fleet_kind",
     "format_amounts",
+    "nodes_by_free_cell",
+    "npus_cell",
 ]
 
 #: Fleet's own API group, for the kinds only Fleet has.
@@ -87,6 +92,40 @@ def fleet_kind(adapter: WorkloadAdapter) -> ResourceType:
 FLEET_JOB_KINDS: Final = tuple(fleet_kind(adapter) for adapter in KINDS)
 
 FLEET_EVENT: Final = EVENT
+
+#: The label and status field naming the quota tree node a namespace maps to.
+QUOTA_NODE_LABEL: Final = "fleet.io/quota-node"
+
+
+def _namespace_row(obj: Obj) -> list[Any]:
+    status = obj.get("status") or {}
+    return [
+        obj["metadata"]["name"],
+        str(status.get("phase") or ""),
+        since(obj["metadata"].get("creationTimestamp")),
+        str(status.get("quotaNode") or "<none>"),
+        str(status.get("queue") or "<none>"),
+    ]
+
+
+#: Namespaces at the fleet: a read-only view (:mod:`fleet.api.namespaces`), core/v1 as kubectl
+#: knows it, with the quota node and queue each maps to.
+FLEET_NAMESPACE: Final = replace(
+    NAMESPACE,
+    printer_columns=(
+        *NAMESPACE.printer_columns,
+        PrinterColumn("Quota-Node", "string", ".status.quotaNode", "The quota tree node of its jobs."),
+        PrinterColumn("Queue", "string", ".status.queue", "The queue of that node.", priority=1),
+    ),
+    table_row=_namespace_row,
+    has_status=False,
+    prepare_create=None,
+    verbs=READ_VERBS,
+    description=(
+        "A namespace of the fleet (read-only): one the ElasticQuotaTree binds or one holding objects, "
+        "with the quota node its jobs are charged to."
+    ),
+)
 
 _group, _, _version = POLICY_API_VERSION.partition("/")
 
@@ -269,15 +308,53 @@ def _ready(obj: Obj) -> Mapping[str, Any]:
     return {}
 
 
+def npus_cell(status: Mapping[str, Any] | None, field: str = "freeNPUs") -> str:
+    """``module-910b-8=16``: a member's NPUs by accelerator type (``<unknown>`` with no view)."""
+    per_type = (status or {}).get(field)
+    if not isinstance(per_type, Mapping):
+        return "<unknown>"
+    return ",".join(f"{kind}={count}" for kind, count in sorted(per_type.items())) or "0"
+
+
+def nodes_by_free_cell(status: Mapping[str, Any] | None) -> str:
+    """``module-910b-8=2x8+2x0``: per accelerator type, how many nodes have how many NPUs free."""
+    accelerators = (status or {}).get("accelerators")
+    if not isinstance(accelerators, list):
+        return "<unknown>"
+    cells = []
+    for entry in accelerators:
+        counts = entry.get("nodesByFreeNPUs") or {}
+        shape = "+".join(f"{nodes}x{npus}" for npus, nodes in counts.items()) or "0"
+        cells.append(f"{entry.get('type')}={shape}")
+    return ",".join(cells) or "0"
+
+
+def _total_cell(status: Mapping[str, Any] | None, resource: str) -> str:
+    """The member's free ``resource`` over all its accelerator types, as a quantity."""
+    accelerators = (status or {}).get("accelerators")
+    if not isinstance(accelerators, list):
+        return "<unknown>"
+    total = 0
+    for entry in accelerators:
+        raw = (entry.get("free") or {}).get(resource)
+        if raw is not None:
+            total += parse_quantity(resource, raw)
+    return format_quantity(resource, total)
+
+
 def _member_row(obj: Obj) -> list[Any]:
     ready = _ready(obj)
-    free = json_path(obj, ".status.freeNPUs") or {}
+    status = obj.get("status") or {}
     return [
         obj["metadata"]["name"],
         str(ready.get("status") or "Unknown"),
         since(ready.get("lastTransitionTime")),
         since(ready.get("lastProbeTime")),
-        ",".join(f"{kind}={count}" for kind, count in sorted(free.items())) or "<unknown>",
+        npus_cell(status),
+        npus_cell(status, "allocatableNPUs"),
+        nodes_by_free_cell(status),
+        _total_cell(status, "cpu"),
+        _total_cell(status, "memory"),
         str(ready.get("message") or ""),
     ]
 
@@ -296,11 +373,27 @@ MEMBER_CLUSTER: Final = ResourceType(
         PrinterColumn("Ready", "string", description="Whether the member answers its health probes."),
         PrinterColumn("Since", "string", description="Time since the readiness last changed."),
         PrinterColumn("Last-Probe", "string", description="Time since the syncer last probed it."),
-        PrinterColumn("Free-NPUs", "string", description="Free NPUs by accelerator type."),
+        PrinterColumn(
+            "Free-NPUs", "string", description="Free NPUs by accelerator type (after in-flight holds)."
+        ),
+        PrinterColumn(
+            "Allocatable-NPUs", "string", description="Allocatable NPUs by accelerator type.", priority=1
+        ),
+        PrinterColumn(
+            "Nodes-By-Free-NPUs",
+            "string",
+            description="Per accelerator type, nodes x free NPUs (2x8: two nodes with 8 free).",
+            priority=1,
+        ),
+        PrinterColumn("Free-CPU", "string", description="Free cpu of the usable nodes.", priority=1),
+        PrinterColumn("Free-Memory", "string", description="Free memory of the usable nodes.", priority=1),
         PrinterColumn("Message", "string", description="The last probe error, if any.", priority=1),
     ),
     table_row=_member_row,
-    description="A member cluster of the fleet and its health as the syncer last probed it (read-only).",
+    description=(
+        "A member cluster of the fleet: its health as the syncer last probed it and its capacity "
+        "per accelerator type as the dispatcher's capacity feed last saw it (read-only)."
+    ),
     verbs=READ_VERBS,
 )
 

@@ -20,6 +20,16 @@ The object::
     status:
       conditions: [{type: Ready, status: "True", reason: ProbeSucceeded, message: "",
                     lastTransitionTime: ..., lastProbeTime: ...}]
+      freeNPUs: {module-910b-8: 16}           # per accelerator type
+      allocatableNPUs: {module-910b-8: 32}
+      accelerators:                           # fleet.placement.view: what each number means
+      - {type: module-910b-8, nodes: 4, usableNodes: 4, nodesByFreeNPUs: {"8": 2, "0": 2},
+         allocatable: {cpu: "752", huawei.com/Ascend910: "32", memory: 6000Gi}, free: {...}}
+      capacityObservedTime: ...               # when the dispatcher's capacity feed saw it
+
+Capacity comes from the capacity hash (:mod:`fleet.dispatch.capacity`), which the dispatcher
+writes from its node and pod watches of every member; without a record (no dispatcher running,
+the member not listed yet) the capacity fields are absent and the tables say ``<unknown>``.
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,6 +47,7 @@ import redis.asyncio
 from fleet.api.computed import ComputedKind
 from fleet.api.kinds import MEMBER_CLUSTER
 from fleet.apiserver.resources import Obj
+from fleet.dispatch.capacity import OBSERVED, parse_capacity
 from fleet.dispatch.health import MemberHealth
 from fleet.dispatch.health import parse as parse_health
 from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS, DispatchKeys
@@ -46,6 +57,9 @@ from fleet.members.errors import redact
 __all__ = ["KubeconfigMembers", "MemberNames", "member_kind", "member_object", "members_from"]
 
 log = logging.getLogger("fleet.api.members")
+
+#: What the status shows of each accelerator type of a capacity record.
+_ACCELERATOR_FIELDS = ("type", "nodes", "usableNodes", "allocatable", "free", "nodesByFreeNPUs")
 
 MemberNames = Callable[[], list[str]]
 
@@ -98,8 +112,27 @@ def _timestamp(epoch: float) -> str | None:
         return None
 
 
-def member_object(name: str, health: MemberHealth | None) -> Obj:
-    """The MemberCluster of ``name`` from its health record (``None``: not probed yet)."""
+def capacity_status(record: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The status fields of a capacity record (:mod:`fleet.dispatch.capacity`); none without one
+    (the capacity of a member the feed has not listed is unknown, not zero)."""
+    if record is None:
+        return {}
+    accelerators = [a for a in record.get("accelerators", []) if isinstance(a, Mapping)]
+    out: dict[str, Any] = {
+        "freeNPUs": {str(a.get("type")): int(a.get("freeNPUs") or 0) for a in accelerators},
+        "allocatableNPUs": {str(a.get("type")): int(a.get("allocatableNPUs") or 0) for a in accelerators},
+        "accelerators": [{k: a[k] for k in _ACCELERATOR_FIELDS if k in a} for a in accelerators],
+    }
+    observed = record.get(OBSERVED)
+    stamp = _timestamp(float(observed)) if isinstance(observed, int | float) else None
+    if stamp is not None:
+        out["capacityObservedTime"] = stamp
+    return out
+
+
+def member_object(name: str, health: MemberHealth | None, capacity: Mapping[str, Any] | None = None) -> Obj:
+    """The MemberCluster of ``name`` from its health record (``None``: not probed yet) and its
+    capacity record (``None``: not seen yet)."""
     ready = None if health is None else health.ready
     if ready is None:
         status, reason = "Unknown", "NotProbed"
@@ -124,7 +157,7 @@ def member_object(name: str, health: MemberHealth | None) -> Obj:
         "apiVersion": MEMBER_CLUSTER.api_version,
         "kind": MEMBER_CLUSTER.kind,
         "metadata": {"name": name},
-        "status": {"conditions": [condition]},
+        "status": {"conditions": [condition], **capacity_status(capacity)},
     }
 
 
@@ -135,7 +168,7 @@ def _fingerprint(obj: Obj) -> Any:
         for c in obj.get("status", {}).get("conditions", [])
     ]
     labels = obj.get("metadata", {}).get("labels")
-    return (labels, conditions, obj.get("status", {}).get("freeNPUs"))
+    return (labels, conditions, obj.get("status", {}).get("accelerators"))
 
 
 def member_kind(
@@ -150,8 +183,16 @@ def member_kind(
 
     async def compute() -> list[Obj]:
         members = await asyncio.to_thread(names)
-        raw = await client.hmget(keys.health, members) if members else []
-        return [member_object(name, parse_health(value)) for name, value in zip(members, raw, strict=True)]
+        if not members:
+            return []
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.hmget(keys.health, members)
+            pipe.hmget(keys.capacity, members)
+            health, capacity = await pipe.execute()
+        return [
+            member_object(name, parse_health(h), parse_capacity(c))
+            for name, h, c in zip(members, health, capacity, strict=True)
+        ]
 
     return ComputedKind(MEMBER_CLUSTER, compute, version, fingerprint=_fingerprint, interval=interval)
 

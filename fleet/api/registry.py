@@ -8,13 +8,16 @@ from fleet.api.kinds import (
     ELASTIC_QUOTA_TREE,
     FLEET_EVENT,
     FLEET_JOB_KINDS,
+    FLEET_NAMESPACE,
     MEMBER_CLUSTER,
     PRIORITY_CLASS,
     PROPAGATION_POLICY,
     QUEUE,
 )
+from fleet.api.schemas import with_schema
 from fleet.api.validation import validate_job, validate_policy, validate_priority_class
 from fleet.apiserver.resources import Registry
+from fleet.apiserver.reviews import with_reviews
 
 __all__ = ["fleet_registry"]
 
@@ -22,15 +25,19 @@ __all__ = ["fleet_registry"]
 def fleet_registry() -> Registry:
     """The job kinds (adapter validation), Event, PropagationPolicy (model validation), the
     ElasticQuotaTree, PriorityClass (kube-apiserver's validation), and the computed MemberCluster
-    and Queue kinds."""
+    Queue and Namespace kinds; the self reviews of ``kubectl auth can-i`` and ``whoami``. Each
+    kind with a file in :mod:`fleet.api.schemas` carries that schema (validation and OpenAPI)."""
     return Registry(
-        [
-            *(replace(rt, validate=validate_job) for rt in FLEET_JOB_KINDS),
-            FLEET_EVENT,
-            replace(PROPAGATION_POLICY, validate=validate_policy),
-            ELASTIC_QUOTA_TREE,
-            replace(PRIORITY_CLASS, validate=validate_priority_class),
-            MEMBER_CLUSTER,
-            QUEUE,
-        ]
+        with_reviews(
+            [
+                *(replace(with_schema(rt), validate=validate_job) for rt in FLEET_JOB_KINDS),
+                FLEET_EVENT,
+                replace(with_schema(PROPAGATION_POLICY), validate=validate_policy),
+                with_schema(ELASTIC_QUOTA_TREE),
+                replace(with_schema(PRIORITY_CLASS), validate=validate_priority_class),
+                with_schema(MEMBER_CLUSTER),
+                with_schema(QUEUE),
+                FLEET_NAMESPACE,
+            ]
+        )
     )

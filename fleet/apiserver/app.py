@@ -28,12 +28,13 @@ from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from fleet import fastjson
-from fleet.apiserver import bodies, discovery
+from fleet.apiserver import bodies, discovery, protobuf, reviews
 from fleet.apiserver.errors import (
     ApiError,
     BadRequest,
     Cause,
     Conflict,
+    Forbidden,
     Invalid,
     MethodNotAllowed,
     NotFound,
@@ -42,7 +43,8 @@ from fleet.apiserver.errors import (
     status_object,
 )
 from fleet.apiserver.patch import apply_json_patch, apply_merge_patch, apply_strategic_merge_patch
-from fleet.apiserver.resources import Obj, Registry, ResourceType
+from fleet.apiserver.resources import Access, Obj, Registry, ResourceType
+from fleet.apiserver.schema import schema_causes
 from fleet.apiserver.selectors import FieldSelector, LabelSelector
 from fleet.apiserver.store import BOOKMARK, ERROR, Store, WatchEvent
 from fleet.apiserver.tables import build_table, wants_table
@@ -54,6 +56,7 @@ __all__ = [
     "Authorizer",
     "StreamHub",
     "TokenAuthenticator",
+    "Visibility",
     "build_app",
     "default_version_info",
 ]
@@ -64,25 +67,11 @@ log = logging.getLogger("fleet.apiserver")
 Authenticator = Callable[[Mapping[str, str]], str | None]
 
 
-@dataclass(frozen=True)
-class Access:
-    """What a resource request asks to do, as an authorizer sees it (after authentication).
-
-    ``verb`` is the Kubernetes verb (get, list, watch, create, update, patch, delete,
-    deletecollection); ``namespace`` is ``None`` for a cluster-scoped kind or a request across
-    all namespaces; ``subresource`` is ``"status"`` or ``None``.
-    """
-
-    user: str
-    verb: str
-    resource: ResourceType
-    namespace: str | None
-    name: str | None
-    subresource: str | None
-
-
 #: Decides whether a request may go on: returns, or raises ``Forbidden`` (403).
 Authorizer = Callable[[Access], None]
+#: Whether an object a list or watch let through may be shown to the requester (a tenant sees
+#: only its own namespaces in ``kubectl get namespaces``); ``None``: everything listed is shown.
+Visibility = Callable[[Access, Obj], bool]
 
 _JSON: Final = "application/json"
 _MERGE_PATCH: Final = "application/merge-patch+json"
@@ -98,6 +87,8 @@ _MAX_WATCH_SECONDS: Final = 3600.0
 _WATCH_BATCH: Final = 256  # watch events at most per socket write
 # Not worth a warning: the normal outcome of a GET before create, of a race, of a stale watch.
 _QUIET_CODES: Final = frozenset({404, 409, 410})
+#: The verbs whose request carries an object.
+_BODY_VERBS: Final = frozenset({"create", "update", "patch"})
 #: The verb of each method on a named object.
 _ITEM_VERBS: Final = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
@@ -173,6 +164,20 @@ async def _drain_unread(request: Request) -> None:
         await bodies.drain(request.stream(), request.headers.get("content-length"))
 
 
+async def _only_shown(
+    events: AsyncIterator[WatchEvent], shown: Callable[[Obj], bool]
+) -> AsyncIterator[WatchEvent]:
+    """The watch events whose object may be shown (bookmarks and errors always)."""
+    try:
+        async for event in events:
+            if event.type in (ERROR, BOOKMARK) or shown(event.object):
+                yield event
+    finally:
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
 @dataclass(frozen=True)
 class _Target:
     rt: ResourceType
@@ -211,7 +216,11 @@ class _Api:
         version_info: Obj,
         bookmark_interval: float,
         title: str,
+        user_info: reviews.UserInfo,
+        visibility: Visibility | None,
     ) -> None:
+        self.user_info = user_info
+        self.visibility = visibility
         self.registry = registry
         self.store = store
         self.authenticator = authenticator
@@ -400,7 +409,10 @@ class _Api:
             # The store appends five characters (``generate_name``): validate a name that long.
             probe = {**obj, "metadata": {**meta, "name": meta["generateName"] + "xxxxx"}}
         causes = validate_metadata(probe, namespaced=rt.namespaced)
-        if rt.validate is not None:
+        typed = schema_causes(rt.schema, obj) if rt.schema is not None else []
+        if typed:  # the kind's own rules assume its schema holds
+            causes += typed
+        elif rt.validate is not None:
             specific = rt.validate(obj)
             # A kind's own rule for a field (a Namespace name is a label) replaces the generic one.
             overridden = {cause.field for cause in specific}
@@ -456,9 +468,21 @@ class _Api:
                 f"the server does not allow this method on the requested resource ({method})"
             )
         request.scope["fleet.verb"] = verb
+        user = str(request.scope.get("fleet.user") or "system:anonymous")
+        if reviews.is_review(target.rt):
+            return await self.review(request, target, verb, user)
         if self.authorizer is not None:
-            user = str(request.scope.get("fleet.user") or "system:anonymous")
             self.authorizer(Access(user, verb, target.rt, target.namespace, target.name, target.subresource))
+        if target.subresource is None and verb in _BODY_VERBS and verb not in target.rt.verbs:
+            # Answered before the body is read: a kind that has no such verb refuses it whatever
+            # the body says (kubectl's typed clients send protobuf, which only reviews decode).
+            # Other verbs reach the kind's store, whose refusal says more.
+            read_only = set(target.rt.verbs) <= {"get", "list", "watch"}
+            raise MethodNotAllowed(
+                f"{target.rt.qualified} is read-only: {verb} is not supported"
+                if read_only
+                else f"{target.rt.qualified} does not support {verb}"
+            )
         handlers: dict[str, Callable[[Request, _Target], Awaitable[Response]]] = {
             "watch": self.watch,
             "list": self.list,
@@ -471,12 +495,53 @@ class _Api:
         }
         return await handlers[verb](request, target)
 
+    def _allowed(self, access: Access) -> bool:
+        """What the authorizer decides for this access, as a yes or no (for the reviews)."""
+        if self.authorizer is None:
+            return True
+        try:
+            self.authorizer(access)
+        except Forbidden:
+            return False
+        return True
+
+    async def review(self, request: Request, target: _Target, verb: str, user: str) -> Response:
+        """A self review (:mod:`~fleet.apiserver.reviews`): answered, never stored; any
+        authenticated user may ask about itself."""
+        if verb != "create" or target.name is not None:
+            raise MethodNotAllowed(
+                f"the server does not allow this method on the requested resource ({request.method})"
+            )
+        content_type = request.headers.get("content-type", _JSON).split(";")[0].strip()
+        if content_type == protobuf.MEDIA_TYPE:  # what kubectl's typed clients send
+            body = protobuf.decode(await self._raw_body(request), target.rt.kind)
+        else:
+            body = await self._body(request)
+        answered = reviews.answer(
+            target.rt,
+            body,
+            user=user,
+            registry=self.registry,
+            allowed=self._allowed,
+            user_info=self.user_info,
+        )
+        return _json_response(answered, 201)
+
     def _render(self, request: Request, rt: ResourceType, obj: Obj, status: int = 200) -> Response:
         if wants_table(request.headers.get("accept", "")):
             rv = obj.get("metadata", {}).get("resourceVersion", "")
             include = request.query_params.get("includeObject", "Metadata")
             return _json_response(build_table(rt, [obj], include_object=include, resource_version=rv), status)
         return _json_response(obj, status)
+
+    def _shown(self, request: Request, target: _Target) -> Callable[[Obj], bool] | None:
+        """The visibility test of this list or watch, or ``None`` when everything is shown."""
+        visibility = self.visibility
+        if visibility is None:
+            return None
+        user = str(request.scope.get("fleet.user") or "system:anonymous")
+        access = Access(user, str(request.scope.get("fleet.verb")), target.rt, target.namespace, None, None)
+        return lambda obj: visibility(access, obj)
 
     async def get(self, request: Request, target: _Target) -> Response:
         assert target.name is not None
@@ -493,6 +558,9 @@ class _Api:
             limit=self._int_param(request, "limit"),
             continue_token=request.query_params.get("continue") or None,
         )
+        shown = self._shown(request, target)
+        if shown is not None:
+            items = [item for item in items if shown(item)]
         if wants_table(request.headers.get("accept", "")):
             include = request.query_params.get("includeObject", "Metadata")
             return _json_response(
@@ -660,6 +728,9 @@ class _Api:
             field_selector=fields,
             bookmark_interval=bookmarks,
         )
+        shown = self._shown(request, target)
+        if shown is not None:
+            events = _only_shown(events, shown)
 
         def line(event: WatchEvent, first: bool) -> bytes:
             obj = event.object
@@ -790,7 +861,7 @@ class _Api:
             return Response(
                 discovery.openapi_v2_protobuf(self.title, version), media_type=discovery.OPENAPI_V2_PROTOBUF
             )
-        return _json_response(discovery.openapi_v2_json(self.title, version))
+        return _json_response(discovery.openapi_v2_json(self.title, version, self.registry))
 
     async def openapi_v3(self, request: Request) -> Response:
         return _json_response(discovery.openapi_v3_index(self.registry, self.title))
@@ -816,6 +887,8 @@ def build_app(
     version_info: Obj | None = None,
     bookmark_interval: float = _DEFAULT_BOOKMARK_INTERVAL,
     title: str = "fleet",
+    user_info: reviews.UserInfo = reviews.anonymous_info,
+    visibility: Visibility | None = None,
 ) -> Starlette:
     """A Kubernetes-compatible API for ``registry``'s kinds over ``store``.
 
@@ -824,6 +897,9 @@ def build_app(
     (discovery, OpenAPI and ``/metrics`` need authentication only; the health probes neither).
     ``app.state.api_hub`` is the :class:`StreamHub` of its watch streams (``serve.Server`` ends
     them when it stops); ``app.state.metrics_registry`` its Prometheus registry, also at ``/metrics``.
+    The review kinds of :mod:`~fleet.apiserver.reviews`, when ``registry`` serves them, are
+    answered from ``authorizer`` (``user_info`` says who a user is, for ``kubectl auth whoami``).
+    ``visibility`` hides listed and watched objects a requester may not see.
     """
     api = _Api(
         registry=registry,
@@ -833,6 +909,8 @@ def build_app(
         version_info=version_info or default_version_info(),
         bookmark_interval=bookmark_interval,
         title=title,
+        user_info=user_info,
+        visibility=visibility,
     )
     every = ["GET", "POST", "PUT", "PATCH", "DELETE"]
     routes = [

@@ -5,14 +5,18 @@ Discovery is served in the legacy formats (``APIVersions``, ``APIGroupList``, ``
 discovery first and falls back to these when the answer's content type is not the aggregated one.
 
 OpenAPI: kubectl fetches ``/openapi/v3`` (an index of group-versions, then one document per
-group-version) to learn whether the server validates fields itself, and, when it does not, uses
-``/openapi/v2`` (protobuf) for client-side validation; it skips validation of kinds the v2
-document does not define. The documents here are minimal but true: they list the paths and
-operations each group-version serves, with open schemas naming only each kind's top-level fields
-(enough for ``kubectl explain``). No PATCH operation carries a group-version-kind tag or the
-``fieldValidation`` parameter and the v2 document defines nothing, so kubectl validates nothing
-client-side, sends patches as it would without schemas (strategic merge from its built-in types
-for core kinds, JSON merge patch for AscendJob), and the server applies its own validation.
+group-version) for ``kubectl explain`` and to learn whether the server validates fields itself,
+and, when it does not, ``/openapi/v2`` (protobuf) for client-side validation; it skips
+client-side validation of kinds the v2 document does not define and sends
+``fieldValidation=Strict`` (``--validate=strict``, its default), which the server honours. A kind
+with a schema (:mod:`~fleet.apiserver.schema`) is served with it in full, ``$defs`` as named
+components, so ``kubectl explain`` works at every depth from the very schema that validates the
+kind's objects; other kinds get an open schema naming their top-level fields. The JSON v2
+document carries the same definitions; the protobuf one (what kubectl reads) stays empty, so
+kubectl validates nothing client-side and the server's answer is the validation. No PATCH
+operation carries a group-version-kind tag or the ``fieldValidation`` parameter, so kubectl
+sends patches as it would without schemas (strategic merge from its built-in types for core
+kinds, JSON merge patch for AscendJob).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import json
 from typing import Final
 
 from fleet.apiserver.resources import Obj, Registry, ResourceType
+from fleet.apiserver.schema import openapi
 
 __all__ = [
     "OPENAPI_V2_PROTOBUF",
@@ -178,13 +183,15 @@ def openapi_v3_document(registry: Registry, group: str, version: str, title: str
     if not types:
         return None
     paths: dict[str, Obj] = {}
+    schemas: dict[str, Obj] = {}
     for rt in types:
         paths.update(_paths(rt))
+        schemas.update(_schemas(rt))
     return {
         "openapi": "3.0.0",
         "info": {"title": title, "version": version},
         "paths": paths,
-        "components": {"schemas": {_schema_name(rt): _schema(rt) for rt in types}},
+        "components": {"schemas": schemas},
     }
 
 
@@ -195,6 +202,17 @@ def _gvk(rt: ResourceType) -> Obj:
 def _schema_name(rt: ResourceType) -> str:
     reversed_group = ".".join(reversed(rt.group.split("."))) if rt.group else "io.k8s.api.core"
     return f"{reversed_group}.{rt.version}.{rt.kind}"
+
+
+def _schemas(rt: ResourceType, *, v2: bool = False) -> dict[str, Obj]:
+    """The kind's definitions: from its schema (:mod:`~fleet.apiserver.schema`) when it has one,
+    else an open schema naming its top-level fields."""
+    if rt.schema is None:
+        return {_schema_name(rt): _schema(rt)}
+    extra: Obj = {"x-kubernetes-group-version-kind": [_gvk(rt)]}
+    if "description" not in rt.schema:
+        extra["description"] = rt.description or f"{rt.kind} ({rt.api_version})."
+    return openapi(_schema_name(rt), rt.schema, extra, v2=v2)
 
 
 def _schema(rt: ResourceType) -> Obj:
@@ -237,8 +255,18 @@ def openapi_v3_index(registry: Registry, title: str) -> Obj:
     return {"paths": paths}
 
 
-def openapi_v2_json(title: str, version: str) -> Obj:
-    return {"swagger": "2.0", "info": {"title": title, "version": version}, "paths": {}, "definitions": {}}
+def openapi_v2_json(title: str, version: str, registry: Registry | None = None) -> Obj:
+    """The v2 document in JSON: the kinds' definitions, no paths (see the module docstring)."""
+    definitions: dict[str, Obj] = {}
+    for rt in registry or ():
+        if rt.schema is not None:
+            definitions.update(_schemas(rt, v2=True))
+    return {
+        "swagger": "2.0",
+        "info": {"title": title, "version": version},
+        "paths": {},
+        "definitions": definitions,
+    }
 
 
 def _varint(value: int) -> bytes:

@@ -17,6 +17,7 @@ from fleet.apiserver.patch import MergeRule
 
 __all__ = [
     "BASE_FIELD_SELECTORS",
+    "Access",
     "Obj",
     "PrinterColumn",
     "Registry",
@@ -87,6 +88,10 @@ class ResourceType:
     categories: tuple[str, ...] = ()
     #: What the kind is, for ``kubectl explain``.
     description: str = ""
+    #: The JSON Schema of the kind's own fields (:mod:`fleet.apiserver.schema`): validates its
+    #: objects and is its OpenAPI, so ``kubectl explain`` works at every depth. ``None``: an
+    #: open schema naming the top-level fields only.
+    schema: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
     verbs: tuple[str, ...] = field(
         default=("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
     )
@@ -118,6 +123,23 @@ class ResourceType:
     @property
     def supported_field_selectors(self) -> tuple[str, ...]:
         return BASE_FIELD_SELECTORS + self.field_selectors
+
+
+@dataclass(frozen=True)
+class Access:
+    """What a resource request asks to do, as an authorizer sees it (after authentication).
+
+    ``verb`` is the Kubernetes verb (get, list, watch, create, update, patch, delete,
+    deletecollection); ``namespace`` is ``None`` for a cluster-scoped kind or a request across
+    all namespaces; ``subresource`` is ``"status"`` or ``None``.
+    """
+
+    user: str
+    verb: str
+    resource: ResourceType
+    namespace: str | None
+    name: str | None
+    subresource: str | None
 
 
 class Registry:

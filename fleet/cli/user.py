@@ -30,7 +30,7 @@ import urllib3
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from fleet.api.kinds import MEMBER_CLUSTER, QUEUE, amounts
+from fleet.api.kinds import MEMBER_CLUSTER, QUEUE, amounts, nodes_by_free_cell, npus_cell
 from fleet.apiserver.tables import since
 from fleet.cli.endpoint import (
     REQUEST_TIMEOUT,
@@ -606,23 +606,35 @@ def _ready(item: Mapping[str, Any]) -> Mapping[str, Any]:
 @kubeconfig_path_option
 @context_option
 def clusters(kubeconfig: Path, context: str) -> None:
-    """The member clusters: ready or not (and why), since when, and their free NPUs."""
+    """The member clusters: ready or not (and why), since when, their free and allocatable NPUs
+    per accelerator type, and how many nodes have how many NPUs free (``2x8``: two nodes with 8)."""
     items = _list_cluster_kind(
         kubeconfig, context, MEMBER_CLUSTER.group, MEMBER_CLUSTER.version, MEMBER_CLUSTER.plural
     )
     rows = []
     for item in items:
         ready = _ready(item)
-        free = (item.get("status") or {}).get("freeNPUs") or {}
+        status = item.get("status") or {}
         rows.append(
             [
                 _name(item),
                 str(ready.get("status") or "Unknown"),
                 since(ready.get("lastTransitionTime")),
                 since(ready.get("lastProbeTime")),
-                ",".join(f"{kind}={count}" for kind, count in sorted(free.items())) or "<unknown>",
+                npus_cell(status),
+                npus_cell(status, "allocatableNPUs"),
+                nodes_by_free_cell(status),
                 str(ready.get("message") or ""),
             ]
         )
-    headers = ["NAME", "READY", "SINCE", "LAST-PROBE", "FREE-NPUS", "MESSAGE"]
+    headers = [
+        "NAME",
+        "READY",
+        "SINCE",
+        "LAST-PROBE",
+        "FREE-NPUS",
+        "ALLOCATABLE-NPUS",
+        "NODES-BY-FREE-NPUS",
+        "MESSAGE",
+    ]
     click.echo(render_table(headers, rows, {1: state_style}), color=None)

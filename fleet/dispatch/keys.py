@@ -54,6 +54,12 @@ class DispatchKeys:
         return self.base + "health"
 
     @property
+    def capacity(self) -> str:
+        """Hash: member -> JSON of its capacity view as the dispatcher's feed last saw it
+        (:mod:`fleet.dispatch.capacity`)."""
+        return self.base + "capacity"
+
+    @property
     def degraded(self) -> str:
         """Hash: member -> JSON of its degraded mark (calls timing out), :mod:`fleet.dispatch.degraded`."""
         return self.base + "degraded"

@@ -15,6 +15,7 @@ import redis
 
 from fleet import collector
 from fleet.connections import mask_url, redis_from_url
+from fleet.dispatch.capacity import CapacityPublisher
 from fleet.dispatch.context import CLAIM_SECONDS, Context, install
 from fleet.dispatch.dispatcher import Dispatcher, DispatcherSettings
 from fleet.dispatch.health import read_health
@@ -40,7 +41,9 @@ def run_dispatcher(
     settings: DispatcherSettings | None = None,
     sync_timeout: float = 5.0,
 ) -> None:
-    """Watch every member's capacity and dispatch while leading, until ``stop`` is set.
+    """Watch every member's capacity and dispatch while leading, until ``stop`` is set. The
+    capacity each member has is also published for the MemberCluster kind
+    (:class:`fleet.dispatch.capacity.CapacityPublisher`).
 
     It decides with the members it can see: it waits (at most ``sync_timeout``) only for the
     members to be listed or to fail a first list, never for an unreachable one to come back, and
@@ -52,6 +55,8 @@ def run_dispatcher(
     placer = Placer(ctx.reservations)
     feeder = CapacityFeeder(placer, ctx.members)
     feeder.start()
+    publisher = CapacityPublisher(placer, feeder.lock, ctx.client, ctx.keys)
+    publisher.start()
     try:
         try:
             down = [
@@ -77,6 +82,7 @@ def run_dispatcher(
         log.info("event=dispatcher_started members=%d", len(ctx.members))
         dispatcher.run(stop)
     finally:
+        publisher.stop()
         feeder.stop()
         ctx.close()
         log.info("event=dispatcher_stopped")

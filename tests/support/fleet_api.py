@@ -11,6 +11,7 @@ token when given; :func:`official_client` makes the official ``kubernetes`` clie
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import threading
 from collections.abc import Coroutine, Mapping
 from concurrent.futures import Future
@@ -27,6 +28,7 @@ from fleet.api.app import FleetApi, build_fleet_api
 from fleet.api.auth import Identity
 from fleet.api.members import MemberNames
 from fleet.apiserver import Server
+from fleet.local.tls import make_certificates
 from tests.support.net import free_port
 
 T = TypeVar("T")
@@ -49,8 +51,13 @@ class FleetApiThread:
         members: MemberNames = list,
         poll_interval: float = 0.2,
         bookmark_interval: float = 0.5,
+        tls: bool = False,
     ) -> None:
         self.client = client
+        #: With ``tls``, served over HTTPS with a private CA's certificate (kubectl sends bearer
+        #: tokens only over HTTPS); ``kubeconfig()`` then carries the CA.
+        self.certificates = make_certificates("127.0.0.1") if tls else None
+        self._tls_dir: tempfile.TemporaryDirectory[str] | None = None
         self.port = free_port()
         self._tokens = tokens
         self._members = members
@@ -66,7 +73,7 @@ class FleetApiThread:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.certificates else 'http'}://127.0.0.1:{self.port}"
 
     def call(self, coro: Coroutine[Any, Any, T], timeout: float = 10.0) -> T:
         future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
@@ -83,13 +90,19 @@ class FleetApiThread:
             bookmark_interval=self._bookmark_interval,
             block_ms=100,
         )
-        self.server = Server(self.replica.app, "127.0.0.1", self.port, grace=1)
+        files = None
+        if self.certificates is not None:
+            self._tls_dir = tempfile.TemporaryDirectory(prefix="fleet-api-tls-")
+            files = self.certificates.write(Path(self._tls_dir.name))
+        self.server = Server(self.replica.app, "127.0.0.1", self.port, grace=1, tls=files)
         await self.server.start()
 
     async def _teardown(self) -> None:
         await self.server.stop()
         await self.replica.close()
         await self._aclient.aclose()
+        if self._tls_dir is not None:
+            self._tls_dir.cleanup()
 
     def start(self) -> FleetApiThread:
         self._thread.start()
@@ -119,7 +132,8 @@ class FleetApiThread:
             "clusters:\n"
             f"- name: {context}\n"
             f"  cluster:\n    server: {self.url}\n"
-            "users:\n"
+            + (f"    certificate-authority-data: {self.certificates.ca_data}\n" if self.certificates else "")
+            + "users:\n"
             f"- name: {context}\n"
             f"{user}"
             "contexts:\n"

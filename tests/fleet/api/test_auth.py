@@ -256,3 +256,44 @@ def test_the_token_file_refuses_ambiguity_without_echoing_tokens() -> None:
     for error in (listed_twice, two_groups):
         assert "line 2" in str(error.value)
         assert "secret" not in str(error.value)
+
+
+def can_i(server: FleetApiThread, who: str, kind: str, verb: str) -> tuple[int, Any]:
+    """A SelfSubjectAccessReview of ``verb`` on the matrix's ``kind``, as kubectl auth can-i posts it."""
+    parts = KINDS[kind].collection.strip("/").split("/")
+    group = "" if parts[0] == "api" else parts[1]
+    namespace = parts[parts.index("namespaces") + 1] if "namespaces" in parts else ""
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {
+            "resourceAttributes": {
+                "namespace": namespace,
+                "verb": verb,
+                "group": group,
+                "resource": parts[-1],
+                "name": KINDS[kind].existing if verb in ("get", "delete") else "",
+            }
+        },
+    }
+    return call(
+        server,
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        review,
+        token=TOKENS.get(who),
+    )
+
+
+@pytest.mark.parametrize(("who", "kind", "verb"), CASES)
+def test_can_i_answers_what_the_request_would_get(
+    server: FleetApiThread, who: str, kind: str, verb: str
+) -> None:
+    """Yes exactly where the request is let through (not 401, 403, nor 405: a verb the kind does
+    not serve is a no)."""
+    code, answer = can_i(server, who, kind, verb)
+    if who == "anonymous":
+        assert code == 401
+        return
+    assert code == 201, answer
+    assert answer["status"]["allowed"] is (expected(who, kind, verb) not in (401, 403, 405))

@@ -79,7 +79,19 @@ def mkubectl(members_api: tuple[FleetApiThread, Path], tmp_path: Path) -> Kubect
 
 def test_kubectl_lists_members_with_their_health(mkubectl: Kubectl) -> None:
     rows = table(mkubectl("get", "memberclusters", "-o", "wide").stdout)
-    assert rows[0] == ["NAME", "READY", "SINCE", "LAST-PROBE", "FREE-NPUS", "MESSAGE"]
+    assert rows[0] == [
+        "NAME",
+        "READY",
+        "SINCE",
+        "LAST-PROBE",
+        "FREE-NPUS",
+        "ALLOCATABLE-NPUS",
+        "NODES-BY-FREE-NPUS",
+        "FREE-CPU",
+        "FREE-MEMORY",
+        "MESSAGE",
+    ]
+    assert rows[1][4:9] == ["<unknown>"] * 5  # no dispatcher has seen its capacity
     assert rows[1][:2] == ["member-1", "True"]
     assert rows[2][:2] == ["member-2", "False"]
     assert rows[2][-2:] == ["connection", "refused"]

@@ -144,7 +144,7 @@ REFUSED = [
         (
             {"replicas": '"2"'},
             "spec.replicaSpecs.Worker.replicas",
-            'must be an integer, not a string ("2")',
+            'spec.replicaSpecs.Worker.replicas in body must be of type integer: "2"',
         ),
         id="replicas-as-a-string",
     ),
@@ -152,7 +152,7 @@ REFUSED = [
         (
             {"replicas": "true"},
             "spec.replicaSpecs.Worker.replicas",
-            "must be an integer, not a boolean (true)",
+            "spec.replicaSpecs.Worker.replicas in body must be of type integer: true",
         ),
         id="replicas-as-a-boolean",
     ),
@@ -229,7 +229,7 @@ def test_what_a_member_would_refuse_is_refused_at_submission(
 def test_a_server_dry_run_refuses_the_same(with_tree: Kubectl, fleet_redis: redis.Redis) -> None:
     before = keyspace(fleet_redis)
     done = with_tree("create", "--dry-run=server", "-f", "-", stdin=manifest(replicas='"2"'), ok=False)
-    assert "spec.replicaSpecs.Worker.replicas: must be an integer" in done.stderr
+    assert "spec.replicaSpecs.Worker.replicas in body must be of type integer" in done.stderr
     assert keyspace(fleet_redis) == before
 
 
