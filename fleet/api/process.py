@@ -58,6 +58,7 @@ async def run_api(
     host: str = "127.0.0.1",
     port: int = 8080,
     metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
     tls: tuple[Path, Path] | None = None,
     stop: asyncio.Event | None = None,
     durability: Durability | None = None,
@@ -101,8 +102,8 @@ async def run_api(
                 "event=auth_enabled tokens=%d admins=%d admin_group=%s", len(tokens), admins, ADMIN_GROUP
             )
         if metrics_port is not None:
-            start_http_server(metrics_port, addr="127.0.0.1", registry=replica.app.state.metrics_registry)
-            log.info("event=metrics_listening host=127.0.0.1 port=%d", metrics_port)
+            start_http_server(metrics_port, addr=metrics_host, registry=replica.app.state.metrics_registry)
+            log.info("event=metrics_listening host=%s port=%d", metrics_host, metrics_port)
         log.info(
             "event=api_started url=%s members=%d kubeconfig=%s",
             server.url,

@@ -47,6 +47,9 @@ def _register() -> None:
     main.add_command(describe)
     main.add_command(queues)
     main.add_command(clusters)
+    from fleet.cli.member import member
+
+    main.add_command(member)
     from fleet.cli.up import up
 
     main.add_command(up)

@@ -60,6 +60,7 @@ def dispatcher(
     redis_url: str,
     kubeconfig: Path | None,
     metrics_port: int | None,
+    metrics_host: str,
     log_level: str,
     lease_seconds: float,
     no_pin: bool,
@@ -72,7 +73,7 @@ def dispatcher(
     from fleet.dispatch.process import run_dispatcher
 
     setup_logging(log_level)
-    serve_metrics(metrics_port)
+    serve_metrics(metrics_port, metrics_host)
     stop = threading.Event()
     on_termination(stop)
     settings = DispatcherSettings(
@@ -104,6 +105,7 @@ def worker(
     redis_url: str,
     kubeconfig: Path | None,
     metrics_port: int | None,
+    metrics_host: str,
     log_level: str,
     burst: bool,
     claim_seconds: float,
@@ -112,7 +114,7 @@ def worker(
     from fleet.dispatch.process import run_worker
 
     setup_logging(log_level)
-    serve_metrics(metrics_port)
+    serve_metrics(metrics_port, metrics_host)
     run_worker(redis_url, kubeconfig, burst=burst, claim_seconds=claim_seconds)
 
 
@@ -131,6 +133,7 @@ def syncer(
     redis_url: str,
     kubeconfig: Path | None,
     metrics_port: int | None,
+    metrics_host: str,
     log_level: str,
     probe_interval: float,
     failure_threshold: int,
@@ -141,7 +144,7 @@ def syncer(
     from fleet.dispatch.syncer import SyncerSettings
 
     setup_logging(log_level)
-    serve_metrics(metrics_port)
+    serve_metrics(metrics_port, metrics_host)
     stop = threading.Event()
     on_termination(stop)
     settings = SyncerSettings(

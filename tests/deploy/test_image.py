@@ -66,7 +66,7 @@ def test_every_role_runs_from_the_wheel_alone(wheel_venv: tuple[Path, Path], tmp
     where = _run([str(bin_dir / "python"), "-c", probe], tmp_path, env)
     assert str(ROOT) not in where and str(bin_dir.parent) in where
     listed = _run([str(bin_dir / "fleet"), "--help"], tmp_path, env)
-    for role in ROLES:
+    for role in (*ROLES, "member"):
         assert re.search(rf"^\s+{role}\s", listed, re.MULTILINE), f"fleet --help does not list {role}"
         usage = _run([str(bin_dir / "fleet"), role, "--help"], tmp_path, env)
         assert usage.startswith(f"Usage: fleet {role} "), usage
