@@ -128,6 +128,19 @@ def worker(
     "--failure-threshold", type=int, default=3, show_default=True, help="Failed probes to NotReady."
 )
 @click.option("--success-threshold", type=int, default=1, show_default=True, help="Good probes to Ready.")
+@click.option(
+    "--sharded",
+    is_flag=True,
+    help="Share the members with the other --sharded syncers through leases in Redis (run any "
+    "number of them); without it this syncer acts on every member, and must be the only one.",
+)
+@click.option(
+    "--ownership-seconds",
+    type=click.FloatRange(min=0.5),
+    default=5.0,
+    show_default=True,
+    help="With --sharded: a member's lease time, how long a killed syncer's members wait for another.",
+)
 def syncer(
     *,
     redis_url: str,
@@ -138,6 +151,8 @@ def syncer(
     probe_interval: float,
     failure_threshold: int,
     success_threshold: int,
+    sharded: bool,
+    ownership_seconds: float,
 ) -> None:
     """Mirror member status to the fleet, probe members, fail over, purge, finish deletions."""
     from fleet.dispatch.process import run_syncer
@@ -152,4 +167,5 @@ def syncer(
         failure_threshold=failure_threshold,
         success_threshold=success_threshold,
     )
-    run_syncer(redis_url, kubeconfig, stop, settings=settings)
+    ownership = ownership_seconds if sharded else None
+    run_syncer(redis_url, kubeconfig, stop, settings=settings, ownership_seconds=ownership)

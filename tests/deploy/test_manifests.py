@@ -141,6 +141,9 @@ def test_the_roles_are_highly_available_and_budgeted(rendered: list[Doc]) -> Non
     deployments = _deployments(rendered)
     assert deployments["fleet-api"]["spec"]["replicas"] >= 2
     assert deployments["fleet-dispatcher"]["spec"]["replicas"] == 2
+    syncer = deployments["fleet-syncer"]
+    assert syncer["spec"]["replicas"] >= 2
+    assert "--sharded" in syncer["spec"]["template"]["spec"]["containers"][0]["args"]
     budgets = [d for d in rendered if d["kind"] == "PodDisruptionBudget"]
     for deployment, _container in _fleet_containers(rendered):
         labels = deployment["spec"]["template"]["metadata"]["labels"]
