@@ -26,6 +26,7 @@ Prints a line per member count and ends with one JSON line of all figures.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import multiprocessing
 import os
@@ -39,9 +40,12 @@ from typing import Any
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.dispatch_bench import _cpu_seconds, _submit_all, _wait
+from bench.dispatch_bench import _cpu_seconds, _one_npu_job, _wait
 from fleet.connections import redis_from_url
 from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS
+from fleet.jobs import submit
+from fleet.state import Objects
+from queues import Ledger
 from tests.support.fleet import FleetProcesses
 from tests.support.net import free_port
 from tests.support.redis_server import RedisServer
@@ -56,6 +60,20 @@ POOL = {
     },
     "allocatable": {"huawei.com/Ascend910": "8", "cpu": "188", "memory": "1500Gi", "pods": "110"},
 }
+
+
+def _queue(url: str, numbers: range, ready: Any, go: Any) -> None:
+    """One client's submissions, as the API stores and queues them (one parsed template copied:
+    parsing the sample per job would cost more than submitting it)."""
+    client = redis_from_url(url)
+    objects, ledger = Objects(client), Ledger(client)
+    template = _one_npu_job(0)
+    ready.set()
+    go.wait()
+    for i in numbers:
+        obj = copy.deepcopy(template)
+        obj["metadata"]["name"] = f"b{i}"
+        submit(objects, ledger, obj)
 
 
 def _topology(names: list[str], nodes: int) -> dict[str, Any]:
@@ -154,10 +172,10 @@ def _measure(
 ) -> dict[str, Any]:
     # 1. The queue, before any dispatcher runs.
     spawn = multiprocessing.get_context("spawn")
-    go, report = spawn.Event(), spawn.Queue()
+    go = spawn.Event()
     readies = [spawn.Event() for _ in range(2)]
     submitters = [
-        spawn.Process(target=_submit_all, args=(server.url, range(k, args.queued, 2), ready, go, report))
+        spawn.Process(target=_queue, args=(server.url, range(k, args.queued, 2), ready, go))
         for k, ready in enumerate(readies)
     ]
     for submitter in submitters:
