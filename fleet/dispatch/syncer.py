@@ -225,14 +225,15 @@ class Syncer:
         for name in owned:
             self._adopt(name)
         self._spawn("deletions", self._follow_deletions, stop)
+        if self.shards is not None:
+            # Its own thread, as the dispatcher's lease renewer: a long tick must not let the
+            # leases lapse.
+            self._spawn("ownership", self._keep_ownership, self.shards, list(members), stop)
         log.info("event=syncer_started members=%d owned=%d", len(members), len(owned))
-        last_resync = last_balance = time.monotonic()
+        last_resync = time.monotonic()
         try:
             while not stop.wait(self.settings.tick):
                 try:
-                    if self.shards is not None and time.monotonic() - last_balance >= self.shards.interval:
-                        last_balance = time.monotonic()
-                        self._rebalance(self.shards.balance(list(members)))
                     self._tick()
                     if time.monotonic() - last_resync > self.settings.resync_every:
                         self._resync()
@@ -240,12 +241,14 @@ class Syncer:
                 except Exception:  # Redis away: log, keep going, the next tick tries again
                     log.exception("event=tick_failed")
         finally:
-            for watcher in self._watchers.values():
+            for watcher in list(self._watchers.values()):
                 watcher.stop()
-            for probing in self._probing.values():
+            for probing in list(self._probing.values()):
                 probing.set()
-            for thread in self._threads:
+            for thread in list(self._threads):
                 thread.join(5)
+            for watcher in list(self._watchers.values()):  # adopted by a last round meanwhile
+                watcher.stop()
             if self.shards is not None:
                 self.shards.release()
             log.info("event=syncer_stopped")
@@ -253,7 +256,20 @@ class Syncer:
     # -- ownership (sharded syncers) ------------------------------------------------------------
 
     def _mine(self, member: str) -> bool:
+        """Whether this syncer may decide for ``member`` now (its lease held and fresh)."""
         return self.shards is None or self.shards.owns(member)
+
+    def _watching(self, member: str) -> bool:
+        """Whether events of ``member`` are still this syncer's to apply: until it lets the member
+        go (a write from a lease about to lapse is a compare-and-set its successor repeats)."""
+        return self.shards is None or member in self._watchers
+
+    def _keep_ownership(self, shards: Shards, members: list[str], stop: threading.Event) -> None:
+        while not stop.wait(shards.interval):
+            try:
+                self._rebalance(shards.balance(members))
+            except Exception:  # a member's watch failing to start: the next round tries again
+                log.exception("event=rebalance_failed")
 
     def _adopt(self, name: str) -> None:
         """Start watching and probing ``name`` (its watch lists every copy first)."""
@@ -299,7 +315,8 @@ class Syncer:
 
     def wait_synced(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
-        return all(w.wait_synced(max(0.0, deadline - time.monotonic())) for w in self._watchers.values())
+        watchers = list(self._watchers.values())
+        return all(w.wait_synced(max(0.0, deadline - time.monotonic())) for w in watchers)
 
     def _policy_list(self) -> list[PropagationPolicy]:
         at, policies = self._policies
@@ -314,7 +331,7 @@ class Syncer:
     # -- member copies --------------------------------------------------------------------------
 
     def _on_event(self, event: WatchEvent) -> None:
-        if not self._mine(event.member):
+        if not self._watching(event.member):
             return  # a late event of a member let go: its new owner has seen it in its list
         if event.type == SYNC:
             self._observe(event.member, list(event.objects))
@@ -329,7 +346,7 @@ class Syncer:
         run: list[Mapping[str, Any]] = []
         names: set[tuple[str, str]] = set()
         member = events[0].member
-        if not self._mine(member):
+        if not self._watching(member):
             return
         for event in events:
             if event.object is None:
@@ -704,10 +721,11 @@ class Syncer:
                 name,
                 detail or error,
             )
-        if turned and ready and name in self._watchers:
+        watcher = self._watchers.get(name)
+        if turned and ready and watcher is not None:
             # Back from an outage: a resumed watch reports only changes, so look again at every
             # copy it knows; those its jobs left meanwhile are stale now and get purged.
-            self._observe(name, self._watchers[name].snapshot())
+            self._observe(name, watcher.snapshot())
         try:
             write_health(self.ctx.client, self.ctx.keys, name, health)
         except Exception as exc:  # Redis away: the next probe writes again
