@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: up test lint typecheck unit install clean
+.PHONY: up test lint typecheck unit install clean wheel wheelhouse image
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Fleet needs Python 3.11+")'
@@ -26,8 +26,23 @@ typecheck: $(STAMP)
 test: lint typecheck
 	$(BIN)/pytest -n 2 --dist loadfile
 
+# The image's inputs (deploy/Dockerfile installs exactly these): Fleet's wheel, then the wheels of
+# everything it depends on, so that an install needs no index (pip's cache serves repeated builds).
+DIST ?= dist
+WHEEL := $(DIST)/fleet-$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)-py3-none-any.whl
+
+wheel: $(STAMP)
+	$(BIN)/python -m pip wheel -q --no-deps -w $(DIST) .
+
+wheelhouse: wheel
+	$(BIN)/python -m pip wheel -q -w $(DIST)/wheelhouse $(WHEEL)
+
+IMAGE ?= fleet:dev
+image:
+	docker build -f deploy/Dockerfile -t $(IMAGE) .
+
 unit: $(STAMP)
 	$(BIN)/pytest -m 'not integration'
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(DIST) .mypy_cache .pytest_cache .ruff_cache .hypothesis

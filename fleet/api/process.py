@@ -16,38 +16,22 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
-import redis
-import redis.asyncio
 from prometheus_client import start_http_server
-from redis.asyncio.retry import Retry as AsyncRetry
-from redis.backoff import ExponentialBackoff
 
 from fleet import collector
 from fleet.api.app import build_fleet_api
 from fleet.api.auth import ADMIN_GROUP, load_token_file
 from fleet.api.members import members_from
 from fleet.apiserver.serve import Server
-from fleet.connections import mask_url, redis_from_url
+from fleet.connections import async_redis_from_url, mask_url, redis_from_url
 from fleet.jobs.durability import Durability, check_server
 
-__all__ = ["async_redis_from_url", "run_api"]
+__all__ = ["async_redis_from_url", "run_api"]  # async_redis_from_url: re-exported from fleet.connections
 
 log = logging.getLogger("fleet.api")
 
 #: A request retries a lost Redis connection briefly, then answers 503 (clients retry).
 _RETRIES = 3
-
-
-def async_redis_from_url(url: str, *, retries: int = _RETRIES) -> redis.asyncio.Redis:
-    """The asyncio twin of :func:`fleet.connections.redis_from_url`."""
-    return redis.asyncio.Redis.from_url(
-        url,
-        retry=AsyncRetry(ExponentialBackoff(cap=1.0, base=0.05), retries),
-        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
-        health_check_interval=10,
-        socket_connect_timeout=2.0,
-        socket_keepalive=True,
-    )
 
 
 async def run_api(
@@ -58,6 +42,7 @@ async def run_api(
     host: str = "127.0.0.1",
     port: int = 8080,
     metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
     tls: tuple[Path, Path] | None = None,
     stop: asyncio.Event | None = None,
     durability: Durability | None = None,
@@ -101,8 +86,8 @@ async def run_api(
                 "event=auth_enabled tokens=%d admins=%d admin_group=%s", len(tokens), admins, ADMIN_GROUP
             )
         if metrics_port is not None:
-            start_http_server(metrics_port, addr="127.0.0.1", registry=replica.app.state.metrics_registry)
-            log.info("event=metrics_listening host=127.0.0.1 port=%d", metrics_port)
+            start_http_server(metrics_port, addr=metrics_host, registry=replica.app.state.metrics_registry)
+            log.info("event=metrics_listening host=%s port=%d", metrics_host, metrics_port)
         log.info(
             "event=api_started url=%s members=%d kubeconfig=%s",
             server.url,

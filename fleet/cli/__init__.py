@@ -10,7 +10,11 @@ import click
 
 from fleet import __version__
 
-__all__ = ["main"]
+__all__ = ["ROLES", "main"]
+
+#: The subcommands that run as long-lived processes in a control-plane cluster, each a Deployment
+#: of ``deploy/`` (the image's entry point is ``fleet``; a Deployment's args start with the role).
+ROLES = ("api", "dispatcher", "worker", "syncer")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -43,6 +47,9 @@ def _register() -> None:
     main.add_command(describe)
     main.add_command(queues)
     main.add_command(clusters)
+    from fleet.cli.member import member
+
+    main.add_command(member)
     from fleet.cli.up import up
 
     main.add_command(up)

@@ -73,6 +73,7 @@ def api(
     host: str,
     port: int,
     metrics_port: int | None,
+    metrics_host: str,
     tls_cert_file: Path | None,
     tls_private_key_file: Path | None,
     durability: str,
@@ -108,6 +109,7 @@ def api(
                 host=host,
                 port=port,
                 metrics_port=metrics_port,
+                metrics_host=metrics_host,
                 tls=tls,
                 durability=wait,
             )

@@ -60,6 +60,7 @@ def dispatcher(
     redis_url: str,
     kubeconfig: Path | None,
     metrics_port: int | None,
+    metrics_host: str,
     log_level: str,
     lease_seconds: float,
     no_pin: bool,
@@ -72,7 +73,7 @@ def dispatcher(
     from fleet.dispatch.process import run_dispatcher
 
     setup_logging(log_level)
-    serve_metrics(metrics_port)
+    serve_metrics(metrics_port, metrics_host)
     stop = threading.Event()
     on_termination(stop)
     settings = DispatcherSettings(
@@ -104,6 +105,7 @@ def worker(
     redis_url: str,
     kubeconfig: Path | None,
     metrics_port: int | None,
+    metrics_host: str,
     log_level: str,
     burst: bool,
     claim_seconds: float,
@@ -112,7 +114,7 @@ def worker(
     from fleet.dispatch.process import run_worker
 
     setup_logging(log_level)
-    serve_metrics(metrics_port)
+    serve_metrics(metrics_port, metrics_host)
     run_worker(redis_url, kubeconfig, burst=burst, claim_seconds=claim_seconds)
 
 
@@ -126,22 +128,38 @@ def worker(
     "--failure-threshold", type=int, default=3, show_default=True, help="Failed probes to NotReady."
 )
 @click.option("--success-threshold", type=int, default=1, show_default=True, help="Good probes to Ready.")
+@click.option(
+    "--sharded",
+    is_flag=True,
+    help="Share the members with the other --sharded syncers through leases in Redis (run any "
+    "number of them); without it this syncer acts on every member, and must be the only one.",
+)
+@click.option(
+    "--ownership-seconds",
+    type=click.FloatRange(min=0.5),
+    default=5.0,
+    show_default=True,
+    help="With --sharded: a member's lease time, how long a killed syncer's members wait for another.",
+)
 def syncer(
     *,
     redis_url: str,
     kubeconfig: Path | None,
     metrics_port: int | None,
+    metrics_host: str,
     log_level: str,
     probe_interval: float,
     failure_threshold: int,
     success_threshold: int,
+    sharded: bool,
+    ownership_seconds: float,
 ) -> None:
     """Mirror member status to the fleet, probe members, fail over, purge, finish deletions."""
     from fleet.dispatch.process import run_syncer
     from fleet.dispatch.syncer import SyncerSettings
 
     setup_logging(log_level)
-    serve_metrics(metrics_port)
+    serve_metrics(metrics_port, metrics_host)
     stop = threading.Event()
     on_termination(stop)
     settings = SyncerSettings(
@@ -149,4 +167,5 @@ def syncer(
         failure_threshold=failure_threshold,
         success_threshold=success_threshold,
     )
-    run_syncer(redis_url, kubeconfig, stop, settings=settings)
+    ownership = ownership_seconds if sharded else None
+    run_syncer(redis_url, kubeconfig, stop, settings=settings, ownership_seconds=ownership)

@@ -72,8 +72,16 @@ def kubeconfig_option(f: F) -> F:
 
 
 def metrics_port_option(f: F) -> F:
+    """``--metrics-port`` and ``--metrics-host``: loopback by default; a pod scraped by Prometheus
+    listens on ``0.0.0.0`` (the manifests in ``deploy/`` say so)."""
+    f = click.option(
+        "--metrics-host",
+        default="127.0.0.1",
+        show_default=True,
+        help="Address the metrics listener binds (0.0.0.0 in a pod that Prometheus scrapes).",
+    )(f)
     return click.option(
-        "--metrics-port", type=int, default=None, help="Serve Prometheus metrics on 127.0.0.1:PORT."
+        "--metrics-port", type=int, default=None, help="Serve Prometheus metrics on METRICS_HOST:PORT."
     )(f)
 
 

@@ -60,6 +60,17 @@ class DispatchKeys:
         return self.base + "capacity"
 
     @property
+    def syncers(self) -> str:
+        """Sorted set: live syncer id -> when its heartbeat expires (ms, Redis' clock);
+        :mod:`fleet.dispatch.ownership`."""
+        return self.base + "syncers"
+
+    @property
+    def owners(self) -> str:
+        """Hash: member -> ``syncer id|lease expiry ms`` of the syncer that owns it now."""
+        return self.base + "owners"
+
+    @property
     def degraded(self) -> str:
         """Hash: member -> JSON of its degraded mark (calls timing out), :mod:`fleet.dispatch.degraded`."""
         return self.base + "degraded"

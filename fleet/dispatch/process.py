@@ -19,6 +19,7 @@ from fleet.dispatch.capacity import CapacityPublisher
 from fleet.dispatch.context import CLAIM_SECONDS, Context, install
 from fleet.dispatch.dispatcher import Dispatcher, DispatcherSettings
 from fleet.dispatch.health import read_health
+from fleet.dispatch.ownership import Shards
 from fleet.dispatch.syncer import Syncer, SyncerSettings
 from fleet.dispatch.worker import Worker
 from fleet.placement import Placer
@@ -116,13 +117,20 @@ def run_worker(
 
 
 def run_syncer(
-    redis_url: str, kubeconfig: Path | None, stop: threading.Event, *, settings: SyncerSettings | None = None
+    redis_url: str,
+    kubeconfig: Path | None,
+    stop: threading.Event,
+    *,
+    settings: SyncerSettings | None = None,
+    ownership_seconds: float | None = None,
 ) -> None:
-    """Watch and probe every member and act on what they say, until ``stop`` is set."""
+    """Watch and probe the members and act on what they say, until ``stop`` is set: every member,
+    or with ``ownership_seconds`` the share this syncer holds leases on (:mod:`fleet.dispatch.ownership`)."""
     log.info("event=connecting role=syncer redis=%s", mask_url(redis_url))
     ctx = Context(redis_from_url(redis_url), kubeconfig)
     collector.tune()
+    shards = None if ownership_seconds is None else Shards(ctx.client, ctx.keys, ttl=ownership_seconds)
     try:
-        Syncer(ctx, settings).run(stop)
+        Syncer(ctx, settings, shards).run(stop)
     finally:
         ctx.close()

@@ -49,6 +49,7 @@ object is a compare-and-set on the uid and attempt, and the ledger and purges ar
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -67,6 +68,7 @@ from fleet.dispatch.context import Context, policy_for
 from fleet.dispatch.deletion import complete, is_deleting, left_entry, terminating
 from fleet.dispatch.handback import COMPONENT, Blame, finish, give_back
 from fleet.dispatch.health import MemberHealth, read_health, write_health
+from fleet.dispatch.ownership import Shards
 from fleet.dispatch.preemption import is_being_preempted, requeued
 from fleet.jobs.phases import FINISHED, FleetReason, Phase
 from fleet.jobs.status import attempt_of, cluster_of, current_state, mirror
@@ -211,9 +213,16 @@ def _mirror_change(item: _Seen, before: dict[str, str | None]) -> Any:
 class Syncer:
     """Watches, probes and acts for every member of ``ctx``; :meth:`run` until ``stop`` is set."""
 
-    def __init__(self, ctx: Context, settings: SyncerSettings | None = None) -> None:
+    def __init__(
+        self, ctx: Context, settings: SyncerSettings | None = None, shards: Shards | None = None
+    ) -> None:
         self.ctx = ctx
         self.settings = settings or SyncerSettings()
+        #: With shards, this syncer acts on the members it owns (:mod:`fleet.dispatch.ownership`);
+        #: without, on every member.
+        self.shards = shards
+        #: Owned member -> the event that stops its probe loop.
+        self._probing: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
         #: Member -> its health record, as last written (or read back when first needed).
         self._health: dict[str, MemberHealth] = {}
@@ -238,20 +247,16 @@ class Syncer:
 
     def run(self, stop: threading.Event) -> None:
         members = self.ctx.members
-        self._load_health(list(members))
-        for name, member in members.items():
-            self._watchers[name] = [
-                member.watch_jobs(
-                    member_resource(adapter.resource),
-                    self._on_event,
-                    label_selector=JOB_UID_LABEL,
-                    on_batch=self._on_batch,
-                )
-                for adapter in KINDS
-            ]
-            self._spawn(f"probe-{name}", self._probe_loop, name, member, stop)
+        owned = list(members) if self.shards is None else sorted(self.shards.balance(list(members)))
+        self._load_health(owned)
+        for name in owned:
+            self._adopt(name)
         self._spawn("deletions", self._follow_deletions, stop)
-        log.info("event=syncer_started members=%d", len(members))
+        if self.shards is not None:
+            # Its own thread, as the dispatcher's lease renewer: a long tick must not let the
+            # leases lapse.
+            self._spawn("ownership", self._keep_ownership, self.shards, list(members), stop)
+        log.info("event=syncer_started members=%d owned=%d", len(members), len(owned))
         last_resync = time.monotonic()
         try:
             while not stop.wait(self.settings.tick):
@@ -263,12 +268,80 @@ class Syncer:
                 except Exception:  # Redis away: log, keep going, the next tick tries again
                     log.exception("event=tick_failed")
         finally:
-            for watchers in self._watchers.values():
+            for watchers in list(self._watchers.values()):
                 for watcher in watchers:
                     watcher.stop()
-            for thread in self._threads:
+            for probing in list(self._probing.values()):
+                probing.set()
+            for thread in list(self._threads):
                 thread.join(5)
+            for watchers in list(self._watchers.values()):  # adopted by a last round meanwhile
+                for watcher in watchers:
+                    watcher.stop()
+            if self.shards is not None:
+                self.shards.release()
             log.info("event=syncer_stopped")
+
+    # -- ownership (sharded syncers) ------------------------------------------------------------
+
+    def _mine(self, member: str) -> bool:
+        """Whether this syncer may decide for ``member`` now (its lease held and fresh)."""
+        return self.shards is None or self.shards.owns(member)
+
+    def _watching(self, member: str) -> bool:
+        """Whether events of ``member`` are still this syncer's to apply: until it lets the member
+        go (a write from a lease about to lapse is a compare-and-set its successor repeats)."""
+        return self.shards is None or member in self._watchers
+
+    def _keep_ownership(self, shards: Shards, members: list[str], stop: threading.Event) -> None:
+        while not stop.wait(shards.interval):
+            try:
+                self._rebalance(shards.balance(members))
+            except Exception:  # a member's watch failing to start: the next round tries again
+                log.exception("event=rebalance_failed")
+
+    def _adopt(self, name: str) -> None:
+        """Start watching and probing ``name`` (its watch lists every copy first)."""
+        self._probing[name] = probing = threading.Event()
+        member = self.ctx.members[name]
+        self._watchers[name] = [
+            member.watch_jobs(
+                member_resource(adapter.resource),
+                self._on_event,
+                label_selector=JOB_UID_LABEL,
+                on_batch=self._on_batch,
+            )
+            for adapter in KINDS
+        ]
+        self._spawn(f"probe-{name}", self._probe_loop, name, self.ctx.members[name], probing)
+
+    def _let_go(self, name: str) -> None:
+        """Stop watching and probing ``name`` and forget what was pending for it: its new owner
+        reads the member afresh and continues its health record from Redis."""
+        for watcher in self._watchers.pop(name, []):
+            watcher.stop()
+        probing = self._probing.pop(name, None)
+        if probing is not None:
+            probing.set()
+        with self._lock:
+            self._health.pop(name, None)
+            self._probed.discard(name)
+            for table in (self._pending_since, self._stale, self._purged, self._deleting):
+                for ident in [i for i in table if i.member == name]:
+                    del table[ident]
+            self._kept = {i for i in self._kept if i.member != name}
+        with contextlib.suppress(KeyError):  # not probed yet: no series to remove
+            MEMBER_READY.remove(name)
+        self._threads = [t for t in self._threads if t.is_alive()]
+
+    def _rebalance(self, owned: frozenset[str]) -> None:
+        for name in sorted(set(self._watchers) - owned):
+            self._let_go(name)
+        gained = sorted(owned - set(self._watchers))
+        if gained:
+            self._load_health(gained)
+        for name in gained:
+            self._adopt(name)
 
     def _spawn(self, name: str, target: Any, *args: Any) -> None:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)
@@ -277,11 +350,8 @@ class Syncer:
 
     def wait_synced(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
-        return all(
-            w.wait_synced(max(0.0, deadline - time.monotonic()))
-            for watchers in self._watchers.values()
-            for w in watchers
-        )
+        watchers = [w for ws in list(self._watchers.values()) for w in ws]
+        return all(w.wait_synced(max(0.0, deadline - time.monotonic())) for w in watchers)
 
     def _policy_list(self) -> list[PropagationPolicy]:
         at, policies = self._policies
@@ -296,6 +366,8 @@ class Syncer:
     # -- member copies --------------------------------------------------------------------------
 
     def _on_event(self, event: WatchEvent) -> None:
+        if not self._watching(event.member):
+            return  # a late event of a member let go: its new owner has seen it in its list
         if event.type == SYNC:
             self._observe(event.member, list(event.objects))
             for obj in event.vanished:
@@ -309,6 +381,8 @@ class Syncer:
         run: list[Mapping[str, Any]] = []
         names: set[tuple[str, str, str]] = set()
         member = events[0].member
+        if not self._watching(member):
+            return
         for event in events:
             if event.object is None:
                 continue
@@ -549,8 +623,8 @@ class Syncer:
     def _tick(self) -> None:
         now = time.monotonic()
         with self._lock:
-            pending = list(self._pending_since.items())
-            stale = list(self._stale)
+            pending = [(i, since) for i, since in self._pending_since.items() if self._mine(i.member)]
+            stale = [i for i in self._stale if self._mine(i.member)]
         for ident, since in pending:
             obj = try_get_job(self.ctx.objects, ident.key)
             if obj is None or is_being_preempted(obj):
@@ -582,7 +656,9 @@ class Syncer:
             down = {
                 name: seconds
                 for name, h in self._health.items()
-                if name in self._probed and (seconds := h.not_ready_for(wall)) is not None
+                if name in self._probed
+                and self._mine(name)
+                and (seconds := h.not_ready_for(wall)) is not None
             }
         if not down:
             return
@@ -625,6 +701,8 @@ class Syncer:
     def _probe_loop(self, name: str, member: Member, stop: threading.Event) -> None:
         while not stop.is_set():
             probe = member.probe()
+            if stop.is_set():
+                break  # let go meanwhile: the member's health is its new owner's to write
             self._record_probe(
                 name, healthy=probe.healthy, error=probe.error, latency=probe.seconds, detail=probe.detail
             )
@@ -678,11 +756,12 @@ class Syncer:
                 name,
                 detail or error,
             )
-        if turned and ready and name in self._watchers:
+        watchers = self._watchers.get(name)
+        if turned and ready and watchers:
             # Back from an outage: a resumed watch reports only changes, so look again at every
             # copy it knows; those its jobs left meanwhile are stale now and get purged.
-            for watcher in self._watchers[name]:
-                self._observe(name, watcher.snapshot())
+            for each in watchers:
+                self._observe(name, each.snapshot())
         try:
             write_health(self.ctx.client, self.ctx.keys, name, health)
         except Exception as exc:  # Redis away: the next probe writes again
@@ -747,6 +826,8 @@ class Syncer:
                 "if any, was not deleted",
             )  # fmt: skip
             return
+        if not self._mine(member):
+            return  # its owner deletes the copy and completes the deletion
         if self._failover_policy(obj).purge_mode == PurgeMode.NEVER:
             self._forget_deletion(ident)
             complete(

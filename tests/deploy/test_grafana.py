@@ -22,7 +22,7 @@ from fleet.api.metrics import QuotaCollector
 from queues import Ledger, load
 
 ROOT = Path(__file__).resolve().parents[2]
-DASHBOARD = ROOT / "deploy" / "grafana" / "fleet-dashboard.json"
+DASHBOARD = ROOT / "deploy" / "base" / "grafana" / "fleet-dashboard.json"
 TREE = ROOT / "config" / "samples" / "elasticquotatree.yaml"
 _SUFFIXES = ("_bucket", "_count", "_sum", "_total", "_created")
 

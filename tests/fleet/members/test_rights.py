@@ -1,0 +1,86 @@
+"""The member ClusterRole grants exactly what Fleet's member access calls, derived from the code.
+
+Every ``kubernetes`` client call in :mod:`fleet.members.access` (``self._core.X``,
+``self._custom.X``) is mapped to the verb and resource it needs; the set must equal
+:data:`fleet.members.rights.RIGHTS`, so a call added without its right, or a right left behind
+by a call removed, fails here. ``deploy/member/fleet-member.yaml`` must be ``fleet member rbac``'s
+output.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+import fleet.members.access
+from fleet.ascend import ASCENDJOB_GROUP, ASCENDJOB_PLURAL
+from fleet.cli import main
+from fleet.members.rights import RIGHTS, member_manifest
+
+ROOT = Path(__file__).resolve().parents[3]
+ACCESS = Path(fleet.members.access.__file__)
+#: Member methods no role calls: their client calls need no right (checked below).
+UNCALLED = {"patch_job"}
+_VERBS = {"read": ("get",), "get": ("get",), "create": ("create",), "delete": ("delete",),
+          "list": ("list", "watch"), "patch": ("patch",), "replace": ("update",)}
+_RESOURCES = {"namespace": ("", "namespaces"), "node": ("", "nodes"), "pod": ("", "pods"),
+              "custom_object": (ASCENDJOB_GROUP, ASCENDJOB_PLURAL)}
+
+
+def _needed() -> set[tuple[str, str, str]]:
+    """(group, resource, verb) for each client call of a Member method that some role calls.
+
+    ``list`` brings ``watch``: the watcher opens its stream with the same list function."""
+    tree = ast.parse(ACCESS.read_text())
+    member = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Member")
+    needed: set[tuple[str, str, str]] = set()
+    for method in member.body:
+        if not isinstance(method, ast.FunctionDef) or method.name in UNCALLED:
+            continue
+        for node in ast.walk(method):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Attribute)
+                and node.value.attr in {"_core", "_custom"}
+            ):
+                match = re.fullmatch(r"(read|get|create|delete|list|patch|replace)_(.+)", node.attr)
+                assert match, f"Member.{method.name}: client call {node.attr} is not mapped to a verb"
+                verb, rest = match.groups()
+                rest = re.sub(r"^namespaced_|_for_all_namespaces$", "", rest)
+                assert rest in _RESOURCES, f"Member.{method.name}: client call {node.attr}: unknown resource"
+                group, resource = _RESOURCES[rest]
+                needed |= {(group, resource, v) for v in _VERBS[verb]}
+    return needed
+
+
+def test_the_rights_are_exactly_the_calls_fleet_makes() -> None:
+    granted = {(r.group, r.resource, verb) for r in RIGHTS for verb in r.verbs}
+    assert granted == _needed()
+
+
+def test_the_uncalled_member_methods_are_really_uncalled() -> None:
+    for name in UNCALLED:
+        callers = [
+            path for path in (ROOT / "fleet").rglob("*.py")
+            if "members" not in path.parts and "sim" not in path.parts and f".{name}(" in path.read_text()
+        ]
+        assert not callers, f"{name} is called by {callers}: grant its verb in fleet/members/rights.py"
+
+
+def test_the_member_manifest_in_deploy_is_fleet_member_rbac_output() -> None:
+    printed = CliRunner().invoke(main, ["member", "rbac"])
+    assert printed.exit_code == 0, printed.output
+    assert list(yaml.safe_load_all(printed.output)) == member_manifest()
+    on_disk = list(yaml.safe_load_all((ROOT / "deploy" / "member" / "fleet-member.yaml").read_text()))
+    assert on_disk == member_manifest()
+
+
+def test_the_cluster_role_grants_no_write_beyond_create_and_delete() -> None:
+    role = next(d for d in member_manifest() if d["kind"] == "ClusterRole")
+    verbs = {verb for rule in role["rules"] for verb in rule["verbs"]}
+    assert verbs <= {"get", "list", "watch", "create", "delete"}
+    assert not any("*" in rule.get("resources", []) + rule.get("apiGroups", []) for rule in role["rules"])
