@@ -11,7 +11,7 @@ Authorization knows two kinds of group, so that a token file is the whole policy
 ``namespace:<ns>``
     May create, read (get, list, watch) and delete AscendJobs in ``<ns>``, and read its Events
     (what ``kubectl describe`` lists). Any authenticated user may read the fleet's shared
-    picture: Queues, MemberClusters, the ElasticQuotaTree and PropagationPolicies.
+    picture: Queues, MemberClusters, the ElasticQuotaTree and (Cluster)PropagationPolicies.
 
 Everything else is 403, worded as kube-apiserver words it (``User "alice" cannot create resource
 "ascendjobs" in API group "mindxdl.gitee.com" in the namespace "b"``) so kubectl prints the
@@ -35,7 +35,7 @@ from fleet.api.kinds import (
     FLEET_ASCENDJOB,
     FLEET_EVENT,
     MEMBER_CLUSTER,
-    PROPAGATION_POLICY,
+    POLICY_KINDS,
     QUEUE,
 )
 from fleet.apiserver.app import Access
@@ -61,7 +61,7 @@ NAMESPACE_GROUP_PREFIX: Final = "namespace:"
 _READ: Final = frozenset({"get", "list", "watch"})
 _JOB_VERBS: Final = frozenset({"create", "get", "list", "watch", "delete", "deletecollection"})
 #: Kinds every authenticated user may read, in any namespace.
-_SHARED: Final = frozenset(rt.key for rt in (QUEUE, MEMBER_CLUSTER, ELASTIC_QUOTA_TREE, PROPAGATION_POLICY))
+_SHARED: Final = frozenset(rt.key for rt in (QUEUE, MEMBER_CLUSTER, ELASTIC_QUOTA_TREE, *POLICY_KINDS))
 
 
 class TokenFileError(ValueError):

@@ -9,8 +9,8 @@ from fleet.api.kinds import (
     FLEET_ASCENDJOB,
     FLEET_EVENT,
     MEMBER_CLUSTER,
+    POLICY_KINDS,
     PRIORITY_CLASS,
-    PROPAGATION_POLICY,
     QUEUE,
 )
 from fleet.api.validation import validate_job, validate_policy, validate_priority_class
@@ -20,14 +20,14 @@ __all__ = ["fleet_registry"]
 
 
 def fleet_registry() -> Registry:
-    """AscendJob (adapter validation), Event, PropagationPolicy (model validation), the
+    """AscendJob (adapter validation), Event, the four policy kinds (model validation), the
     ElasticQuotaTree, PriorityClass (kube-apiserver's validation), and the computed MemberCluster
     and Queue kinds."""
     return Registry(
         [
             replace(FLEET_ASCENDJOB, validate=validate_job),
             FLEET_EVENT,
-            replace(PROPAGATION_POLICY, validate=validate_policy),
+            *(replace(kind, validate=validate_policy) for kind in POLICY_KINDS),
             ELASTIC_QUOTA_TREE,
             replace(PRIORITY_CLASS, validate=validate_priority_class),
             MEMBER_CLUSTER,

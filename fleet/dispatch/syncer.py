@@ -559,7 +559,7 @@ class Syncer:
                 continue
             if current_state(obj) == Phase.QUEUED:
                 continue
-            toleration = self._failover_policy(obj).decision_conditions.toleration_seconds
+            toleration = policy_for(obj, self._policy_list()).spec.cluster_failover_seconds()
             if down[member] <= toleration:
                 continue
             attempt = attempt_of(obj)
@@ -570,7 +570,7 @@ class Syncer:
                 attempt,
                 member=member,
                 reason=FleetReason.CLUSTER_FAILOVER,
-                message=f"{member} has been NotReady for {down[member]:.0f}s (toleration {toleration}s)",
+                message=f"{member} has been NotReady for {down[member]:.0f}s (toleration {toleration:g}s)",
                 exclude_for=EXCLUDE_DOWN_SECONDS,
                 count_failure=False,
             )

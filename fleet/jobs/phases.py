@@ -45,6 +45,8 @@ class FleetReason:
     SUBMITTED: Final = "Submitted"
     QUOTA_EXCEEDED: Final = "QuotaExceeded"
     NO_FIT: Final = "NoFittingCluster"
+    #: Held: its policy suspends dispatching (Karmada's ``suspension.dispatching``).
+    DISPATCHING_SUSPENDED: Final = "DispatchingSuspended"
     ADMITTED: Final = "Admitted"
     DISPATCHED: Final = "Dispatched"
     ADOPTED: Final = "Adopted"

@@ -49,10 +49,12 @@ Log lines are ``key=value`` on the ``fleet.members`` loggers (``member=... kind=
 from fleet.members.access import JOBS, NODES, PODS, Listing, Member, Probe, Resource
 from fleet.members.config import (
     FLEET_CONTEXT,
+    MEMBER_EXTENSION,
     ClientFactory,
     KubeconfigClients,
     MemberConfigError,
     load_members,
+    member_labels,
 )
 from fleet.members.errors import Conflict, MemberError, MemberRefused, MemberUnavailable, NotFound
 from fleet.members.refusals import Scope, scope_of
@@ -73,6 +75,7 @@ __all__ = [
     "DELETED",
     "FLEET_CONTEXT",
     "JOBS",
+    "MEMBER_EXTENSION",
     "MODIFIED",
     "NODES",
     "PODS",
@@ -97,5 +100,6 @@ __all__ = [
     "WatchEvent",
     "Watcher",
     "load_members",
+    "member_labels",
     "scope_of",
 ]
