@@ -9,9 +9,11 @@ Authorization knows two kinds of group, so that a token file is the whole policy
 ``fleet:admins``
     May do everything: apply the quota tree and policies, write job status, delete anything.
 ``namespace:<ns>``
-    May create, read (get, list, watch) and delete AscendJobs in ``<ns>``, and read its Events
-    (what ``kubectl describe`` lists). Any authenticated user may read the fleet's shared
-    picture: Queues, MemberClusters, the ElasticQuotaTree and (Cluster)PropagationPolicies.
+    May create, read (get, list, watch) and delete AscendJobs in ``<ns>``, read its Events
+    (what ``kubectl describe`` lists), and do anything with its ConfigMaps, Secrets and Services
+    (the objects its jobs reference; another namespace's are as closed as its jobs). Any
+    authenticated user may read the fleet's shared picture: Queues, MemberClusters, the
+    ElasticQuotaTree and (Cluster)PropagationPolicies.
 
 Everything else is 403, worded as kube-apiserver words it (``User "alice" cannot create resource
 "ascendjobs" in API group "mindxdl.gitee.com" in the namespace "b"``) so kubectl prints the
@@ -39,6 +41,7 @@ from fleet.api.kinds import (
     QUEUE,
 )
 from fleet.apiserver.app import Access
+from fleet.apiserver.companions import COMPANION_KINDS
 from fleet.apiserver.errors import Forbidden
 
 __all__ = [
@@ -60,6 +63,8 @@ NAMESPACE_GROUP_PREFIX: Final = "namespace:"
 
 _READ: Final = frozenset({"get", "list", "watch"})
 _JOB_VERBS: Final = frozenset({"create", "get", "list", "watch", "delete", "deletecollection"})
+#: The ConfigMaps, Secrets and Services of a user's namespaces are the user's, like its jobs.
+_COMPANIONS: Final = frozenset(rt.key for rt in COMPANION_KINDS)
 #: Kinds every authenticated user may read, in any namespace.
 _SHARED: Final = frozenset(rt.key for rt in (QUEUE, MEMBER_CLUSTER, ELASTIC_QUOTA_TREE, *POLICY_KINDS))
 
@@ -167,7 +172,7 @@ class FleetAuthorizer:
             return access.verb in _JOB_VERBS and not writes_status
         if key == FLEET_EVENT.key:
             return access.verb in _READ
-        return False
+        return key in _COMPANIONS  # every verb, in the user's own namespaces only
 
     def __call__(self, access: Access) -> None:
         if not self.allows(access):

@@ -14,6 +14,7 @@ from fleet.api.kinds import (
     QUEUE,
 )
 from fleet.api.validation import validate_job, validate_policy, validate_priority_class
+from fleet.apiserver.companions import COMPANION_KINDS
 from fleet.apiserver.resources import Registry
 
 __all__ = ["fleet_registry"]
@@ -21,8 +22,8 @@ __all__ = ["fleet_registry"]
 
 def fleet_registry() -> Registry:
     """AscendJob (adapter validation), Event, the four policy kinds (model validation), the
-    ElasticQuotaTree, PriorityClass (kube-apiserver's validation), and the computed MemberCluster
-    and Queue kinds."""
+    ElasticQuotaTree, PriorityClass (kube-apiserver's validation), the computed MemberCluster
+    and Queue kinds, and the ConfigMaps, Secrets and Services jobs reference."""
     return Registry(
         [
             replace(FLEET_ASCENDJOB, validate=validate_job),
@@ -32,5 +33,6 @@ def fleet_registry() -> Registry:
             replace(PRIORITY_CLASS, validate=validate_priority_class),
             MEMBER_CLUSTER,
             QUEUE,
+            *COMPANION_KINDS,
         ]
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Final
 
+from fleet.apiserver.companions import COMPANION_KINDS
 from fleet.apiserver.errors import Cause
 from fleet.apiserver.patch import MergeRule
 from fleet.apiserver.resources import Obj, PrinterColumn, Registry, ResourceType, Validator
@@ -400,6 +401,7 @@ ASCENDJOB: Final = ResourceType(
 
 
 def member_registry(*, validate_ascendjob: Validator | None = None) -> Registry:
-    """The five kinds of a simulated member cluster; AscendJob's deep validation plugs in here."""
+    """The kinds of a simulated member cluster: these five and the companion kinds a job
+    references (:mod:`fleet.apiserver.companions`); AscendJob's deep validation plugs in here."""
     ascendjob = ASCENDJOB if validate_ascendjob is None else replace(ASCENDJOB, validate=validate_ascendjob)
-    return Registry([NAMESPACE, NODE, POD, EVENT, ascendjob])
+    return Registry([NAMESPACE, NODE, POD, EVENT, ascendjob, *COMPANION_KINDS])
