@@ -410,13 +410,15 @@ def _default_policy() -> PropagationPolicy:
             "metadata": {"name": "fleet-default", "namespace": "kube-system"},
             "spec": {
                 "resourceSelectors": [{"apiVersion": "mindxdl.gitee.com/v1", "kind": "AscendJob"}],
+                "propagateDeps": True,
                 "suspension": {"scheduling": True},
             },
         }
     )
 
 
-#: What applies to a job no policy selects: gang, pack, queued under the quota tree, failover
+#: What applies to a job no policy selects (as the seed's samples write it): gang, pack, queued
+#: under the quota tree, its ConfigMaps, Secrets and Services sent with it, failover
 #: after 30 s with the old copy purged first, 3 retries starting at 10 s and doubling, a member
 #: the job failed on avoided from 10 s doubling to 300 s (not at all after one failure of its own).
 DEFAULT_POLICY = _default_policy()

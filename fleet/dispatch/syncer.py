@@ -60,6 +60,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from rq import Retry
 
 from fleet.api.kinds import FLEET_ASCENDJOB
+from fleet.apiserver.companions import COMPANION_KINDS
 from fleet.apiserver.errors import Gone
 from fleet.ascend import Condition, Reason
 from fleet.dispatch.context import Context, policy_for
@@ -218,6 +219,7 @@ class Syncer:
             )
             self._spawn(f"probe-{name}", self._probe_loop, name, member, stop)
         self._spawn("deletions", self._follow_deletions, stop)
+        self._spawn("companions", self._follow_companions, stop)
         log.info("event=syncer_started members=%d", len(members))
         last_resync = time.monotonic()
         try:
@@ -672,6 +674,40 @@ class Syncer:
             except Exception:  # Redis away or restarted: list again once it answers
                 log.exception("event=deletions_follow_failed")
                 since = None
+                stop.wait(1.0)
+
+    # -- companion objects ----------------------------------------------------------------------
+
+    def _follow_companions(self, stop: threading.Event) -> None:
+        """A ConfigMap, Secret or Service written at the fleet: a worker updates it where the jobs
+        that reference it run (``fleet.dispatch.tasks.sync_companion``). Followed from the
+        moment the syncer starts: what changed before reaches a member with the next propagation
+        of a job that references it."""
+        since: dict[str, str] = {}
+        while not stop.is_set():
+            try:
+                for rt in COMPANION_KINDS:
+                    if rt.kind not in since:
+                        since[rt.kind] = self.ctx.objects.resource_version()
+                    events, since[rt.kind] = self.ctx.objects.changes(rt, since[rt.kind], block_ms=300)
+                    for event in events:
+                        meta = (event.object or {}).get("metadata") or {}
+                        if event.type == DELETED or not meta.get("name"):
+                            continue
+                        self.ctx.queue.enqueue(
+                            "fleet.dispatch.tasks.sync_companion",
+                            rt.kind,
+                            meta.get("namespace"),
+                            meta["name"],
+                            retry=Retry(max=8, interval=[1, 2, 4, 8, 15, 30, 60, 60]),
+                            job_timeout=60,
+                            failure_ttl=3600,
+                        )
+            except Gone:
+                since.clear()
+            except Exception:  # Redis away: start again from now once it answers
+                log.exception("event=companions_follow_failed")
+                since.clear()
                 stop.wait(1.0)
 
     def _resync(self) -> str:

@@ -42,6 +42,7 @@ from typing import Any, Final
 import redis
 
 from fleet.api.kinds import FLEET_ASCENDJOB
+from fleet.dispatch import companions
 from fleet.dispatch.context import CLAIM_SECONDS, Context, current, policy_for
 from fleet.dispatch.degraded import adopt
 from fleet.dispatch.deletion import complete, is_deleting, terminating
@@ -74,6 +75,7 @@ __all__ = [
     "propagate",
     "propagate_batch",
     "purge",
+    "sync_companion",
 ]
 
 log = logging.getLogger("fleet.dispatch.tasks")
@@ -382,6 +384,8 @@ def _propagate_one(
         except LookupError as error:  # this worker's kubeconfig lacks it: another worker may not
             raise MemberUnavailable(member, "create_job", str(error)) from None
         body = adapter_for(obj).member_copy(obj, uid, attempt, pin=pin)
+        if policy_for(obj, ctx.policies()).spec.deps:
+            companions.push(ctx, client, obj)  # before the job: its pods need them to start
         return _create(client, namespace, name, body, uid=uid, attempt=attempt)
     except MemberRefused as error:
         return _refused(ctx, item, str(body.get("kind") or ""), error)
@@ -543,6 +547,7 @@ def purge(member: str, namespace: str, name: str, uid: str, attempt: int) -> str
         return "replaced"
     log.info("event=purged member=%s job=%s/%s attempt=%d", member, namespace, name, attempt)
     obj = ctx.objects.try_get(FLEET_ASCENDJOB, namespace, name)
+    _drop_companions(client, namespace, existing, obj, attempt)
     if obj is not None and (obj.get("metadata") or {}).get("uid") == uid:
         record_event(
             ctx.objects,
@@ -552,6 +557,25 @@ def purge(member: str, namespace: str, name: str, uid: str, attempt: int) -> str
             component=COMPONENT,
         )
     return "purged"
+
+
+def _drop_companions(
+    client: Any, namespace: str, copy: Mapping[str, Any], job: Mapping[str, Any] | None, attempt: int
+) -> None:
+    """After a copy is deleted, the objects Fleet made for it go too, unless the job's newer
+    attempt runs in the same member (it uses them). Best effort: a member that cannot be
+    reached now keeps them (they are inert without the job)."""
+    if job is not None and cluster_of(job) == client.name and attempt_of(job) != attempt:
+        return
+    try:
+        dropped = companions.drop(client, namespace, copy)
+    except MemberError as error:
+        log.warning("event=companions_kept member=%s namespace=%s error=%r", client.name, namespace,
+                    safe_message(error))  # fmt: skip
+        return
+    if dropped:
+        log.info("event=companions_dropped member=%s namespace=%s %s", client.name, namespace,
+                 ",".join(dropped))  # fmt: skip
 
 
 def evict(member: str, namespace: str, name: str, uid: str, attempt: int) -> str:
@@ -635,3 +659,10 @@ def delete_copy(member: str, namespace: str, name: str, uid: str, attempt: int) 
         return "deleting"
     complete(ctx, namespace, name, uid, attempt=attempt, member=member, why=f"copy {outcome}")
     return "deleted"
+
+
+def sync_companion(kind: str, namespace: str, name: str) -> list[str]:
+    """A ConfigMap, Secret or Service changed at the fleet (the syncer follows them): update
+    the members where jobs that reference it run (:func:`fleet.dispatch.companions.sync_companion`).
+    Raises ``MemberUnavailable`` (RQ retries) while such a member cannot be reached."""
+    return companions.sync_companion(current(), kind, namespace, name)

@@ -47,6 +47,8 @@ class FleetReason:
     NO_FIT: Final = "NoFittingCluster"
     #: Held: its policy suspends dispatching (Karmada's ``suspension.dispatching``).
     DISPATCHING_SUSPENDED: Final = "DispatchingSuspended"
+    #: A ConfigMap, Secret or Service the job requires is not at the fleet: not sent with it.
+    COMPANION_MISSING: Final = "CompanionMissing"
     ADMITTED: Final = "Admitted"
     DISPATCHED: Final = "Dispatched"
     ADOPTED: Final = "Adopted"
