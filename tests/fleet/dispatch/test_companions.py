@@ -127,6 +127,12 @@ def test_companions_go_with_the_job_follow_edits_move_on_failover_and_go_with_it
         kubectl("delete", "acjob", JOB)
         fleet.wait_for("the job to go", lambda: job() is None, 20)
         fleet.wait_for("the companions to go", lambda: _held(fleet, second) == {}, 10)
+        # No role logged the Secret's data, plain or encoded, nor put it in an Event.
+        secret = b"example-secret-key"
+        logs = fleet.procs.logs(tail=100_000)
+        assert secret.decode() not in logs and base64.b64encode(secret).decode() not in logs
+        events = kubectl("get", "events", "-o", "json").stdout
+        assert secret.decode() not in events and base64.b64encode(secret).decode() not in events
         # The fleet's own objects stay: they are the user's.
         assert kubectl("get", "cm,secret,svc", "-o", "name").stdout.split() == [
             "configmap/rings-config-companions-pytorch",
