@@ -270,6 +270,7 @@ def propagate_batch(items: Sequence[Propagation]) -> list[str]:
     # The creates handed to lanes are claimed until each ends, in the lane if not here.
     claim = Claim(ctx, [])
     now = time.time()
+    policies = ctx.policies()  # once a batch: whether each job's references go with it
     for item, obj in wanted:
         mark = marks.get(item[3])
         if mark is not None and mark.holds(now):  # not called while the fleet avoids it
@@ -277,7 +278,10 @@ def propagate_batch(items: Sequence[Propagation]) -> list[str]:
             continue
         entry = inflight_entry(*item[:3])
         claim.add(entry)
-        future = _lanes().submit(item[3], functools.partial(_propagate_one, ctx, item, obj, unreachable))
+        deps = policy_for(obj, policies).spec.deps
+        future = _lanes().submit(
+            item[3], functools.partial(_propagate_one, ctx, item, obj, unreachable, deps)
+        )
         if future is None:
             claim.drop(entry)
             by_key[item[:3]] = _defer(ctx, item, obj, f"{item[3]} has {LANE_BACKLOG} creates waiting already")
@@ -371,7 +375,11 @@ def _defer(ctx: Context, item: Propagation, obj: Mapping[str, Any], why: str) ->
 
 
 def _propagate_one(
-    ctx: Context, item: Propagation, obj: dict[str, Any], unreachable: dict[str, MemberUnavailable]
+    ctx: Context,
+    item: Propagation,
+    obj: dict[str, Any],
+    unreachable: dict[str, MemberUnavailable],
+    deps: bool = False,
 ) -> str:
     key, uid, attempt, member, pin = item
     namespace, name = split_key(key)
@@ -384,7 +392,7 @@ def _propagate_one(
         except LookupError as error:  # this worker's kubeconfig lacks it: another worker may not
             raise MemberUnavailable(member, "create_job", str(error)) from None
         body = adapter_for(obj).member_copy(obj, uid, attempt, pin=pin)
-        if policy_for(obj, ctx.policies()).spec.deps:
+        if deps:
             companions.push(ctx, client, obj)  # before the job: its pods need them to start
         return _create(client, namespace, name, body, uid=uid, attempt=attempt)
     except MemberRefused as error:
