@@ -40,7 +40,8 @@ from fleet.dispatch.context import Context, policy_for
 from fleet.dispatch.handback import COMPONENT
 from fleet.jobs.phases import FINISHED, FleetReason
 from fleet.jobs.status import cluster_of, current_state
-from fleet.members import Conflict, Member, NotFound
+from fleet.members import Conflict, Member, MemberError, NotFound
+from fleet.members.errors import safe_message
 from fleet.state import record_event
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "drop",
     "push",
     "references",
+    "resync",
     "sync_companion",
 ]
 
@@ -232,10 +234,10 @@ def apply(client: Member, namespace: str, obj: Mapping[str, Any]) -> str:
     return "updated"
 
 
-def push(ctx: Context, client: Member, job: Mapping[str, Any]) -> list[str]:
+def push(ctx: Context, client: Member, job: Mapping[str, Any], *, report: bool = True) -> list[str]:
     """Create or update in ``client`` what ``job`` references (before the job itself is made);
     returns what was done, ``<Kind>/<name>: <outcome>``. A required object missing at the fleet
-    gets an Event on the job."""
+    gets an Event on the job (``report``)."""
     namespace = str(job["metadata"]["namespace"])
     done: list[str] = []
     missing: list[str] = []
@@ -246,7 +248,7 @@ def push(ctx: Context, client: Member, job: Mapping[str, Any]) -> list[str]:
                 missing.append(f"{ref.kind} {ref.name}")
             continue
         done.append(f"{ref.kind}/{ref.name}: {apply(client, namespace, obj)}")
-    if missing:
+    if missing and report:
         record_event(
             ctx.objects,
             dict(job),
@@ -314,4 +316,27 @@ def sync_companion(ctx: Context, kind: str, namespace: str, name: str) -> list[s
         except LookupError:
             continue
         done.append(f"{member}: {apply(client, namespace, obj)}")
+    return done
+
+
+def resync(ctx: Context) -> list[str]:
+    """Every placed, unfinished job whose policy propagates its references: make its member hold
+    them as the fleet has them now (what changed while no syncer followed the changes). A member
+    that cannot be reached is skipped: the next resync, or the job's next attempt, brings them."""
+    jobs, _ = ctx.objects.list(FLEET_ASCENDJOB)
+    policies = ctx.policies()
+    done: list[str] = []
+    for job in jobs:
+        member = cluster_of(job)
+        if member is None or current_state(job) in FINISHED or not policy_for(job, policies).spec.deps:
+            continue
+        try:
+            client = ctx.member(member)
+            done += [
+                f"{member}: {line}"
+                for line in push(ctx, client, job, report=False)
+                if "unchanged" not in line
+            ]
+        except (LookupError, MemberError) as error:
+            log.warning("event=companions_resync_skipped member=%s error=%r", member, safe_message(error))
     return done

@@ -681,11 +681,15 @@ class Syncer:
     def _follow_companions(self, stop: threading.Event) -> None:
         """A ConfigMap, Secret or Service written at the fleet: a worker updates it where the jobs
         that reference it run (``fleet.dispatch.tasks.sync_companion``). Followed from the
-        moment the syncer starts: what changed before reaches a member with the next propagation
-        of a job that references it."""
+        moment the syncer starts, when one resync (``fleet.dispatch.tasks.resync_companions``)
+        brings up to date what changed while no syncer followed."""
         since: dict[str, str] = {}
         while not stop.is_set():
             try:
+                if not since:  # (again) from now: what changed before is brought up to date once
+                    self.ctx.queue.enqueue(
+                        "fleet.dispatch.tasks.resync_companions", job_timeout=600, failure_ttl=3600
+                    )
                 for rt in COMPANION_KINDS:
                     if rt.kind not in since:
                         since[rt.kind] = self.ctx.objects.resource_version()

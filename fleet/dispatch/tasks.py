@@ -75,6 +75,7 @@ __all__ = [
     "propagate",
     "propagate_batch",
     "purge",
+    "resync_companions",
     "sync_companion",
 ]
 
@@ -674,3 +675,9 @@ def sync_companion(kind: str, namespace: str, name: str) -> list[str]:
     the members where jobs that reference it run (:func:`fleet.dispatch.companions.sync_companion`).
     Raises ``MemberUnavailable`` (RQ retries) while such a member cannot be reached."""
     return companions.sync_companion(current(), kind, namespace, name)
+
+
+def resync_companions() -> list[str]:
+    """Bring every running job's companions up to date in its member (the syncer sends this
+    when it starts following their changes: :func:`fleet.dispatch.companions.resync`)."""
+    return companions.resync(current())
