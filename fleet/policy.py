@@ -1,24 +1,43 @@
-"""PropagationPolicy: which jobs Fleet propagates how, as the fleet seed writes it.
+"""PropagationPolicy and ClusterPropagationPolicy: which jobs Fleet propagates how.
 
-The samples in ``config/samples/propagationpolicy-*.yaml`` use the fleet's own API group
-(``policy.one.alibabacloud.com/v1alpha1``) and Karmada's shape. Fleet reads the parts that steer
-its decisions:
+Both kinds are read in both API groups their users write them in: ACK One's
+(``policy.one.alibabacloud.com/v1alpha1``, the fleet seed's samples in ``config/samples/``) and
+Karmada's (``policy.karmada.io/v1alpha1``), with Karmada's shape (``pkg/apis/policy/v1alpha1/
+propagation_types.go`` in karmada-io/karmada). Fleet acts on:
 
-* ``resourceSelectors`` pick the jobs (apiVersion + kind, optionally name, namespace, labels);
-* ``placement.clusterAffinity`` limits members (names, exclusions, a label selector over member
-  labels); ``placement.replicaScheduling.customSchedulingType: Gang`` is what Fleet always does,
-  so any other value is refused rather than silently ignored;
+* ``resourceSelectors`` pick the jobs (apiVersion + kind, optionally name, namespace, labels;
+  a selector with a name ignores its labelSelector, as Karmada's does);
+* ``placement.clusterAffinity`` limits members: ``clusterNames``, ``exclude``, a
+  ``labelSelector`` over member labels and a ``fieldSelector`` over the member's ``provider``,
+  ``region`` and ``zone``, which Fleet reads from the member labels :data:`MEMBER_FIELDS` names;
+* ``placement.clusterTolerations``: the one taint a Fleet member carries is Karmada's NotReady
+  taint (``cluster.karmada.io/not-ready`` or ``cluster.karmada.io/unreachable``, ``NoExecute``):
+  a toleration of it sets how long a job stays on a NotReady member before cluster failover
+  (``tolerationSeconds``; without one, forever), as Karmada's taint manager reads it;
+  ``placement.replicaScheduling.customSchedulingType: Gang`` is what Fleet always does, so any
+  other value is refused rather than silently ignored;
 * ``failover.application`` gives the toleration before a job is moved and the ``purgeMode`` of its
-  old copy (``Graciously`` is the older spelling of ``Gracefully``); ``failover`` itself, Fleet's
-  own fields, bounds the retries (``backoffLimit``, ``backoffSeconds``) and sizes how long a
-  member a job failed on is avoided (``exclusionSeconds``, ``exclusionLimitSeconds``: see
+  old copy: ``Directly`` (Karmada's newer name) and ``Immediately`` delete it first,
+  ``Gracefully`` (older spelling ``Graciously``) keeps it until the new copy runs or
+  ``gracePeriodSeconds`` pass, ``Never`` leaves it; ``failover`` itself, Fleet's own fields,
+  bounds the retries (``backoffLimit``, ``backoffSeconds``) and sizes how long a member a job
+  failed on is avoided (``exclusionSeconds``, ``exclusionLimitSeconds``: see
   :mod:`fleet.dispatch.handback`);
+* ``propagateDeps`` (and Karmada's deprecated ``association``): the ConfigMaps, Secrets and
+  Services a job references go with it;
+* ``priority`` and the precedence below;
 * ``suspension.scheduling: true`` sends matching jobs through the quota queue (Kube Queue's
-  convention); ``false`` limits them by capacity alone.
+  convention; ``false`` limits them by capacity alone); Karmada's ``suspension.dispatching:
+  true`` holds matching jobs queued, and ``suspension.dispatchingOnClusters.clusterNames`` keeps
+  them off those members.
 
-When several policies match a job, the most explicit wins as in Karmada: higher ``priority``,
-then a selector naming the job, then one with a label selector, then one matching the kind only,
-then the name in alphabetical order. With none, :func:`default_policy` applies
+The other fields of Karmada's schema are accepted and not acted on; :func:`ignored_fields` names
+them, and the API answers with a Warning for each. A field in neither schema is refused.
+
+When several policies match a job, the most explicit wins as in Karmada: a PropagationPolicy of
+the job's namespace before any ClusterPropagationPolicy; among either, higher ``priority``, then a
+selector naming the job, then one with a label selector, then one matching the kind only, then
+the name in alphabetical order. With none, :func:`default_policy` applies
 (:data:`fleet.dispatch.context.DEFAULT_POLICY`).
 """
 
@@ -26,37 +45,67 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, ClassVar, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
     "API_VERSION",
+    "API_VERSIONS",
+    "CLUSTER_KIND",
+    "KARMADA_API_VERSION",
     "KIND",
+    "MEMBER_FIELDS",
+    "NOT_READY_TAINTS",
     "ClusterAffinity",
     "LabelSelector",
     "PropagationPolicy",
     "PurgeMode",
     "ResourceSelector",
     "default_policy",
+    "ignored_fields",
     "select_policy",
+    "why_ignored",
 ]
 
 GROUP = "policy.one.alibabacloud.com"
 API_VERSION = f"{GROUP}/v1alpha1"
+KARMADA_GROUP = "policy.karmada.io"
+KARMADA_API_VERSION = f"{KARMADA_GROUP}/v1alpha1"
+#: Both groups serve both kinds, with one schema.
+API_VERSIONS: Final = (API_VERSION, KARMADA_API_VERSION)
 KIND = "PropagationPolicy"
+CLUSTER_KIND = "ClusterPropagationPolicy"
+#: Karmada's Cluster fields a ``fieldSelector`` matches (``provider``, ``region``, ``zone``),
+#: and the member labels Fleet reads them from (it has no Cluster objects).
+MEMBER_FIELDS: Final = {
+    "provider": "fleet.io/provider",
+    "region": "topology.kubernetes.io/region",
+    "zone": "topology.kubernetes.io/zone",
+}
+#: The taints Karmada puts on a NotReady or unreachable cluster (``NoExecute``).
+NOT_READY_TAINTS: Final = ("cluster.karmada.io/not-ready", "cluster.karmada.io/unreachable")
 
 
 class _Strict(BaseModel):
-    """Unknown fields are refused: a misspelt toleration must not silently become the default."""
+    """Unknown fields are refused: a misspelt toleration must not silently become the default.
+
+    ``IGNORED`` names the fields of Karmada's schema that Fleet accepts without acting on them,
+    each with why (see :func:`ignored_fields`)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+    IGNORED: ClassVar[Mapping[str, str]] = {}
 
 
 class PurgeMode(StrEnum):
     IMMEDIATELY = "Immediately"
     GRACEFULLY = "Gracefully"
     NEVER = "Never"
+
+
+#: Other spellings of the purge modes: Karmada's older ``Graciously`` and its newer ``Directly``,
+#: which replaces ``Immediately`` (both delete the old copy before the new one is made).
+_PURGE_SPELLINGS: Final = {"Graciously": PurgeMode.GRACEFULLY, "Directly": PurgeMode.IMMEDIATELY}
 
 
 class LabelRequirement(_Strict):
@@ -85,6 +134,26 @@ class LabelSelector(_Strict):
         )
 
 
+class FieldRequirement(_Strict):
+    """A ``NodeSelectorRequirement`` over a Cluster field, as Karmada's ``fieldSelector`` holds."""
+
+    key: Literal["provider", "region", "zone"]
+    operator: Literal["In", "NotIn"]
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        value = labels.get(MEMBER_FIELDS[self.key])
+        present = value is not None and value in self.values
+        return present if self.operator == "In" else not present
+
+
+class FieldSelector(_Strict):
+    match_expressions: tuple[FieldRequirement, ...] = Field(default=(), alias="matchExpressions")
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return all(r.matches(labels) for r in self.match_expressions)
+
+
 class ResourceSelector(_Strict):
     api_version: str = Field(alias="apiVersion")
     kind: str
@@ -100,7 +169,9 @@ class ResourceSelector(_Strict):
             return False
         if self.namespace is not None and meta.get("namespace", "default") != self.namespace:
             return False
-        return self.label_selector is None or self.label_selector.matches(meta.get("labels") or {})
+        if self.name is not None or self.label_selector is None:
+            return True  # Karmada: with a name, the label selector is ignored
+        return self.label_selector.matches(meta.get("labels") or {})
 
     @property
     def explicitness(self) -> int:
@@ -114,29 +185,65 @@ class ClusterAffinity(_Strict):
     cluster_names: tuple[str, ...] = Field(default=(), alias="clusterNames")
     exclude: tuple[str, ...] = ()
     label_selector: LabelSelector | None = Field(default=None, alias="labelSelector")
+    field_selector: FieldSelector | None = Field(default=None, alias="fieldSelector")
 
     def allows(self, member: str, member_labels: Mapping[str, str]) -> bool:
         if member in self.exclude:
             return False
         if self.cluster_names and member not in self.cluster_names:
             return False
+        if self.field_selector is not None and not self.field_selector.matches(member_labels):
+            return False
         return self.label_selector is None or self.label_selector.matches(member_labels)
 
 
+class Toleration(_Strict):
+    """A Kubernetes toleration, matched against cluster taints as Karmada matches them."""
+
+    key: str = ""
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str = ""
+    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = ""
+    toleration_seconds: int | None = Field(default=None, alias="tolerationSeconds")
+
+    def tolerates(self, key: str, effect: str, value: str = "") -> bool:
+        """``Toleration.ToleratesTaint`` of ``k8s.io/api/core/v1``."""
+        if self.effect and self.effect != effect:
+            return False
+        if self.key and self.key != key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return bool(self.key) and self.value == value
+
+
 class ReplicaScheduling(_Strict):
+    IGNORED = {
+        "replicaDivisionPreference": "a job is one gang, never divided",
+        "weightPreference": "a job is one gang, never divided",
+    }
     replica_scheduling_type: Literal["Divided", "Duplicated"] = Field(
         default="Divided", alias="replicaSchedulingType"
     )
     custom_scheduling_type: Literal["Gang"] = Field(default="Gang", alias="customSchedulingType")
+    replica_division_preference: Any = Field(default=None, alias="replicaDivisionPreference")
+    weight_preference: Any = Field(default=None, alias="weightPreference")
 
 
 class Placement(_Strict):
+    IGNORED = {
+        "clusterAffinities": "Fleet reads one clusterAffinity",
+        "spreadConstraints": "a job runs whole in one member",
+    }
     cluster_affinity: ClusterAffinity = Field(default_factory=ClusterAffinity, alias="clusterAffinity")
+    cluster_tolerations: tuple[Toleration, ...] = Field(default=(), alias="clusterTolerations")
     replica_scheduling: ReplicaScheduling = Field(
         default_factory=ReplicaScheduling, alias="replicaScheduling"
     )
     #: Fleet's own choice among members that fit: least capacity left (pack) or most (spread).
     strategy: Literal["pack", "spread"] = "pack"
+    cluster_affinities: Any = Field(default=None, alias="clusterAffinities")
+    spread_constraints: Any = Field(default=None, alias="spreadConstraints")
 
 
 class DecisionConditions(_Strict):
@@ -144,20 +251,24 @@ class DecisionConditions(_Strict):
 
 
 class ApplicationFailover(_Strict):
+    IGNORED = {"statePreservation": "a job's copy is made from the fleet object alone"}
     decision_conditions: DecisionConditions = Field(
         default_factory=DecisionConditions, alias="decisionConditions"
     )
     purge_mode: PurgeMode = Field(default=PurgeMode.IMMEDIATELY, alias="purgeMode")
     grace_period_seconds: int = Field(default=600, ge=1, alias="gracePeriodSeconds")
+    state_preservation: Any = Field(default=None, alias="statePreservation")
 
     @field_validator("purge_mode", mode="before")
     @classmethod
-    def _old_spelling(cls, value: object) -> object:
-        return PurgeMode.GRACEFULLY if value == "Graciously" else value
+    def _other_spellings(cls, value: object) -> object:
+        return _PURGE_SPELLINGS.get(value, value) if isinstance(value, str) else value
 
 
 class Failover(_Strict):
+    IGNORED = {"cluster": "cluster failover follows clusterTolerations and failover.application's purgeMode"}
     application: ApplicationFailover = Field(default_factory=ApplicationFailover)
+    cluster: Any = None
     #: Attempts after the first before the job is Failed for good, and the first backoff delay.
     backoff_limit: int = Field(default=3, ge=0, alias="backoffLimit")
     backoff_seconds: float = Field(default=10.0, gt=0, alias="backoffSeconds")
@@ -168,36 +279,129 @@ class Failover(_Strict):
     exclusion_limit_seconds: float = Field(default=300.0, ge=0, alias="exclusionLimitSeconds")
 
 
+class SuspendClusters(_Strict):
+    cluster_names: tuple[str, ...] = Field(default=(), alias="clusterNames")
+
+
 class Suspension(_Strict):
+    #: Kube Queue's: matching jobs go through the quota queue.
     scheduling: bool = False
+    #: Karmada's: hold matching jobs (queued, sent nowhere) / keep them off these members.
+    dispatching: bool = False
+    dispatching_on_clusters: SuspendClusters = Field(
+        default_factory=SuspendClusters, alias="dispatchingOnClusters"
+    )
 
 
 class PolicySpec(_Strict):
+    IGNORED = {
+        "preemption": "a job keeps the policy it was placed by",
+        "dependentOverrides": "Fleet applies no OverridePolicy",
+        "schedulerName": "Fleet's dispatcher places every job",
+        "conflictResolution": "a member copy of the same attempt is adopted, any other refused",
+        "activationPreference": "a policy change applies to the next placement",
+        "preserveResourcesOnDeletion": "a deleted job's copy is purged by failover.application.purgeMode",
+        "schedulePriority": "a job's priority comes from its PriorityClass",
+    }
     propagate_deps: bool = Field(default=False, alias="propagateDeps")
+    #: Karmada's deprecated name of ``propagateDeps``.
+    association: bool = False
     priority: int = 0
     resource_selectors: tuple[ResourceSelector, ...] = Field(alias="resourceSelectors", min_length=1)
     placement: Placement = Field(default_factory=Placement)
     failover: Failover = Field(default_factory=Failover)
     suspension: Suspension = Field(default_factory=Suspension)
+    preemption: Any = None
+    dependent_overrides: Any = Field(default=None, alias="dependentOverrides")
+    scheduler_name: Any = Field(default=None, alias="schedulerName")
+    conflict_resolution: Any = Field(default=None, alias="conflictResolution")
+    activation_preference: Any = Field(default=None, alias="activationPreference")
+    preserve_resources_on_deletion: Any = Field(default=None, alias="preserveResourcesOnDeletion")
+    schedule_priority: Any = Field(default=None, alias="schedulePriority")
+
+    @property
+    def deps(self) -> bool:
+        """Whether the objects a job references travel with it."""
+        return self.propagate_deps or self.association
+
+    def cluster_failover_seconds(self) -> float:
+        """How long a job stays on a NotReady member before cluster failover: a cluster
+        toleration of Karmada's NotReady taints decides (its ``tolerationSeconds``, or forever
+        without one); without one, ``failover.application.decisionConditions``."""
+        matching = [
+            t
+            for t in self.placement.cluster_tolerations
+            if any(t.tolerates(k, "NoExecute") for k in NOT_READY_TAINTS)
+        ]
+        if not matching:
+            return float(self.failover.application.decision_conditions.toleration_seconds)
+        seconds = [t.toleration_seconds for t in matching]
+        return float("inf") if None in seconds else float(max(s for s in seconds if s is not None))
 
 
 class Metadata(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
     name: str
-    namespace: str = "default"
+    namespace: str | None = None
 
 
 class PropagationPolicy(_Strict):
-    api_version: Literal["policy.one.alibabacloud.com/v1alpha1"] = Field(alias="apiVersion")
-    kind: Literal["PropagationPolicy"]
+    """A PropagationPolicy or a ClusterPropagationPolicy (``kind`` tells), in either group."""
+
+    api_version: Literal["policy.one.alibabacloud.com/v1alpha1", "policy.karmada.io/v1alpha1"] = Field(
+        alias="apiVersion"
+    )
+    kind: Literal["PropagationPolicy", "ClusterPropagationPolicy"]
     metadata: Metadata
     spec: PolicySpec
     status: dict[str, Any] | None = None
+
+    @property
+    def cluster_scoped(self) -> bool:
+        return self.kind == CLUSTER_KIND
+
+    def selects_namespace(self, namespace: str) -> bool:
+        """A PropagationPolicy selects only jobs of its own namespace; a cluster one, any."""
+        return self.cluster_scoped or (self.metadata.namespace or "default") == namespace
 
     def match_level(self, job: Mapping[str, Any]) -> int:
         """How explicitly this policy selects ``job`` (0: it does not)."""
         levels = [s.explicitness for s in self.spec.resource_selectors if s.matches(job)]
         return max(levels, default=0)
+
+
+def ignored_fields(policy: BaseModel, path: str = "spec") -> list[str]:
+    """The paths of the fields set in ``policy`` (a model or a part of one) that Fleet accepts
+    without acting on them: ``spec.placement.spreadConstraints``, ..."""
+    out: list[str] = []
+    model = policy.spec if isinstance(policy, PropagationPolicy) else policy
+    names = {info.alias or name: name for name, info in type(model).model_fields.items()}
+    ignored = getattr(type(model), "IGNORED", {})
+    for alias, name in names.items():
+        if name not in model.model_fields_set:
+            continue
+        value = getattr(model, name)
+        if alias in ignored:
+            out.append(f"{path}.{alias}")
+        elif isinstance(value, BaseModel):
+            out += ignored_fields(value, f"{path}.{alias}")
+    return out
+
+
+def why_ignored(path: str) -> str:
+    """Why Fleet does not act on the field at ``path`` (one of :func:`ignored_fields`)."""
+    owners: tuple[type[_Strict], ...] = (
+        PolicySpec,
+        Placement,
+        ReplicaScheduling,
+        Failover,
+        ApplicationFailover,
+    )
+    leaf = path.rsplit(".", 1)[-1]
+    for owner in owners:
+        if leaf in owner.IGNORED:
+            return owner.IGNORED[leaf]
+    return "not acted on"
 
 
 def default_policy(kinds: Sequence[tuple[str, str]]) -> PropagationPolicy:
@@ -210,29 +414,26 @@ def default_policy(kinds: Sequence[tuple[str, str]]) -> PropagationPolicy:
             "metadata": {"name": "fleet-default", "namespace": "kube-system"},
             "spec": {
                 "resourceSelectors": [{"apiVersion": v, "kind": k} for v, k in kinds],
+                "propagateDeps": True,
                 "suspension": {"scheduling": True},
             },
         }
     )
 
 
-#: What applies to a job no policy selects: gang, pack, queued under the quota tree, failover
-#: after 30 s with the old copy purged first, 3 retries starting at 10 s and doubling, a member
-#: the job failed on avoided from 10 s doubling to 300 s (not at all after one failure of its own).
-
-
 def select_policy(job: Mapping[str, Any], policies: Iterable[PropagationPolicy]) -> PropagationPolicy | None:
     """The policy that governs ``job``, Karmada's precedence; ``None`` when none selects it.
 
-    A policy only selects jobs of its own namespace, as a namespaced PropagationPolicy does.
+    A PropagationPolicy selects only jobs of its own namespace and wins over every
+    ClusterPropagationPolicy (Karmada's resource detector looks for one first).
     """
     namespace = (job.get("metadata") or {}).get("namespace", "default")
-    candidates: Sequence[tuple[int, int, str, PropagationPolicy]] = [
-        (p.spec.priority, level, p.metadata.name, p)
+    candidates: Sequence[tuple[bool, int, int, str, PropagationPolicy]] = [
+        (p.cluster_scoped, p.spec.priority, level, p.metadata.name, p)
         for p in policies
-        if p.metadata.namespace == namespace and (level := p.match_level(job)) > 0
+        if p.selects_namespace(namespace) and (level := p.match_level(job)) > 0
     ]
     if not candidates:
         return None
-    best = min(candidates, key=lambda c: (-c[0], -c[1], c[2]))
-    return best[3]
+    best = min(candidates, key=lambda c: (c[0], -c[1], -c[2], c[3]))
+    return best[4]

@@ -28,6 +28,7 @@ from kubernetes.utils.quantity import parse_quantity
 
 __all__ = [
     "MAX_JOBS",
+    "MAX_JOBS_ALIASES",
     "MAX_JOBS_UNLIMITED",
     "MILLI_RESOURCES",
     "UNLIMITED",
@@ -40,6 +41,11 @@ __all__ = [
 
 #: The ElasticQuotaTree key that counts admitted, unfinished jobs.
 MAX_JOBS = "kube-queue/max-jobs"
+#: Other spellings of :data:`MAX_JOBS`: koord-queue (kube-queue's successor, which ACK's
+#: ack-kube-queue ships) writes ``koord-queue/max-jobs`` since its v0.2.0 and still reads
+#: ``kube-queue/max-jobs`` (``pkg/framework/plugins/elasticquota`` in koordinator-sh/koord-queue).
+#: Fleet reads both as the one job count and shows it as :data:`MAX_JOBS`.
+MAX_JOBS_ALIASES = frozenset({"koord-queue/max-jobs"})
 #: Kube Queue's convention: a max-jobs at or above 2**31-1 means unlimited.
 MAX_JOBS_UNLIMITED = 2**31 - 1
 #: Largest integer a Redis Lua number holds exactly; larger limits mean "unlimited".

@@ -15,7 +15,15 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_serializer, field_validator
 
-from queues.quantity import MAX_JOBS, MAX_JOBS_UNLIMITED, UNLIMITED, QuantityError, format_quantity, parse
+from queues.quantity import (
+    MAX_JOBS,
+    MAX_JOBS_ALIASES,
+    MAX_JOBS_UNLIMITED,
+    UNLIMITED,
+    QuantityError,
+    format_quantity,
+    parse,
+)
 
 __all__ = [
     "ANY_NAMESPACE",
@@ -164,11 +172,20 @@ class QuotaNode(_Strict):
         if not isinstance(value, Mapping):
             raise ValueError(f"{info.field_name} must be a map of resource to quantity")
         out: dict[str, int] = {}
+        spelt: dict[str, str] = {}
         for resource, raw in value.items():
+            key = MAX_JOBS if resource in MAX_JOBS_ALIASES else str(resource)
             try:
-                out[str(resource)] = parse(str(resource), raw)
+                amount = parse(key, raw)
             except QuantityError as exc:
                 raise ValueError(f"{info.field_name}.{resource} {exc}") from None
+            if key in out and out[key] != amount:
+                raise ValueError(
+                    f"{info.field_name}.{resource} and {info.field_name}.{spelt[key]} are one limit "
+                    "(the job count) and must not differ"
+                )
+            out[key] = amount
+            spelt[key] = str(resource)
         return out
 
     @field_validator("children", "namespaces", mode="before")

@@ -47,6 +47,16 @@ __all__ = [
 ]
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+#: The node attributes Fleet acts on.
+KNOWN_ATTRIBUTES = frozenset({PREEMPTION_ATTRIBUTE, RECLAIM_ATTRIBUTE, AVAILABLE_ATTRIBUTE})
+#: Attributes koord-queue's own trees carry that Fleet reads no meaning from, and why
+#: (``pkg/framework/plugins/elasticquota/elasticquotatree/elasticquota.go`` in
+#: koordinator-sh/koord-queue, ``buildElasticQuotaInfo``).
+FOREIGN_ATTRIBUTES = {
+    "preempt-policy": f"koord-queue's force-preemption switch; Fleet preempts by {PREEMPTION_ATTRIBUTE}",
+    "alibabacloud.com/lendlimit": "koord-queue's lend limit; Fleet lends all of an unused min",
+}
 _RESOURCE = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
@@ -90,6 +100,11 @@ def _dns_label(name: str) -> bool:
     return len(name) <= 63 and _DNS_LABEL.fullmatch(name) is not None
 
 
+def _dns_subdomain(name: str) -> bool:
+    """A quota node's name: ACK and koord-queue trees name nodes ``root.a``, ``root.a.b``."""
+    return len(name) <= 253 and _DNS_SUBDOMAIN.fullmatch(name) is not None
+
+
 def _q(resource: str, amount: int) -> str:
     return format_quantity(resource, amount)
 
@@ -98,8 +113,21 @@ def _check_node(path: str, node: QuotaNode, problems: list[Problem]) -> None:
     def error(field: str, message: str) -> None:
         problems.append(Problem(path, field, message))
 
-    if not _dns_label(node.name):
-        error("name", f"name {node.name!r} must be a DNS-1123 label (lowercase letters, digits, '-')")
+    if not _dns_subdomain(node.name):
+        error(
+            "name",
+            f"name {node.name!r} must be a DNS-1123 subdomain (lowercase letters, digits, '-', '.')",
+        )
+    for attribute in sorted(set(node.attributes) - KNOWN_ATTRIBUTES):
+        why = FOREIGN_ATTRIBUTES.get(attribute, "not a key Fleet knows")
+        problems.append(
+            Problem(
+                path,
+                f"attributes.{attribute}",
+                f"attributes.{attribute}: ignored ({why})",
+                Severity.WARNING,
+            )
+        )
     policies = ((PREEMPTION_ATTRIBUTE, PREEMPTION_VALUES), (RECLAIM_ATTRIBUTE, RECLAIM_VALUES))
     for attribute, allowed in policies:
         value = node.attributes.get(attribute)
@@ -203,7 +231,7 @@ def validate(tree: ElasticQuotaTree) -> list[Problem]:
                 Severity.WARNING,
             )
         )
-    return problems
+    return sorted(problems, key=lambda problem: problem.severity is Severity.WARNING)
 
 
 def _unbound_available(tree: ElasticQuotaTree, bound: Mapping[str, str]) -> list[Problem]:

@@ -10,10 +10,11 @@ Authorization knows two kinds of group, so that a token file is the whole policy
     May do everything: apply the quota tree and policies, write job status, delete anything.
 ``namespace:<ns>``
     May create, read (get, list, watch) and delete jobs of every kind Fleet serves in ``<ns>``,
-    and read its Events (what ``kubectl describe`` lists) and its Namespace: a list or watch of
-    namespaces shows only the namespaces of the token (:meth:`FleetAuthorizer.visible`). Any
-    authenticated user may read the fleet's shared picture: Queues, MemberClusters, the
-    ElasticQuotaTree and PropagationPolicies.
+    read its Events (what ``kubectl describe`` lists), do anything with its ConfigMaps, Secrets
+    and Services (the objects its jobs reference; another namespace's are as closed as its
+    jobs), and read its Namespace: a list or watch of namespaces shows only the namespaces of the
+    token (:meth:`FleetAuthorizer.visible`). Any authenticated user may read the fleet's shared
+    picture: Queues, MemberClusters, the ElasticQuotaTree and (Cluster)PropagationPolicies.
 
 ``kubectl auth can-i`` (with ``--list``) and ``kubectl auth whoami`` are answered from this same
 authorizer (:mod:`fleet.apiserver.reviews`), so what they say is what the API does.
@@ -41,10 +42,11 @@ from fleet.api.kinds import (
     FLEET_JOB_KINDS,
     FLEET_NAMESPACE,
     MEMBER_CLUSTER,
-    PROPAGATION_POLICY,
+    POLICY_KINDS,
     QUEUE,
 )
 from fleet.apiserver.app import Access
+from fleet.apiserver.companions import COMPANION_KINDS
 from fleet.apiserver.errors import Forbidden
 
 __all__ = [
@@ -68,8 +70,10 @@ _READ: Final = frozenset({"get", "list", "watch"})
 #: The job kinds (every one of :data:`fleet.workloads.KINDS`), by storage identity.
 _JOB_KINDS: Final = frozenset(rt.key for rt in FLEET_JOB_KINDS)
 _JOB_VERBS: Final = frozenset({"create", "get", "list", "watch", "delete", "deletecollection"})
+#: The ConfigMaps, Secrets and Services of a user's namespaces are the user's, like its jobs.
+_COMPANIONS: Final = frozenset(rt.key for rt in COMPANION_KINDS)
 #: Kinds every authenticated user may read, in any namespace.
-_SHARED: Final = frozenset(rt.key for rt in (QUEUE, MEMBER_CLUSTER, ELASTIC_QUOTA_TREE, PROPAGATION_POLICY))
+_SHARED: Final = frozenset(rt.key for rt in (QUEUE, MEMBER_CLUSTER, ELASTIC_QUOTA_TREE, *POLICY_KINDS))
 
 
 class TokenFileError(ValueError):
@@ -177,7 +181,7 @@ class FleetAuthorizer:
             return access.verb in _JOB_VERBS and not writes_status
         if key == FLEET_EVENT.key:
             return access.verb in _READ
-        return False
+        return key in _COMPANIONS  # every verb, in the user's own namespaces only
 
     def visible(self, access: Access, obj: Mapping[str, Any]) -> bool:
         """Whether a listed or watched object may be shown: a tenant's namespaces only."""

@@ -26,6 +26,8 @@ from fleet.apiserver.patch import MergeRule
 from fleet.apiserver.resources import Obj, PrinterColumn, ResourceType
 from fleet.apiserver.tables import json_path, since
 from fleet.policy import API_VERSION as POLICY_API_VERSION
+from fleet.policy import CLUSTER_KIND as CLUSTER_POLICY_KIND
+from fleet.policy import KARMADA_API_VERSION
 from fleet.policy import KIND as POLICY_KIND
 from fleet.workloads import KINDS, WorkloadAdapter
 from queues.quantity import format_quantity
@@ -34,13 +36,17 @@ from queues.tree import API_VERSION as TREE_API_VERSION
 from queues.tree import KIND as TREE_KIND
 
 __all__ = [
+    "CLUSTER_PROPAGATION_POLICY",
     "ELASTIC_QUOTA_TREE",
     "FLEET_EVENT",
     "FLEET_GROUP",
     "FLEET_JOB_KINDS",
     "FLEET_NAMESPACE",
     "FLEET_VERSION",
+    "KARMADA_CLUSTER_PROPAGATION_POLICY",
+    "KARMADA_PROPAGATION_POLICY",
     "MEMBER_CLUSTER",
+    "POLICY_KINDS",
     "PRIORITY_CLASS",
     "PROPAGATION_POLICY",
     "QUEUE",
@@ -128,6 +134,13 @@ FLEET_NAMESPACE: Final = replace(
 )
 
 _group, _, _version = POLICY_API_VERSION.partition("/")
+_karmada_group, _, _karmada_version = KARMADA_API_VERSION.partition("/")
+
+_POLICY_COLUMNS = (
+    PrinterColumn("Name", "string", ".metadata.name", "Name of the policy."),
+    PrinterColumn("Priority", "integer", ".spec.priority", "Precedence among matching policies."),
+    _AGE,
+)
 
 PROPAGATION_POLICY: Final = ResourceType(
     group=_group,
@@ -137,12 +150,47 @@ PROPAGATION_POLICY: Final = ResourceType(
     singular="propagationpolicy",
     namespaced=True,
     short_names=("pp",),
-    printer_columns=(
-        PrinterColumn("Name", "string", ".metadata.name", "Name of the policy."),
-        PrinterColumn("Priority", "integer", ".spec.priority", "Precedence among matching policies."),
-        _AGE,
-    ),
-    description="How Fleet places and fails over the jobs it selects (Karmada-style PropagationPolicy).",
+    printer_columns=_POLICY_COLUMNS,
+    description="How Fleet places and fails over the jobs of its namespace it selects (ACK One's group).",
+)
+
+#: ACK One's ClusterPropagationPolicy: a PropagationPolicy for jobs of every namespace, which
+#: yields to any PropagationPolicy that selects a job (:func:`fleet.policy.select_policy`).
+CLUSTER_PROPAGATION_POLICY: Final = replace(
+    PROPAGATION_POLICY,
+    kind=CLUSTER_POLICY_KIND,
+    plural="clusterpropagationpolicies",
+    singular="clusterpropagationpolicy",
+    namespaced=False,
+    short_names=("cpp",),
+    description="How Fleet places and fails over the jobs of any namespace it selects (ACK One's group).",
+)
+
+#: The same two kinds in Karmada's group (``policy.karmada.io/v1alpha1``), one schema with ACK
+#: One's. No short names: ``pp`` and ``cpp`` stay ACK One's, the fleet seed's group.
+KARMADA_PROPAGATION_POLICY: Final = replace(
+    PROPAGATION_POLICY,
+    group=_karmada_group,
+    version=_karmada_version,
+    short_names=(),
+    categories=("karmada-io",),
+    description="How Fleet places and fails over the jobs of its namespace it selects (Karmada's group).",
+)
+KARMADA_CLUSTER_PROPAGATION_POLICY: Final = replace(
+    CLUSTER_PROPAGATION_POLICY,
+    group=_karmada_group,
+    version=_karmada_version,
+    short_names=(),
+    categories=("karmada-io",),
+    description="How Fleet places and fails over the jobs of any namespace it selects (Karmada's group).",
+)
+
+#: Every served policy kind: what the dispatch roles list to choose a job's policy.
+POLICY_KINDS: Final = (
+    PROPAGATION_POLICY,
+    CLUSTER_PROPAGATION_POLICY,
+    KARMADA_PROPAGATION_POLICY,
+    KARMADA_CLUSTER_PROPAGATION_POLICY,
 )
 
 _tree_group, _, _tree_version = TREE_API_VERSION.partition("/")

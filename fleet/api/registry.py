@@ -10,12 +10,13 @@ from fleet.api.kinds import (
     FLEET_JOB_KINDS,
     FLEET_NAMESPACE,
     MEMBER_CLUSTER,
+    POLICY_KINDS,
     PRIORITY_CLASS,
-    PROPAGATION_POLICY,
     QUEUE,
 )
 from fleet.api.schemas import with_schema
 from fleet.api.validation import validate_job, validate_policy, validate_priority_class
+from fleet.apiserver.companions import COMPANION_KINDS
 from fleet.apiserver.resources import Registry
 from fleet.apiserver.reviews import with_reviews
 
@@ -23,21 +24,23 @@ __all__ = ["fleet_registry"]
 
 
 def fleet_registry() -> Registry:
-    """The job kinds (adapter validation), Event, PropagationPolicy (model validation), the
-    ElasticQuotaTree, PriorityClass (kube-apiserver's validation), and the computed MemberCluster
-    Queue and Namespace kinds; the self reviews of ``kubectl auth can-i`` and ``whoami``. Each
-    kind with a file in :mod:`fleet.api.schemas` carries that schema (validation and OpenAPI)."""
+    """The job kinds (adapter validation), Event, the four policy kinds (model validation), the
+    ElasticQuotaTree, PriorityClass (kube-apiserver's validation), the computed MemberCluster,
+    Queue and Namespace kinds, the ConfigMaps, Secrets and Services jobs reference, and the self
+    reviews of ``kubectl auth can-i`` and ``whoami``. Each kind with a file in
+    :mod:`fleet.api.schemas` carries that schema (validation and OpenAPI)."""
     return Registry(
         with_reviews(
             [
                 *(replace(with_schema(rt), validate=validate_job) for rt in FLEET_JOB_KINDS),
                 FLEET_EVENT,
-                replace(with_schema(PROPAGATION_POLICY), validate=validate_policy),
+                *(replace(with_schema(kind), validate=validate_policy) for kind in POLICY_KINDS),
                 with_schema(ELASTIC_QUOTA_TREE),
                 replace(with_schema(PRIORITY_CLASS), validate=validate_priority_class),
                 with_schema(MEMBER_CLUSTER),
                 with_schema(QUEUE),
                 FLEET_NAMESPACE,
+                *COMPANION_KINDS,
             ]
         )
     )

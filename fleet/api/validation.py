@@ -25,7 +25,7 @@ from fleet.jobs.priority import (
     SYSTEM_PRIORITY_CLASS_PREFIX,
     SYSTEM_PRIORITY_CLASSES,
 )
-from fleet.policy import PropagationPolicy
+from fleet.policy import PropagationPolicy, ignored_fields, why_ignored
 from fleet.workloads import UnknownKind, adapter_for
 from fleet.workloads.base import fleet_label_errors
 
@@ -87,10 +87,15 @@ def validate_job(obj: Obj) -> list[Cause]:
 
 
 def validate_policy(obj: Obj) -> list[Cause]:
+    """A (Cluster)PropagationPolicy of either group: refused for a field in neither ACK One's nor
+    Karmada's schema or a value Fleet cannot honour; a Karmada field Fleet does not act on is
+    accepted with a Warning naming it and why (:func:`fleet.policy.ignored_fields`)."""
     try:
-        PropagationPolicy.model_validate(obj)
+        policy = PropagationPolicy.model_validate(obj)
     except ValidationError as error:
         return pydantic_causes(error)
+    for path in ignored_fields(policy):
+        warn(f"{path}: accepted but not acted on by Fleet ({why_ignored(path)})")
     return []
 
 

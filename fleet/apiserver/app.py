@@ -593,6 +593,8 @@ class _Api:
         obj = self._check_type(rt, await self._body(request))
         self._scope(target, obj)
         warnings = self._unknown_fields(rt, obj, request)
+        if rt.prepare_update is not None:
+            rt.prepare_update(obj)
         self._validate(rt, obj)
         updated = await self.store.update(
             rt, obj, subresource=target.subresource, dry_run=self._dry_run(request)
@@ -630,6 +632,8 @@ class _Api:
             meta = obj["metadata"]
             if not meta.get("resourceVersion"):
                 meta["resourceVersion"] = read_version
+            if rt.prepare_update is not None:
+                rt.prepare_update(obj)
             self._validate(rt, obj)
             try:
                 updated = await self.store.update(rt, obj, subresource=target.subresource, dry_run=dry_run)

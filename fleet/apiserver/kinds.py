@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
+from fleet.apiserver.companions import COMPANION_KINDS
 from fleet.apiserver.errors import Cause
 from fleet.apiserver.patch import MergeRule
 from fleet.apiserver.resources import Obj, PrinterColumn, Registry, ResourceType
 from fleet.apiserver.tables import json_path, since
 from fleet.apiserver.validation import dns1123_label, invalid, required
 
-__all__ = ["EVENT", "NAMESPACE", "NODE", "POD", "SECRET", "member_registry"]
+__all__ = ["EVENT", "NAMESPACE", "NODE", "POD", "member_registry"]
 
 _NAME = PrinterColumn(
     "Name", "string", ".metadata.name", "Name must be unique within a namespace.", format="name"
@@ -112,34 +113,6 @@ NAMESPACE: Final = ResourceType(
 
 
 # --- Secret -------------------------------------------------------------------------------------
-
-SECRET: Final = ResourceType(
-    group="",
-    version="v1",
-    kind="Secret",
-    plural="secrets",
-    singular="secret",
-    namespaced=True,
-    printer_columns=(
-        _NAME,
-        PrinterColumn("Type", "string", ".type", "The type of the secret"),
-        PrinterColumn("Data", "integer", ".data", "The number of keys of the secret"),
-        PrinterColumn("Age", "string", ".metadata.creationTimestamp", _AGE_DESCRIPTION),
-    ),
-    table_row=lambda obj: [
-        obj["metadata"]["name"],
-        obj.get("type", "Opaque"),
-        len(obj.get("data") or {}),
-        since(obj["metadata"].get("creationTimestamp")),
-    ],
-    field_selectors=("type",),
-    strategic={},
-    top_level=("data", "stringData", "type", "immutable"),
-    description="Secret holds secret data of a certain type (what `fleet member add` stores members' "
-    "credentials in, and what a job's propagated dependencies may carry).",
-    verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
-)
-
 
 # --- Node ---------------------------------------------------------------------------------------
 
@@ -405,6 +378,7 @@ EVENT: Final = ResourceType(
 
 
 def member_registry(jobs: Sequence[ResourceType] = ()) -> Registry:
-    """The core kinds of a simulated member cluster and the job kinds it serves (custom
-    resources, as their CRDs describe them: the workload adapters own those descriptions)."""
-    return Registry([NAMESPACE, NODE, POD, EVENT, SECRET, *jobs])
+    """The core kinds of a simulated member cluster, the companion kinds a job references
+    (:mod:`fleet.apiserver.companions`), and the job kinds it serves (custom resources, as their
+    CRDs describe them: the workload adapters own those descriptions)."""
+    return Registry([NAMESPACE, NODE, POD, EVENT, *COMPANION_KINDS, *jobs])

@@ -83,6 +83,9 @@ class ResourceType:
     top_level: tuple[str, ...] = ("spec", "status")
     #: Defaulting applied to objects created through the API (Namespace phase, Pod phase...).
     prepare_create: Callable[[Obj], None] | None = None
+    #: Conversion applied to every object updated or patched through the API (a Secret's
+    #: ``stringData`` folded into ``data``), before validation.
+    prepare_update: Callable[[Obj], None] | None = None
     #: Keep ``status`` sent on create through the API (Kubernetes does so for Node only).
     status_on_create: bool = False
     categories: tuple[str, ...] = ()

@@ -2,8 +2,10 @@
 
 Evaluates a job file against the current capacity of the members in a kubeconfig (every context
 but ``fleet``), with the same adapter, fit and explanations the dispatcher uses, and prints the
-member it would choose or, per member, the nearest miss. Exit codes: 0 fits somewhere, 1 the job
-is invalid (or unreadable), 2 fits nowhere. Nothing is reserved or created.
+member it would choose or, per member, the nearest miss. The file may hold the job's ConfigMaps,
+Secrets and Services beside it (as ``kubectl apply -f`` takes it): the job is evaluated, and each
+object it references is listed as in the file or expected at the fleet. Exit codes: 0 fits
+somewhere, 1 the job is invalid (or unreadable), 2 fits nowhere. Nothing is reserved or created.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 import click
 import yaml
 
+from fleet.dispatch.companions import references
 from fleet.members import MemberConfigError, MemberError, load_members
 from fleet.placement import MemberCapacity, Placer, Strategy, never_fits
 from fleet.workloads import InvalidWorkload, UnknownKind, adapter_for
@@ -25,15 +28,43 @@ EXIT_INVALID = 1
 EXIT_NO_FIT = 2
 
 
-def _load_job(path: Path) -> dict[str, Any]:
+def _load_job(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The one job of a file and the other objects beside it (a job's file may carry the
+    ConfigMaps, Secrets and Services it references, as ``kubectl apply -f`` takes them)."""
     try:
         docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
     except yaml.YAMLError as exc:
         raise click.ClickException(f"{path}: not valid YAML: {exc}") from None
-    if len(docs) != 1 or not isinstance(docs[0], dict):
-        raise click.ClickException(f"{path}: must hold exactly one job object")
-    job: dict[str, Any] = docs[0]
-    return job
+    if not all(isinstance(d, dict) for d in docs):
+        raise click.ClickException(f"{path}: every document must be an object")
+    jobs, others = [], []
+    for doc in docs:
+        try:
+            adapter_for(doc)
+            jobs.append(doc)
+        except UnknownKind:
+            others.append(doc)
+    if len(jobs) == 1:
+        return jobs[0], others
+    if not jobs and len(docs) == 1:
+        return docs[0], []  # not a job kind: adapter_for says which kinds are
+    kinds = ", ".join(sorted({str(d.get("kind")) for d in docs})) or "nothing"
+    raise click.ClickException(f"{path}: must hold exactly one job object, holds {len(jobs)} ({kinds})")
+
+
+def _companions(job: dict[str, Any], others: list[dict[str, Any]]) -> list[str]:
+    """One line per object the job references and per other object of the file."""
+    beside = {(str(d.get("kind")), str((d.get("metadata") or {}).get("name"))) for d in others}
+    lines = []
+    for ref in references(job):
+        if (ref.kind, ref.name) in beside:
+            lines.append(f"  {ref.kind} {ref.name}: in this file, sent with the job (propagateDeps)")
+        elif not ref.optional:
+            lines.append(f"  {ref.kind} {ref.name}: referenced, not in this file (must exist at the fleet)")
+    wanted = {(ref.kind, ref.name) for ref in references(job)}
+    for kind, name in sorted(beside - wanted):
+        lines.append(f"  {kind} {name}: in this file, not referenced by the job")
+    return lines
 
 
 @click.command()
@@ -43,7 +74,7 @@ def _load_job(path: Path) -> dict[str, Any]:
     "path",
     required=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="The job YAML (of any kind Fleet serves).",
+    help="The job YAML (of any kind Fleet serves), alone or with the objects it references (multi-document).",
 )
 @click.option(
     "--kubeconfig",
@@ -61,7 +92,7 @@ def _load_job(path: Path) -> dict[str, Any]:
 def explain(path: Path, kubeconfig: Path, policy: str) -> None:
     """Say where a job would run now, or why it fits nowhere."""
     try:
-        job = _load_job(path)
+        job, others = _load_job(path)
         adapter = adapter_for(job)
         demand = adapter.demand(job)
     except click.ClickException as exc:
@@ -112,4 +143,9 @@ def explain(path: Path, kubeconfig: Path, policy: str) -> None:
             click.echo(f"  {member_name}: unreachable ({unreachable[member_name]})")
         else:
             click.echo(f"  {reasons[member_name]}")
+    companions = _companions(job, others)
+    if companions:
+        click.echo("with:")
+        for line in companions:
+            click.echo(line)
     raise SystemExit(EXIT_FITS if placement is not None else EXIT_NO_FIT)

@@ -16,7 +16,7 @@ from typing import Any, Final
 import redis
 from rq import Queue
 
-from fleet.api.kinds import PROPAGATION_POLICY
+from fleet.api.kinds import POLICY_KINDS
 from fleet.dispatch.degraded import Marks
 from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS, EVICT_QUEUE, PROPAGATE_QUEUE, PURGE_QUEUE, DispatchKeys
 from fleet.members import Member, MemberSettings, load_members
@@ -84,7 +84,7 @@ class Context:
             raise LookupError(f"member {name!r} is not in the kubeconfig") from None
 
     def policies(self) -> list[PropagationPolicy]:
-        items, _ = self.objects.list(PROPAGATION_POLICY)
+        items = [item for kind in POLICY_KINDS for item in self.objects.list(kind)[0]]
         out = []
         for item in items:
             try:

@@ -466,6 +466,15 @@ class Dispatcher:
                 self._fail_invalid(key, obj, str(error))
                 continue
             policy = policy_for(obj, policies)
+            if policy.spec.suspension.dispatching:
+                self._remember(key, _Miss("suspended", -1, now + self.settings.policy_refresh))
+                self._say(
+                    key,
+                    FleetReason.DISPATCHING_SUSPENDED,
+                    f"{policy.kind} {policy.metadata.name} suspends dispatching "
+                    "(spec.suspension.dispatching)",
+                )
+                continue
             refused = refused_by(obj)
             if refused and not members_left(refused, self._members_known(), policy):
                 # Refused by every member it may use (the worker that recorded the last refusal
@@ -473,7 +482,12 @@ class Dispatcher:
                 self._fail(key, obj, FleetReason.ALL_MEMBERS_REFUSED, every_refusal(refused))
                 continue
             excluded = excluded_now(status, now)
-            never = self._down | set(refused) | excluded_now(status, now, field=EXCLUDED_FIRMLY)
+            never = (
+                self._down
+                | set(refused)
+                | excluded_now(status, now, field=EXCLUDED_FIRMLY)
+                | set(policy.spec.suspension.dispatching_on_clusters.cluster_names)
+            )
             avoid = never | excluded
             affinity = policy.spec.placement.cluster_affinity
             gave_way: frozenset[str] = frozenset()

@@ -22,6 +22,7 @@ from fleet.dispatch.health import read_health
 from fleet.dispatch.ownership import Shards
 from fleet.dispatch.syncer import Syncer, SyncerSettings
 from fleet.dispatch.worker import Worker
+from fleet.members import member_labels
 from fleet.placement import Placer
 from fleet.placement.feeder import CapacityFeeder
 
@@ -54,7 +55,7 @@ def run_dispatcher(
     log.info("event=connecting role=dispatcher redis=%s", mask_url(redis_url))
     ctx = Context(redis_from_url(redis_url), kubeconfig)
     placer = Placer(ctx.reservations)
-    feeder = CapacityFeeder(placer, ctx.members)
+    feeder = CapacityFeeder(placer, ctx.members, member_labels=member_labels(kubeconfig))
     feeder.start()
     publisher = CapacityPublisher(placer, feeder.lock, ctx.client, ctx.keys)
     publisher.start()

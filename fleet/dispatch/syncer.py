@@ -61,6 +61,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from rq import Retry
 
 from fleet.api.kinds import FLEET_JOB_KINDS
+from fleet.apiserver.companions import COMPANION_KINDS
 from fleet.apiserver.errors import Gone
 from fleet.apiserver.resources import ResourceType
 from fleet.ascend import Condition
@@ -256,6 +257,7 @@ class Syncer:
             # Its own thread, as the dispatcher's lease renewer: a long tick must not let the
             # leases lapse.
             self._spawn("ownership", self._keep_ownership, self.shards, list(members), stop)
+        self._spawn("companions", self._follow_companions, stop)
         log.info("event=syncer_started members=%d owned=%d", len(members), len(owned))
         last_resync = time.monotonic()
         try:
@@ -673,7 +675,7 @@ class Syncer:
                 continue
             if current_state(obj) == Phase.QUEUED:
                 continue
-            toleration = self._failover_policy(obj).decision_conditions.toleration_seconds
+            toleration = policy_for(obj, self._policy_list()).spec.cluster_failover_seconds()
             if down[member] <= toleration:
                 continue
             attempt = attempt_of(obj)
@@ -684,7 +686,7 @@ class Syncer:
                 attempt,
                 member=member,
                 reason=FleetReason.CLUSTER_FAILOVER,
-                message=f"{member} has been NotReady for {down[member]:.0f}s (toleration {toleration}s)",
+                message=f"{member} has been NotReady for {down[member]:.0f}s (toleration {toleration:g}s)",
                 exclude_for=EXCLUDE_DOWN_SECONDS,
                 count_failure=False,
             )
@@ -796,6 +798,44 @@ class Syncer:
             except Exception:  # Redis away or restarted: list again once it answers
                 log.exception("event=deletions_follow_failed")
                 since = None
+                stop.wait(1.0)
+
+    # -- companion objects ----------------------------------------------------------------------
+
+    def _follow_companions(self, stop: threading.Event) -> None:
+        """A ConfigMap, Secret or Service written at the fleet: a worker updates it where the jobs
+        that reference it run (``fleet.dispatch.tasks.sync_companion``). Followed from the
+        moment the syncer starts, when one resync (``fleet.dispatch.tasks.resync_companions``)
+        brings up to date what changed while no syncer followed."""
+        since: dict[str, str] = {}
+        while not stop.is_set():
+            try:
+                if not since:  # (again) from now: what changed before is brought up to date once
+                    self.ctx.queue.enqueue(
+                        "fleet.dispatch.tasks.resync_companions", job_timeout=600, failure_ttl=3600
+                    )
+                for rt in COMPANION_KINDS:
+                    if rt.kind not in since:
+                        since[rt.kind] = self.ctx.objects.resource_version()
+                    events, since[rt.kind] = self.ctx.objects.changes(rt, since[rt.kind], block_ms=300)
+                    for event in events:
+                        meta = (event.object or {}).get("metadata") or {}
+                        if event.type == DELETED or not meta.get("name"):
+                            continue
+                        self.ctx.queue.enqueue(
+                            "fleet.dispatch.tasks.sync_companion",
+                            rt.kind,
+                            meta.get("namespace"),
+                            meta["name"],
+                            retry=Retry(max=8, interval=[1, 2, 4, 8, 15, 30, 60, 60]),
+                            job_timeout=60,
+                            failure_ttl=3600,
+                        )
+            except Gone:
+                since.clear()
+            except Exception:  # Redis away: start again from now once it answers
+                log.exception("event=companions_follow_failed")
+                since.clear()
                 stop.wait(1.0)
 
     def _resync(self) -> str:

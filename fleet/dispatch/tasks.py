@@ -41,6 +41,7 @@ from typing import Any, Final
 
 import redis
 
+from fleet.dispatch import companions
 from fleet.dispatch.context import CLAIM_SECONDS, Context, current, policy_for
 from fleet.dispatch.degraded import adopt
 from fleet.dispatch.deletion import complete, is_deleting, terminating
@@ -73,6 +74,8 @@ __all__ = [
     "propagate",
     "propagate_batch",
     "purge",
+    "resync_companions",
+    "sync_companion",
 ]
 
 log = logging.getLogger("fleet.dispatch.tasks")
@@ -267,6 +270,7 @@ def propagate_batch(items: Sequence[Propagation]) -> list[str]:
     # The creates handed to lanes are claimed until each ends, in the lane if not here.
     claim = Claim(ctx, [])
     now = time.time()
+    policies = ctx.policies()  # once a batch: whether each job's references go with it
     for item, obj in wanted:
         mark = marks.get(item[3])
         if mark is not None and mark.holds(now):  # not called while the fleet avoids it
@@ -274,7 +278,10 @@ def propagate_batch(items: Sequence[Propagation]) -> list[str]:
             continue
         entry = inflight_entry(*item[:3])
         claim.add(entry)
-        future = _lanes().submit(item[3], functools.partial(_propagate_one, ctx, item, obj, unreachable))
+        deps = policy_for(obj, policies).spec.deps
+        future = _lanes().submit(
+            item[3], functools.partial(_propagate_one, ctx, item, obj, unreachable, deps)
+        )
         if future is None:
             claim.drop(entry)
             by_key[item[:3]] = _defer(ctx, item, obj, f"{item[3]} has {LANE_BACKLOG} creates waiting already")
@@ -368,7 +375,11 @@ def _defer(ctx: Context, item: Propagation, obj: Mapping[str, Any], why: str) ->
 
 
 def _propagate_one(
-    ctx: Context, item: Propagation, obj: dict[str, Any], unreachable: dict[str, MemberUnavailable]
+    ctx: Context,
+    item: Propagation,
+    obj: dict[str, Any],
+    unreachable: dict[str, MemberUnavailable],
+    deps: bool = False,
 ) -> str:
     key, uid, attempt, member, pin = item
     ref = job_ref(key)
@@ -381,6 +392,8 @@ def _propagate_one(
         except LookupError as error:  # this worker's kubeconfig lacks it: another worker may not
             raise MemberUnavailable(member, "create_job", str(error)) from None
         body = ref.adapter.member_copy(obj, uid, attempt, pin=pin)
+        if deps:
+            companions.push(ctx, client, obj)  # before the job: its pods need them to start
         return _create(client, ref, body, uid=uid, attempt=attempt)
     except MemberRefused as error:
         return _refused(ctx, item, str(body.get("kind") or ""), error)
@@ -548,6 +561,7 @@ def purge(member: str, namespace: str, name: str, uid: str, attempt: int, *, kin
         return "replaced"
     log.info("event=purged member=%s job=%s attempt=%d", member, ref.key, attempt)
     obj = try_get_job(ctx.objects, ref.key)
+    _drop_companions(client, ref.namespace, existing, obj, attempt)
     if obj is not None and (obj.get("metadata") or {}).get("uid") == uid:
         record_event(
             ctx.objects,
@@ -557,6 +571,25 @@ def purge(member: str, namespace: str, name: str, uid: str, attempt: int, *, kin
             component=COMPONENT,
         )
     return "purged"
+
+
+def _drop_companions(
+    client: Any, namespace: str, copy: Mapping[str, Any], job: Mapping[str, Any] | None, attempt: int
+) -> None:
+    """After a copy is deleted, the objects Fleet made for it go too, unless the job's newer
+    attempt runs in the same member (it uses them). Best effort: a member that cannot be
+    reached now keeps them (they are inert without the job)."""
+    if job is not None and cluster_of(job) == client.name and attempt_of(job) != attempt:
+        return
+    try:
+        dropped = companions.drop(client, namespace, copy)
+    except MemberError as error:
+        log.warning("event=companions_kept member=%s namespace=%s error=%r", client.name, namespace,
+                    safe_message(error))  # fmt: skip
+        return
+    if dropped:
+        log.info("event=companions_dropped member=%s namespace=%s %s", client.name, namespace,
+                 ",".join(dropped))  # fmt: skip
 
 
 def evict(member: str, namespace: str, name: str, uid: str, attempt: int, *, kind: str = "") -> str:
@@ -617,9 +650,7 @@ def delete_copy(member: str, namespace: str, name: str, uid: str, attempt: int, 
                 pass
     except (LookupError, MemberError) as error:
         said = safe_message(error)
-        log.warning(
-            "event=delete_copy_waits job=%s member=%s error=%r", key, member, str(error)
-        )
+        log.warning("event=delete_copy_waits job=%s member=%s error=%r", key, member, str(error))
         terminating(
             ctx,
             key,
@@ -640,3 +671,16 @@ def delete_copy(member: str, namespace: str, name: str, uid: str, attempt: int, 
         return "deleting"
     complete(ctx, key, uid, attempt=attempt, member=member, why=f"copy {outcome}")
     return "deleted"
+
+
+def sync_companion(kind: str, namespace: str, name: str) -> list[str]:
+    """A ConfigMap, Secret or Service changed at the fleet (the syncer follows them): update
+    the members where jobs that reference it run (:func:`fleet.dispatch.companions.sync_companion`).
+    Raises ``MemberUnavailable`` (RQ retries) while such a member cannot be reached."""
+    return companions.sync_companion(current(), kind, namespace, name)
+
+
+def resync_companions() -> list[str]:
+    """Bring every running job's companions up to date in its member (the syncer sends this
+    when it starts following their changes: :func:`fleet.dispatch.companions.resync`)."""
+    return companions.resync(current())

@@ -45,6 +45,10 @@ class FleetReason:
     SUBMITTED: Final = "Submitted"
     QUOTA_EXCEEDED: Final = "QuotaExceeded"
     NO_FIT: Final = "NoFittingCluster"
+    #: Held: its policy suspends dispatching (Karmada's ``suspension.dispatching``).
+    DISPATCHING_SUSPENDED: Final = "DispatchingSuspended"
+    #: A ConfigMap, Secret or Service the job requires is not at the fleet: not sent with it.
+    COMPANION_MISSING: Final = "CompanionMissing"
     ADMITTED: Final = "Admitted"
     #: The binding Event of a placement, as ACK One's (Karmada's) scheduler words it.
     SCHEDULE_BINDING_SUCCEED: Final = "ScheduleBindingSucceed"

@@ -49,10 +49,12 @@ Log lines are ``key=value`` on the ``fleet.members`` loggers (``member=... kind=
 from fleet.members.access import NODES, PODS, Listing, Member, Probe, Resource
 from fleet.members.config import (
     FLEET_CONTEXT,
+    MEMBER_EXTENSION,
     ClientFactory,
     KubeconfigClients,
     MemberConfigError,
     load_members,
+    member_labels,
 )
 from fleet.members.errors import Conflict, MemberError, MemberRefused, MemberUnavailable, NotFound
 from fleet.members.refusals import Scope, scope_of
@@ -72,6 +74,7 @@ __all__ = [
     "ADDED",
     "DELETED",
     "FLEET_CONTEXT",
+    "MEMBER_EXTENSION",
     "MODIFIED",
     "NODES",
     "PODS",
@@ -96,5 +99,6 @@ __all__ = [
     "WatchEvent",
     "Watcher",
     "load_members",
+    "member_labels",
     "scope_of",
 ]

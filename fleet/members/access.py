@@ -54,6 +54,7 @@ log = logging.getLogger("fleet.members")
 
 JSONObject = dict[str, Any]
 
+
 @dataclass(frozen=True)
 class Resource:
     """A kind Fleet lists and watches in members; ``name`` is its plural (metrics, logs).
@@ -127,6 +128,17 @@ def _require_name(field: str, value: object) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError(f"{field}: must be a non-empty string, got {value!r}")
     return value
+
+
+#: The companion kinds a member is asked to hold, by the suffix of their ``CoreV1Api`` calls.
+_CORE_SUFFIXES = {"ConfigMap": "config_map", "Secret": "secret", "Service": "service"}
+
+
+def _core_suffix(kind: str) -> str:
+    try:
+        return _CORE_SUFFIXES[kind]
+    except KeyError:
+        raise ValueError(f"kind: {kind!r} is not one of {', '.join(_CORE_SUFFIXES)}") from None
 
 
 def _namespace_missing(error: NotFound, namespace: str) -> bool:
@@ -272,6 +284,74 @@ class Member:
             if value != expected:
                 raise ValueError(f"body.{field}: must be {expected!r}, got {value!r}")
         return payload
+
+    # -- companion objects (ConfigMap, Secret, Service) -----------------------------------------
+
+    def get_core(self, kind: str, namespace: str, name: str) -> JSONObject:
+        """A ConfigMap, Secret or Service, or :class:`NotFound`."""
+        suffix = _core_suffix(kind)
+        _require_name("namespace", namespace)
+        _require_name("name", name)
+        read = getattr(self._core, f"read_namespaced_{suffix}")
+        return self._call(
+            f"get_{suffix}",
+            lambda: _read_json(read(name, namespace, _preload_content=False, _request_timeout=self._timeout)),
+        )
+
+    def create_core(self, namespace: str, body: Mapping[str, Any]) -> JSONObject:
+        """Create a ConfigMap, Secret or Service (its namespace first if needed); :class:`Conflict`
+        when one of that name exists. Logs name the object, never its data."""
+        suffix = _core_suffix(str(body.get("kind")))
+        self.ensure_namespace(namespace)
+        create = getattr(self._core, f"create_namespaced_{suffix}")
+        payload = dict(body)
+        created = self._call(
+            f"create_{suffix}",
+            lambda: _read_json(
+                create(namespace, payload, _preload_content=False, _request_timeout=self._timeout)
+            ),
+        )
+        log.info(
+            "member=%s kind=%s event=created namespace=%s name=%s",
+            self.name,
+            suffix,
+            namespace,
+            (body.get("metadata") or {}).get("name"),
+        )
+        return created
+
+    def replace_core(self, namespace: str, body: Mapping[str, Any]) -> JSONObject:
+        """Replace a ConfigMap, Secret or Service (``metadata.resourceVersion`` guards it)."""
+        suffix = _core_suffix(str(body.get("kind")))
+        name = _require_name("name", (body.get("metadata") or {}).get("name"))
+        replace = getattr(self._core, f"replace_namespaced_{suffix}")
+        payload = dict(body)
+        replaced = self._call(
+            f"replace_{suffix}",
+            lambda: _read_json(
+                replace(name, namespace, payload, _preload_content=False, _request_timeout=self._timeout)
+            ),
+        )
+        log.info("member=%s kind=%s event=replaced namespace=%s name=%s", self.name, suffix, namespace, name)
+        return replaced
+
+    def delete_core(self, kind: str, namespace: str, name: str) -> bool:
+        """Delete a ConfigMap, Secret or Service; ``False`` when it was already absent."""
+        suffix = _core_suffix(kind)
+        _require_name("namespace", namespace)
+        _require_name("name", name)
+        delete = getattr(self._core, f"delete_namespaced_{suffix}")
+        try:
+            self._call(
+                f"delete_{suffix}",
+                lambda: _read_json(
+                    delete(name, namespace, _preload_content=False, _request_timeout=self._timeout)
+                ),
+            )
+        except NotFound:
+            return False
+        log.info("member=%s kind=%s event=deleted namespace=%s name=%s", self.name, suffix, namespace, name)
+        return True
 
     def get_job(self, kind: Resource, namespace: str, name: str) -> JSONObject:
         """The job of ``kind``, or :class:`NotFound`."""

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+import yaml
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.config import kube_config
 from kubernetes.config.config_exception import ConfigException
@@ -24,14 +25,20 @@ from fleet.members.settings import MemberSettings
 
 __all__ = [
     "FLEET_CONTEXT",
+    "MEMBER_EXTENSION",
     "ClientFactory",
     "KubeconfigClients",
     "MemberConfigError",
     "load_members",
+    "member_labels",
 ]
 
 #: The kubeconfig context that names the fleet endpoint itself, never a member.
 FLEET_CONTEXT = "fleet"
+#: The context extension holding a member's labels, ``{"labels": {...}}``: what a Karmada Cluster
+#: object's labels and ``provider``/``region``/``zone`` say, kept where Fleet's members are
+#: defined (kubectl and the ``kubernetes`` client keep extensions and ignore them).
+MEMBER_EXTENSION = "fleet.io/member"
 
 
 class MemberConfigError(ValueError):
@@ -131,3 +138,34 @@ def load_members(
         client = factory.build(name, member_settings)
         members[name] = Member(name, client, member_settings)
     return members
+
+
+def member_labels(path: str | os.PathLike[str] | None) -> dict[str, dict[str, str]]:
+    """Member -> its labels, from each context's :data:`MEMBER_EXTENSION` in the kubeconfig at
+    ``path`` (members without one are left out). Raises :class:`MemberConfigError` for labels
+    that are not a map of strings, naming the context."""
+    if path is None or not Path(path).is_file():
+        return {}
+    try:
+        config = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise MemberConfigError(f"kubeconfig {path}: cannot read it ({exc})") from None
+    out: dict[str, dict[str, str]] = {}
+    for context in config.get("contexts") or []:
+        name = context.get("name") if isinstance(context, dict) else None
+        body = context.get("context") if isinstance(context, dict) else None
+        if not isinstance(name, str) or name == FLEET_CONTEXT or not isinstance(body, dict):
+            continue
+        for extension in body.get("extensions") or []:
+            if not isinstance(extension, dict) or extension.get("name") != MEMBER_EXTENSION:
+                continue
+            labels = (extension.get("extension") or {}).get("labels") or {}
+            if not isinstance(labels, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+            ):
+                raise MemberConfigError(
+                    f"kubeconfig {path}: context {name}: extensions[{MEMBER_EXTENSION}].labels "
+                    "must be a map of strings"
+                )
+            out[name] = dict(labels)
+    return out

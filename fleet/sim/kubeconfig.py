@@ -15,6 +15,8 @@ from typing import Any, Final
 
 import yaml
 
+from fleet.members.config import MEMBER_EXTENSION
+
 __all__ = ["CONTROL_EXTENSION", "KubeconfigError", "build_kubeconfig", "control_endpoint", "write_atomically"]
 
 #: The name of the cluster extension that holds ``{"control": URL, "member": NAME}``.
@@ -26,8 +28,19 @@ class KubeconfigError(ValueError):
     """A kubeconfig without what ``fleet sim fault`` needs; the message names the member or field."""
 
 
-def build_kubeconfig(servers: Mapping[str, str], control_url: str) -> dict[str, Any]:
-    """A kubeconfig with a cluster, user and context named after each member (first one current)."""
+def build_kubeconfig(
+    servers: Mapping[str, str], control_url: str, *, labels: Mapping[str, Mapping[str, str]] | None = None
+) -> dict[str, Any]:
+    """A kubeconfig with a cluster, user and context named after each member (first one current);
+    a member with ``labels`` has them in its context's :data:`~fleet.members.MEMBER_EXTENSION`."""
+
+    def context(member: str) -> dict[str, Any]:
+        body: dict[str, Any] = {"cluster": member, "user": f"{member}-admin"}
+        own = dict((labels or {}).get(member) or {})
+        if own:
+            body["extensions"] = [{"name": MEMBER_EXTENSION, "extension": {"labels": own}}]
+        return {"name": member, "context": body}
+
     return {
         "apiVersion": "v1",
         "kind": "Config",
@@ -46,9 +59,7 @@ def build_kubeconfig(servers: Mapping[str, str], control_url: str) -> dict[str, 
             for member, url in servers.items()
         ],
         "users": [{"name": f"{member}-admin", "user": {"token": _USER_TOKEN}} for member in servers],
-        "contexts": [
-            {"name": member, "context": {"cluster": member, "user": f"{member}-admin"}} for member in servers
-        ],
+        "contexts": [context(member) for member in servers],
     }
 
 

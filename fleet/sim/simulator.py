@@ -66,7 +66,11 @@ class Simulator:
         await asyncio.gather(self.control.stop(), *(member.stop() for member in self.members.values()))
 
     def kubeconfig(self) -> dict[str, Any]:
-        return build_kubeconfig({name: m.url for name, m in self.members.items()}, self.control_url)
+        return build_kubeconfig(
+            {name: m.url for name, m in self.members.items()},
+            self.control_url,
+            labels={m.name: m.labels for m in self.topology.members},
+        )
 
 
 async def run(

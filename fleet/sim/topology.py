@@ -80,6 +80,10 @@ class NodePool(_Model):
 class Member(_Model):
     name: str = Field(pattern=_NAME_PATTERN, max_length=63)
     node_pools: tuple[NodePool, ...] = Field(min_length=1)
+    #: The member's own labels (a Karmada Cluster's labels, and the ``provider``, ``region`` and
+    #: ``zone`` a policy's fieldSelector reads, :data:`fleet.policy.MEMBER_FIELDS`): written into
+    #: its kubeconfig context, where Fleet reads them (:func:`fleet.members.member_labels`).
+    labels: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _unique_prefixes(self) -> Member:

@@ -45,8 +45,17 @@ def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     venv.EnvBuilder(with_pip=True, system_site_packages=False).create(target)
     bin_dir = target / "bin"
     _run(
-        [str(bin_dir / "python"), "-m", "pip", "install", "-q", "--no-index",
-         "--find-links", str(dist / "wheelhouse"), str(wheels[0])],
+        [
+            str(bin_dir / "python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--find-links",
+            str(dist / "wheelhouse"),
+            str(wheels[0]),
+        ],
         base,
     )
     return wheels[0], bin_dir

@@ -153,9 +153,10 @@ def test_the_roles_are_highly_available_and_budgeted(rendered: list[Doc]) -> Non
     assert api["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert api["livenessProbe"]["httpGet"]["path"] == "/livez"
     service = next(d for d in rendered if d["kind"] == "Service" and d["metadata"]["name"] == "fleet-api")
-    assert service["spec"]["selector"].items() <= deployments["fleet-api"]["spec"]["template"]["metadata"][
-        "labels"
-    ].items()
+    assert (
+        service["spec"]["selector"].items()
+        <= deployments["fleet-api"]["spec"]["template"]["metadata"]["labels"].items()
+    )
 
 
 def test_prometheus_scrapes_every_role_and_grafana_gets_the_dashboard(rendered: list[Doc]) -> None:

@@ -10,7 +10,7 @@ import yaml
 from pydantic import ValidationError
 
 from fleet.dispatch.context import DEFAULT_POLICY
-from fleet.policy import PropagationPolicy, PurgeMode, select_policy
+from fleet.policy import PropagationPolicy, PurgeMode, ignored_fields, select_policy, why_ignored
 
 SAMPLES = Path(__file__).resolve().parents[2] / "config" / "samples"
 ACJOB = {"apiVersion": "mindxdl.gitee.com/v1", "kind": "AscendJob"}
@@ -109,3 +109,132 @@ def test_default_policy_queues_ascendjobs_with_bounded_retries() -> None:
     assert DEFAULT_POLICY.spec.suspension.scheduling is True
     assert DEFAULT_POLICY.spec.failover.backoff_limit == 3
     assert DEFAULT_POLICY.spec.failover.application.purge_mode is PurgeMode.IMMEDIATELY
+
+
+def _karmada(text: str) -> PropagationPolicy:
+    return PropagationPolicy.model_validate(yaml.safe_load(text))
+
+
+#: A Karmada user's policy for AscendJobs: regions by field, a GPU-free cluster excluded, the
+#: NotReady taint tolerated for two minutes, the newer purge mode, fields Fleet does not act on.
+KARMADA_POLICY = """
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: ascend-training
+  namespace: team-a
+spec:
+  resourceSelectors:
+    - apiVersion: mindxdl.gitee.com/v1
+      kind: AscendJob
+  propagateDeps: true
+  priority: 10
+  schedulerName: default-scheduler
+  conflictResolution: Abort
+  placement:
+    clusterAffinity:
+      fieldSelector:
+        matchExpressions:
+          - key: region
+            operator: In
+            values:
+              - cn-north-1
+      exclude:
+        - member-3
+    clusterTolerations:
+      - key: cluster.karmada.io/not-ready
+        operator: Exists
+        effect: NoExecute
+        tolerationSeconds: 120
+      - key: cluster.karmada.io/unreachable
+        operator: Exists
+        effect: NoExecute
+        tolerationSeconds: 120
+    spreadConstraints:
+      - spreadByField: cluster
+        maxGroups: 1
+        minGroups: 1
+  failover:
+    application:
+      decisionConditions:
+        tolerationSeconds: 60
+      purgeMode: Directly
+"""
+
+
+def test_a_karmada_policy_loads_and_names_what_fleet_ignores() -> None:
+    policy = _karmada(KARMADA_POLICY)
+    assert policy.spec.failover.application.purge_mode is PurgeMode.IMMEDIATELY  # Directly
+    assert policy.spec.deps and policy.spec.priority == 10
+    assert sorted(ignored_fields(policy)) == [
+        "spec.conflictResolution",
+        "spec.placement.spreadConstraints",
+        "spec.schedulerName",
+    ]
+    assert why_ignored("spec.placement.spreadConstraints") == "a job runs whole in one member"
+    assert select_policy(_job(namespace="team-a"), [policy]) is policy
+
+
+def test_field_selector_matches_the_member_region_zone_and_provider_labels() -> None:
+    affinity = _karmada(KARMADA_POLICY).spec.placement.cluster_affinity
+    north = {"topology.kubernetes.io/region": "cn-north-1"}
+    assert affinity.allows("member-1", north)
+    assert not affinity.allows("member-1", {"topology.kubernetes.io/region": "cn-south-1"})
+    assert not affinity.allows("member-1", {})  # no region: In does not match
+    assert not affinity.allows("member-3", north)  # excluded
+    not_aws = _policy(
+        "p",
+        placement={"clusterAffinity": {"fieldSelector": {"matchExpressions": [
+            {"key": "provider", "operator": "NotIn", "values": ["aws"]}]}}},
+    ).spec.placement.cluster_affinity  # fmt: skip
+    assert not_aws.allows("m", {}) and not not_aws.allows("m", {"fleet.io/provider": "aws"})
+
+
+def test_a_field_selector_on_a_field_karmada_does_not_have_is_refused() -> None:
+    with pytest.raises(ValidationError, match="provider"):
+        _policy("p", placement={"clusterAffinity": {"fieldSelector": {"matchExpressions": [
+            {"key": "rack", "operator": "In", "values": ["r1"]}]}}})  # fmt: skip
+
+
+def test_cluster_tolerations_of_the_not_ready_taint_set_the_cluster_failover_time() -> None:
+    assert _karmada(KARMADA_POLICY).spec.cluster_failover_seconds() == 120
+    assert _policy("p").spec.cluster_failover_seconds() == 30  # decisionConditions
+    forever = _policy("p", placement={"clusterTolerations": [{"operator": "Exists"}]})
+    assert forever.spec.cluster_failover_seconds() == float("inf")
+    other = _policy("p", placement={"clusterTolerations": [
+        {"key": "dedicated", "operator": "Equal", "value": "npu", "effect": "NoSchedule"}]})  # fmt: skip
+    assert other.spec.cluster_failover_seconds() == 30
+
+
+@pytest.mark.parametrize(
+    ("written", "mode"),
+    [("Directly", PurgeMode.IMMEDIATELY), ("Immediately", PurgeMode.IMMEDIATELY),
+     ("Gracefully", PurgeMode.GRACEFULLY), ("Graciously", PurgeMode.GRACEFULLY), ("Never", PurgeMode.NEVER)],
+)  # fmt: skip
+def test_every_purge_mode_spelling(written: str, mode: PurgeMode) -> None:
+    policy = _policy("p", failover={"application": {"purgeMode": written}})
+    assert policy.spec.failover.application.purge_mode is mode
+
+
+def test_a_namespaced_policy_wins_over_a_cluster_policy_of_higher_priority() -> None:
+    cluster = PropagationPolicy.model_validate(
+        {"apiVersion": "policy.karmada.io/v1alpha1", "kind": "ClusterPropagationPolicy",
+         "metadata": {"name": "everyone"}, "spec": {"priority": 100, "resourceSelectors": [ACJOB]}}
+    )  # fmt: skip
+    mine = _policy("mine")
+    assert select_policy(_job(namespace="default"), [cluster, mine]) is mine
+    assert select_policy(_job(namespace="team-b"), [cluster, mine]) is cluster  # any namespace
+
+
+def test_a_selector_with_a_name_ignores_its_label_selector() -> None:
+    named = _policy(
+        "n", resourceSelectors=[{**ACJOB, "name": "j", "labelSelector": {"matchLabels": {"a": "b"}}}]
+    )
+    assert select_policy(_job(), [named]) is named
+
+
+def test_suspension_as_karmada_writes_it() -> None:
+    held = _policy("p", suspension={"dispatching": True})
+    assert held.spec.suspension.dispatching
+    some = _policy("p", suspension={"dispatchingOnClusters": {"clusterNames": ["member-1"]}})
+    assert some.spec.suspension.dispatching_on_clusters.cluster_names == ("member-1",)

@@ -78,6 +78,22 @@ def test_refusal_names_the_node_resource_and_numbers(ledger: Ledger) -> None:
     assert_invariants(ledger)
 
 
+def test_koord_queue_max_jobs_limits_a_dotted_leaf_to_one_job(ledger: Ledger) -> None:
+    """The issue's case: ``koord-queue/max-jobs: 1`` on ``root.algo.nlp`` runs one job, not two."""
+    from queues import load_file
+
+    tree, _ = load_file("config/samples/elasticquotatree-koord-queue.yaml")
+    ledger.apply(tree)
+    leaf = ledger.resolve_leaf("nlp")
+    assert leaf == "root.algo.nlp"
+    ledger.enqueue("nlp/one/u1", leaf, {"cpu": CPU})
+    ledger.enqueue("nlp/two/u2", leaf, {"cpu": CPU})
+    assert ledger.admit_pending("nlp/one/u1").admitted
+    refused = ledger.admit_pending("nlp/two/u2")
+    assert refused.reason == "quota root/root.algo/root.algo.nlp: kube-queue/max-jobs 1/1 in use"
+    assert_invariants(ledger)
+
+
 def test_max_jobs_reason_on_the_sample_tree(ledger: Ledger) -> None:
     from queues import load_file
 

@@ -129,7 +129,15 @@ INVALID: list[tuple[str, Any, list[str]]] = [
     (
         "name not a DNS label",
         doc(root({"name": "Team_A"})),
-        ["root/Team_A: name 'Team_A' must be a DNS-1123 label (lowercase letters, digits, '-')"],
+        ["root/Team_A: name 'Team_A' must be a DNS-1123 subdomain (lowercase letters, digits, '-', '.')"],
+    ),
+    (
+        "both job-count keys, differing",
+        doc(root({"name": "a", "max": {MAX_JOBS: 1, "koord-queue/max-jobs": 2}})),
+        [
+            "root/a: max.koord-queue/max-jobs and max.kube-queue/max-jobs are one limit "
+            "(the job count) and must not differ"
+        ],
     ),
     (
         "queue names collide",
@@ -348,3 +356,39 @@ def test_listing_a_namespace_no_node_binds_is_a_warning() -> None:
         )
     ]
     assert tree.leaf_for("team-a", {QUOTA_LABEL: "b"}) == "b"
+
+
+KOORD_SAMPLE = SAMPLE.with_name("elasticquotatree-koord-queue.yaml")
+
+
+def test_a_koord_queue_tree_loads_with_dotted_names_and_its_job_count() -> None:
+    """koord-queue names nodes by their dotted path and counts jobs under its own key."""
+    tree, problems = load_file(KOORD_SAMPLE)
+    assert tree.paths()["root.algo.nlp"] == "root/root.algo/root.algo.nlp"
+    assert tree.leaf_for("nlp") == "root.algo.nlp"
+    nodes = {node.name: node for _, _, node in tree.walk()}
+    assert nodes["root.algo.nlp"].limit(MAX_JOBS) == 1
+    assert nodes["root.infer"].limit(MAX_JOBS) == 4
+    assert [str(p) for p in problems] == [
+        "root/root.algo/root.algo.nlp: attributes.preempt-policy: ignored (koord-queue's "
+        "force-preemption switch; Fleet preempts by fleet.io/preemption)"
+    ]
+    assert all(p.severity is Severity.WARNING for p in problems)
+
+
+def test_both_job_count_keys_agreeing_are_one_limit() -> None:
+    tree, _ = load(doc(root({"name": "a", "max": {MAX_JOBS: 2, "koord-queue/max-jobs": "2"}})))
+    assert tree.spec.root.children[0].max == {MAX_JOBS: 2}
+
+
+def test_an_attribute_fleet_does_not_know_is_a_warning_naming_it() -> None:
+    _, problems = check(doc(root({"name": "a", "attributes": {"team.example.com/owner": "ml"}})))
+    assert [(str(p), p.severity) for p in problems] == [
+        ("root/a: attributes.team.example.com/owner: ignored (not a key Fleet knows)", Severity.WARNING)
+    ]
+
+
+@pytest.mark.parametrize("name", ["root.", ".a", "root..a", "Root.a"])
+def test_a_dotted_name_must_still_be_a_dns_subdomain(name: str) -> None:
+    with pytest.raises(TreeInvalid, match="must be a DNS-1123 subdomain"):
+        load(doc(root({"name": name})))

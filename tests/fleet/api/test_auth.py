@@ -297,3 +297,28 @@ def test_can_i_answers_what_the_request_would_get(
         return
     assert code == 201, answer
     assert answer["status"]["allowed"] is (expected(who, kind, verb) not in (401, 403, 405))
+
+
+SECRET_BODY: Final = {
+    "apiVersion": "v1",
+    "kind": "Secret",
+    "metadata": {"name": "obs"},
+    "stringData": {"key": "s3cret-value"},
+}
+
+
+@pytest.mark.parametrize(("who", "want"), [("admin", 201), ("alice", 201), ("bob", 403), ("anonymous", 401)])
+def test_secrets_are_their_namespaces_like_jobs(server: FleetApiThread, who: str, want: int) -> None:
+    path = "/api/v1/namespaces/team-a/secrets"
+    code, answer = call(server, "POST", path, SECRET_BODY, token=TOKENS.get(who))
+    assert code == want, answer
+    if code != 201:
+        assert "s3cret-value" not in str(answer)
+        assert call(server, "GET", f"{path}/obs", token=TOKENS["admin"])[0] == 404
+        return
+    for reader, can in (("alice", 200), ("bob", 403)):
+        assert call(server, "GET", f"{path}/obs", token=TOKENS[reader])[0] == can
+        assert call(server, "GET", path, token=TOKENS[reader])[0] == can
+    assert call(server, "GET", "/api/v1/secrets", token=TOKENS["alice"])[0] == 403  # all namespaces
+    assert call(server, "DELETE", f"{path}/obs", token=TOKENS["bob"])[0] == 403
+    assert call(server, "DELETE", f"{path}/obs", token=TOKENS["alice"])[0] == 200

@@ -109,3 +109,17 @@ def test_only_one_tree_and_it_cannot_be_deleted(kubectl: Kubectl) -> None:
     assert refused.returncode == 1
     assert "cannot be deleted" in refused.stderr
     assert "elasticquotatree" in kubectl("get", "eqtree", "-n", "kube-system").stdout
+
+
+def test_a_koord_queue_tree_applies_with_a_warning_naming_the_attribute_fleet_ignores(
+    kubectl: Kubectl, fleet_redis: redis.Redis
+) -> None:
+    done = kubectl("apply", "-f", str(TREE.with_name("elasticquotatree-koord-queue.yaml")))
+    assert done.stdout.strip() == "elasticquotatree.scheduling.sigs.k8s.io/elasticquotatree created"
+    assert (
+        "Warning: root/root.algo/root.algo.nlp: attributes.preempt-policy: ignored (koord-queue's "
+        "force-preemption switch; Fleet preempts by fleet.io/preemption)"
+    ) in done.stderr.splitlines()
+    shown = nodes(kubectl)
+    assert shown["root.algo.nlp"]["queue"] == "root-root.algo-root.algo.nlp"
+    assert Ledger(fleet_redis).resolve_leaf("nlp") == "root.algo.nlp"

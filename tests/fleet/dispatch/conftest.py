@@ -161,6 +161,7 @@ class InvariantMonitor:
 @pytest.fixture
 def fleet_factory(tmp_path: Path) -> Iterator[Callable[..., RunningFleet]]:
     """Start a fleet: ``fleet_factory(members={...}, workers=2, tree=TREE, **simulation)``
+    (``member_labels={member: {...}}``: the members' own labels, in their kubeconfig contexts;
     (``redis_password=``, ``redis_tls=True``: a Redis that demands them, its URL given to every role)."""
     _require_redis_server()
     stack: list[Any] = []
@@ -176,6 +177,7 @@ def fleet_factory(tmp_path: Path) -> Iterator[Callable[..., RunningFleet]]:
         syncer_args: tuple[str, ...] = (),
         redis_password: str | None = None,
         redis_tls: bool = False,
+        member_labels: Mapping[str, Mapping[str, str]] | None = None,
         **simulation: Any,
     ) -> RunningFleet:
         (tmp_path / "redis").mkdir(exist_ok=True)
@@ -190,7 +192,7 @@ def fleet_factory(tmp_path: Path) -> Iterator[Callable[..., RunningFleet]]:
                 **simulation,
             },
             "members": [
-                {"name": name, "nodePools": [dict(pool)]}
+                {"name": name, "nodePools": [dict(pool)], "labels": dict((member_labels or {}).get(name, {}))}
                 for name, pool in (
                     members or {"member-1": MODULE_POOL, "member-2": CARD_POOL, "member-3": A800_POOL}
                 ).items()

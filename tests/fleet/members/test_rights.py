@@ -25,10 +25,21 @@ ROOT = Path(__file__).resolve().parents[3]
 ACCESS = Path(fleet.members.access.__file__)
 #: Member methods no role calls: their client calls need no right (checked below).
 UNCALLED = {"patch_job"}
-_VERBS = {"read": ("get",), "get": ("get",), "create": ("create",), "delete": ("delete",),
-          "list": ("list", "watch"), "patch": ("patch",), "replace": ("update",)}
-_RESOURCES = {"namespace": ("", "namespaces"), "node": ("", "nodes"), "pod": ("", "pods"),
-              "custom_object": (ASCENDJOB_GROUP, ASCENDJOB_PLURAL)}
+_VERBS = {
+    "read": ("get",),
+    "get": ("get",),
+    "create": ("create",),
+    "delete": ("delete",),
+    "list": ("list", "watch"),
+    "patch": ("patch",),
+    "replace": ("update",),
+}
+_RESOURCES = {
+    "namespace": ("", "namespaces"),
+    "node": ("", "nodes"),
+    "pod": ("", "pods"),
+    "custom_object": (ASCENDJOB_GROUP, ASCENDJOB_PLURAL),
+}
 
 
 def _needed() -> set[tuple[str, str, str]]:
@@ -65,7 +76,8 @@ def test_the_rights_are_exactly_the_calls_fleet_makes() -> None:
 def test_the_uncalled_member_methods_are_really_uncalled() -> None:
     for name in UNCALLED:
         callers = [
-            path for path in (ROOT / "fleet").rglob("*.py")
+            path
+            for path in (ROOT / "fleet").rglob("*.py")
             if "members" not in path.parts and "sim" not in path.parts and f".{name}(" in path.read_text()
         ]
         assert not callers, f"{name} is called by {callers}: grant its verb in fleet/members/rights.py"

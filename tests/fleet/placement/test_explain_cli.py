@@ -100,3 +100,46 @@ def test_a_job_too_big_for_any_member_says_how_close_each_came(
         f"  member-2: {NEVER}: 4 nodes have 2 free huawei.com/Ascend910 but the job needs 5 nodes "
         "(one pod per node)" in (result.stdout.splitlines())
     )
+
+
+WITH_COMPANIONS = (
+    Path(__file__).resolve().parents[3] / "config" / "samples" / "ascend" / "pytorch-with-companions.yaml"
+)
+
+
+def _explain_file(sim: RunningSim, path: Path) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-c", "from fleet.cli import main; main(prog_name='fleet')", "explain"]
+    return subprocess.run(
+        [*command, "-f", str(path), "--kubeconfig", str(sim.kubeconfig)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_a_job_file_with_its_companions_evaluates_the_job_and_lists_them(default_sim: RunningSim) -> None:
+    result = _explain_file(default_sim, WITH_COMPANIONS)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("default/companions-pytorch fits on member-2 (pack): ")
+    assert lines[-4:] == [
+        "with:",
+        "  ConfigMap rings-config-companions-pytorch: in this file, sent with the job (propagateDeps)",
+        "  Secret companions-pytorch-obs: in this file, sent with the job (propagateDeps)",
+        "  Service companions-pytorch: in this file, sent with the job (propagateDeps)",
+    ]
+
+
+def test_a_file_with_two_jobs_is_refused_naming_what_it_holds(
+    default_sim: RunningSim, tmp_path: Path
+) -> None:
+    path = tmp_path / "two.yaml"
+    second = sample_job()
+    second["metadata"]["name"] = "second"
+    path.write_text(yaml.safe_dump_all([sample_job(), second, {"apiVersion": "v1", "kind": "ConfigMap"}]))
+    result = _explain_file(default_sim, path)
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        f"error: {path}: must hold exactly one job object, holds 2 (AscendJob, ConfigMap)"
+    )

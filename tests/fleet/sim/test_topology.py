@@ -82,3 +82,25 @@ def test_the_command_line_refuses_bad_input_before_starting(tmp_path: Path) -> N
     unreachable = runner.invoke(main, ["sim", "fault", "--kubeconfig", str(kubeconfig), "member-1", "down"])
     assert unreachable.exit_code == 1
     assert "control endpoint http://127.0.0.1:9 is not reachable" in unreachable.output
+
+
+def test_a_members_labels_reach_fleet_through_its_kubeconfig_context(tmp_path: Path) -> None:
+    from fleet.members import MemberConfigError, member_labels
+
+    topology = load_topology()
+    path = tmp_path / "kubeconfig"
+    labels = {m.name: m.labels for m in topology.members}
+    servers = {m.name: f"http://127.0.0.1:{1001 + i}" for i, m in enumerate(topology.members)}
+    write_atomically(path, build_kubeconfig(servers, "http://127.0.0.1:2000", labels=labels))
+    assert member_labels(path) == {
+        "member-1": {"topology.kubernetes.io/region": "cn-north-1"},
+        "member-2": {"topology.kubernetes.io/region": "cn-north-1"},
+        "member-3": {"topology.kubernetes.io/region": "cn-south-1"},
+    }
+    written = yaml.safe_load(path.read_text())
+    written["contexts"][0]["context"]["extensions"][0]["extension"]["labels"] = {"region": 1}
+    path.write_text(yaml.safe_dump(written))
+    with pytest.raises(
+        MemberConfigError, match=r"context member-1: extensions\[fleet\.io/member\]\.labels must be a map"
+    ):
+        member_labels(path)

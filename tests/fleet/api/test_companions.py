@@ -1,0 +1,82 @@
+"""ConfigMap, Secret and Service at the fleet through the real kubectl: a job's file with its
+companions applies whole, each kind answers every verb, a Secret's stringData is stored as data
+only, and a tenant sees only its own namespace's objects."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+import redis
+import yaml
+
+from fleet.apiserver.companions import SECRET
+from fleet.state import Objects
+from tests.fleet.api.conftest import SAMPLES
+from tests.support.kubectl import Kubectl, table
+
+pytestmark = pytest.mark.integration
+
+WITH_COMPANIONS = SAMPLES / "ascend" / "pytorch-with-companions.yaml"
+
+
+def test_a_job_file_with_its_companions_applies_whole(kubectl: Kubectl, fleet_redis: redis.Redis) -> None:
+    done = kubectl("apply", "-f", str(WITH_COMPANIONS))
+    assert done.stdout.splitlines() == [
+        "configmap/rings-config-companions-pytorch created",
+        "secret/companions-pytorch-obs created",
+        "service/companions-pytorch created",
+        "ascendjob.mindxdl.gitee.com/companions-pytorch created",
+    ]
+    again = kubectl("apply", "-f", str(WITH_COMPANIONS))
+    # As against kube-apiserver: a Secret written with stringData is patched with it again on
+    # every apply (the live object holds data only), so kubectl says "configured".
+    assert again.stdout.splitlines()[:3] == [
+        "configmap/rings-config-companions-pytorch unchanged",
+        "secret/companions-pytorch-obs configured",
+        "service/companions-pytorch unchanged",
+    ]
+    assert table(kubectl("get", "cm").stdout)[1][:2] == ["rings-config-companions-pytorch", "1"]
+    assert table(kubectl("get", "secrets").stdout)[1][:3] == ["companions-pytorch-obs", "Opaque", "2"]
+    svc = table(kubectl("get", "svc").stdout)
+    assert svc[0][:5] == ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)"]
+    assert svc[1][:5] == ["companions-pytorch", "ClusterIP", "None", "<none>", "2222/TCP"]
+    [stored] = Objects(fleet_redis).list(SECRET)[0]
+    assert "stringData" not in stored
+    assert base64.b64decode(stored["data"]["OBS_ACCESS_KEY"]) == b"example-access-key"
+
+
+def test_every_verb_on_a_configmap_and_a_secret(kubectl: Kubectl) -> None:
+    settings = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}, "data": {"a": "1"}}
+    kubectl("create", "-f", "-", stdin=yaml.safe_dump(settings))
+    kubectl("patch", "configmap", "settings", "-p", '{"data": {"b": "2"}}')
+    kubectl("label", "configmap", "settings", "team=x")
+    got = json.loads(kubectl("get", "configmap", "settings", "-o", "json").stdout)
+    assert got["data"] == {"a": "1", "b": "2"} and got["metadata"]["labels"] == {"team": "x"}
+    token = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "token"},
+        "stringData": {"token": "s3cret"},
+    }
+    kubectl("create", "-f", "-", stdin=yaml.safe_dump(token))
+    secret = yaml.safe_load(kubectl("get", "secret", "token", "-o", "yaml").stdout)
+    assert base64.b64decode(secret["data"]["token"]) == b"s3cret"
+    edited = {**secret, "stringData": {"token": "other"}}
+    kubectl("replace", "-f", "-", stdin=yaml.safe_dump(edited))
+    replaced = yaml.safe_load(kubectl("get", "secret", "token", "-o", "yaml").stdout)
+    assert base64.b64decode(replaced["data"]["token"]) == b"other" and "stringData" not in replaced
+    kubectl("delete", "configmap", "settings")
+    kubectl("delete", "secret", "token")
+    assert kubectl("get", "cm,secret", "-o", "name").stdout.strip() == ""
+
+
+def test_bad_companions_get_field_errors_that_never_quote_a_secret(kubectl: Kubectl) -> None:
+    bad = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "data": {"key": "not base64!"}}
+    done = kubectl("apply", "-f", "-", stdin=yaml.safe_dump(bad), ok=False)
+    assert 'The Secret "s" is invalid: data[key]: must be base64-encoded bytes' in done.stderr
+    assert "not base64!" not in done.stderr
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": [{"port": 0}]}}
+    done = kubectl("apply", "-f", "-", stdin=yaml.safe_dump(svc), ok=False)
+    assert "spec.ports[0].port: Invalid value: 0: must be between 1 and 65535, inclusive" in done.stderr
