@@ -11,6 +11,7 @@ from fleet.workloads.base import (
     register,
 )
 from fleet.workloads.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
+from fleet.workloads.t9k import MPIJobAdapter, TensorFlowTrainingJobAdapter, t9k_mpijob, t9k_tfjob
 
 __all__ = [
     "ATTEMPT_LABEL",
@@ -20,10 +21,14 @@ __all__ = [
     "AscendJobAdapter",
     "FieldError",
     "InvalidWorkload",
+    "MPIJobAdapter",
+    "TensorFlowTrainingJobAdapter",
     "UnknownKind",
     "WorkloadAdapter",
     "WorkloadStatus",
     "adapter_for",
     "ascendjob",
     "register",
+    "t9k_mpijob",
+    "t9k_tfjob",
 ]

@@ -20,6 +20,7 @@ from fleet.placement.demand import Demand
 from fleet.workloads.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
 
 __all__ = [
+    "MIRRORED_FIELDS",
     "RUN_POLICY_PRIORITY_CLASS",
     "FieldError",
     "InvalidWorkload",
@@ -77,6 +78,11 @@ class UnknownKind(LookupError):
     """No adapter handles this apiVersion and kind."""
 
 
+#: The ``status`` fields besides conditions that some kind mirrors from its member copy; the fleet
+#: object drops one its member copy no longer has.
+MIRRORED_FIELDS: Final = ("phase", "tasks", "aggregate")
+
+
 @dataclass(frozen=True)
 class WorkloadStatus:
     """What the fleet object shows of its member copy's status."""
@@ -88,6 +94,9 @@ class WorkloadStatus:
     replica_statuses: dict[str, Any] = field(default_factory=dict)
     start_time: str | None = None
     completion_time: str | None = None
+    #: Further top-level ``status`` fields the kind mirrors as the member wrote them (T9k:
+    #: ``phase``, ``tasks``, ``aggregate``); only keys of :data:`MIRRORED_FIELDS`.
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def finished(self) -> bool:
@@ -100,6 +109,7 @@ class WorkloadStatus:
             out["startTime"] = self.start_time
         if self.completion_time:
             out["completionTime"] = self.completion_time
+        out.update(self.extra)
         return out
 
 
