@@ -662,5 +662,7 @@ class MPIJobAdapter(T9kAdapter):
 
 
 #: The registered T9k adapters.
-t9k_tfjob = register(TensorFlowTrainingJobAdapter())
-t9k_mpijob = register(MPIJobAdapter())
+t9k_tfjob = TensorFlowTrainingJobAdapter()
+t9k_mpijob = MPIJobAdapter()
+register(t9k_tfjob)
+register(t9k_mpijob)
