@@ -27,7 +27,9 @@ The ledger is synchronous (``redis.Redis``); its calls run in worker threads, of
 Status is Fleet's: the dispatcher and syncers write it through :class:`fleet.state.Objects`;
 through the API only an admin may (the authorizer refuses the subresource to users). The spec
 is what was queued and charged, so an update may change metadata but not the spec (delete and
-submit again). ``delete`` marks the job (its finalizer holds it until the syncer has released its
+submit again), except for the pause switch of a kind that has one (:mod:`fleet.jobs.pause`:
+pausing gives back the job's quota and member copy, resuming queues it again). ``delete``
+marks the job (its finalizer holds it until the syncer has released its
 quota and purged its member copy, then the object goes).
 """
 
@@ -45,10 +47,12 @@ from fleet.api.computed import waiting_fields, without_waiting_fields
 from fleet.api.errors import invalid
 from fleet.api.keys import DEFAULT_API_KEYS, ApiKeys
 from fleet.api.priority_classes import refused
-from fleet.apiserver.errors import ApiError, Cause
+from fleet.apiserver.errors import ApiError, Cause, NotFound
 from fleet.apiserver.resources import Obj, ResourceType
 from fleet.apiserver.store import WatchEvent, update_target
 from fleet.jobs.durability import Durability, NotDurable
+from fleet.jobs.pause import SpecChanged, mark_paused, paused_at_submission, switched
+from fleet.jobs.pause import apply as pause_apply
 from fleet.jobs.phases import Phase
 from fleet.jobs.priority import PRIORITY_ANNOTATION, PriorityClassNotFound, priority_classes
 from fleet.jobs.status import current_state
@@ -150,9 +154,14 @@ class JobBackend:
 
     async def create(self, rt: ResourceType, obj: Obj, *, dry_run: bool = False) -> Obj:
         prepared = await asyncio.to_thread(self._prepare, rt, obj)
+        if paused_at_submission(prepared.obj):  # stored Paused, not queued (fleet.jobs.pause)
+            mark_paused(prepared.obj["status"])
         if dry_run:
             return await self.store.create(rt, prepared.obj, dry_run=True)
         stored = await self.store.create(rt, prepared.obj)
+        if current_state(stored) == Phase.PAUSED:
+            log.info("event=submitted_paused job=%s leaf=%s", prepared.key, prepared.leaf)
+            return stored
         await asyncio.to_thread(self._queue, prepared, stored)
         log.info("event=submitted job=%s leaf=%s priority=%d", prepared.key, prepared.leaf, prepared.priority)
         return stored
@@ -201,7 +210,9 @@ class JobBackend:
         if subresource is None:
             namespace, name = update_target(rt, obj)
             current = await self.store.get(rt, namespace, name)
-            if obj.get("spec") != current.get("spec"):
+            try:
+                pause = switched(current, obj)
+            except SpecChanged:
                 raise invalid(
                     rt,
                     obj,
@@ -209,11 +220,19 @@ class JobBackend:
                         Cause(
                             "spec",
                             "field is immutable: the job was queued and charged with this spec; "
-                            "delete it and submit it again",
+                            "delete it and submit it again (a kind with a pause mode may flip "
+                            "spec.runMode.pause.enabled)",
                             "FieldValueForbidden",
                         )
                     ],
+                ) from None
+            if pause is not None and not dry_run:
+                stored = await asyncio.to_thread(
+                    pause_apply, self.objects, self.ledger, rt, current, obj, pause=pause
                 )
+                if stored is None:
+                    raise NotFound(f'{rt.plural}.{rt.group} "{name}" not found')
+                return stored
         if subresource == "status":
             obj = without_waiting_fields(obj)  # computed on read, never stored
         return await self.store.update(rt, obj, subresource=subresource, dry_run=dry_run)

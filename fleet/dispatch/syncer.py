@@ -452,7 +452,12 @@ class Syncer:
     # -- stale copies ---------------------------------------------------------------------------
 
     def _stale_copy(self, ident: _Copy, obj: dict[str, Any]) -> None:
-        """A copy of an attempt the fleet job has left behind: purge it when its policy says."""
+        """A copy of an attempt the fleet job has left behind: purge it when its policy says
+        (a paused job's at once, whatever the policy: pausing is removing its replicas)."""
+        if current_state(obj) == Phase.PAUSED and attempt_of(obj) == ident.attempt:
+            finish(self.ctx, ident.key, ident.uid, ident.attempt, member=ident.member)
+            self._purge(ident, "paused")
+            return
         policy = self._failover_policy(obj)
         if policy.purge_mode == PurgeMode.IMMEDIATELY or attempt_of(obj) < ident.attempt:
             self._purge(ident, "stale")  # newer than the fleet knows: Redis lost it, never keep

@@ -24,7 +24,9 @@ __all__ = [
     "RUN_POLICY_PRIORITY_CLASS",
     "FieldError",
     "InvalidWorkload",
+    "Pausable",
     "PriorityRequest",
+    "QueueNaming",
     "UnknownKind",
     "WorkloadAdapter",
     "WorkloadStatus",
@@ -188,6 +190,30 @@ class WorkloadAdapter(Protocol):
         ``pin`` (replica type -> node names, from the chosen placement) restricts each replica
         type's pods to the nodes Fleet reserved for them (see :func:`pin_to_nodes`).
         """
+        ...
+
+
+@runtime_checkable
+class Pausable(Protocol):
+    """A kind with a pause mode (T9k ``spec.runMode.pause``): paused, a job holds no replicas,
+    hence no member capacity and no quota; the switch is the one part of its spec a user may
+    change after submission (:mod:`fleet.jobs.pause`)."""
+
+    def paused(self, obj: Mapping[str, Any]) -> bool:
+        """Whether ``obj``'s pause mode is on."""
+        ...
+
+    def without_pause_switch(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """``obj``'s spec without the switch: two specs that differ only there compare equal."""
+        ...
+
+
+@runtime_checkable
+class QueueNaming(Protocol):
+    """A kind that names its queue in its spec (T9k ``spec.scheduler.t9kScheduler.queue``)."""
+
+    def quota_labels(self, obj: Mapping[str, Any]) -> dict[str, str]:
+        """The labels the quota tree binds the job by (:meth:`queues.ElasticQuotaTree.leaf_for`)."""
         ...
 
 

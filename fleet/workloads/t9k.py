@@ -385,6 +385,21 @@ class T9kAdapter:
         """Whether the job is in pause mode: no replicas, so no capacity and no quota held."""
         return mode_enabled(obj, "pause")
 
+    def without_pause_switch(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """The spec without ``runMode.pause.enabled`` (``enable``): T9k lets a user flip it at any
+        time, and nothing else (not even ``resumeSpecs``)."""
+        spec = copy.deepcopy(dict(_spec(obj)))
+        run_mode = spec.get("runMode")
+        pause = run_mode.get("pause") if isinstance(run_mode, dict) else None
+        if isinstance(run_mode, dict) and isinstance(pause, dict):
+            pause.pop("enabled", None)
+            pause.pop("enable", None)
+            if not pause:  # a switch added where there was none changes nothing else
+                del run_mode["pause"]
+            if not run_mode:
+                del spec["runMode"]
+        return spec
+
     def debugging(self, obj: Mapping[str, Any]) -> bool:
         """Whether the job runs in debug mode (environment up, training not started)."""
         return mode_enabled(obj, "debug")
