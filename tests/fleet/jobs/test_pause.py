@@ -85,9 +85,9 @@ def test_pausing_a_running_job_returns_its_quota_and_lets_go_of_its_member(redis
         )
         return obj
 
-    stored = objects.mutate(T9K_TFJOB, "default", "tensorflow-example", running)
-    assert stored is not None
-    paused = apply(objects, ledger, T9K_TFJOB, stored, with_pause(stored, True), pause=True)
+    placed = objects.mutate(T9K_TFJOB, "default", "tensorflow-example", running)
+    assert placed is not None
+    paused = apply(objects, ledger, T9K_TFJOB, placed, with_pause(placed, True), pause=True)
     assert paused is not None and current_state(paused) == "Paused"
     assert cluster_of(paused) is None and paused["status"]["lastCluster"] == "member-1"
     assert ledger.state(key) is JobState.ABSENT
