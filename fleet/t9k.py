@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from fleet.apiserver.resources import PrinterColumn, ResourceType
+
 __all__ = [
     "CHIEF",
     "CLEAN_UP_POLICIES",
@@ -26,8 +28,10 @@ __all__ = [
     "RETRIABLE_EXIT_CODES",
     "T9K_GROUP",
     "T9K_JOB_NAME_LABEL",
+    "T9K_MPIJOB",
     "T9K_MPIJOB_KIND",
     "T9K_MPIJOB_PLURAL",
+    "T9K_TFJOB",
     "T9K_TFJOB_KIND",
     "T9K_TFJOB_PLURAL",
     "T9K_VERSION",
@@ -82,6 +86,41 @@ USER_FAILURE_REASONS: Final = frozenset({DEADLINE_EXCEEDED, INVALID_SPEC})
 T9K_JOB_NAME_LABEL: Final = "batch.tensorstack.dev/job-name"
 REPLICA_TYPE_LABEL: Final = "batch.tensorstack.dev/replica-type"
 REPLICA_INDEX_LABEL: Final = "batch.tensorstack.dev/replica-index"
+
+
+_COLUMNS: Final = (
+    PrinterColumn(
+        "Name", "string", ".metadata.name", "Name must be unique within a namespace.", format="name"
+    ),
+    PrinterColumn("Phase", "string", ".status.phase", "The phase of the job (Pending, Running, ...)."),
+    PrinterColumn("Age", "date", ".metadata.creationTimestamp", "Time since the job was created."),
+)
+
+#: The kinds as a member serves them (custom resources of T9k's CRDs: no short names).
+T9K_TFJOB: Final = ResourceType(
+    group=T9K_GROUP,
+    version=T9K_VERSION,
+    kind=T9K_TFJOB_KIND,
+    plural=T9K_TFJOB_PLURAL,
+    singular=T9K_TFJOB_KIND.lower(),
+    namespaced=True,
+    printer_columns=_COLUMNS,
+    has_status=True,
+    categories=("all",),
+    description="A distributed TensorFlow training job, run by T9k's job controller.",
+)
+T9K_MPIJOB: Final = ResourceType(
+    group=T9K_GROUP,
+    version=T9K_VERSION,
+    kind=T9K_MPIJOB_KIND,
+    plural=T9K_MPIJOB_PLURAL,
+    singular=T9K_MPIJOB_KIND.lower(),
+    namespaced=True,
+    printer_columns=_COLUMNS,
+    has_status=True,
+    categories=("all",),
+    description="A distributed OpenMPI job, run by T9k's job controller.",
+)
 
 
 class T9kPhase:

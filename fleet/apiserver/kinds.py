@@ -1,5 +1,4 @@
-"""The kinds a simulated member cluster serves: Namespace, Node, Pod, Event (core/v1), AscendJob,
-and T9k's TensorFlowTrainingJob and MPIJob.
+"""The kinds a simulated member cluster serves: Namespace, Node, Pod, Event (core/v1), AscendJob.
 
 Each is a :class:`~fleet.apiserver.resources.ResourceType` with the Table columns ``kubectl get``
 shows for it on a real cluster, the field selectors kubectl relies on (``describe node`` lists
@@ -20,16 +19,8 @@ from fleet.apiserver.resources import Obj, PrinterColumn, Registry, ResourceType
 from fleet.apiserver.tables import json_path, since
 from fleet.apiserver.validation import dns1123_label, invalid, required
 from fleet.ascend import ASCENDJOB_GROUP, ASCENDJOB_KIND, ASCENDJOB_PLURAL, ASCENDJOB_VERSION
-from fleet.t9k import (
-    T9K_GROUP,
-    T9K_MPIJOB_KIND,
-    T9K_MPIJOB_PLURAL,
-    T9K_TFJOB_KIND,
-    T9K_TFJOB_PLURAL,
-    T9K_VERSION,
-)
 
-__all__ = ["ASCENDJOB", "EVENT", "NAMESPACE", "NODE", "POD", "T9K_MPIJOB", "T9K_TFJOB", "member_registry"]
+__all__ = ["ASCENDJOB", "EVENT", "NAMESPACE", "NODE", "POD", "member_registry"]
 
 _NAME = PrinterColumn(
     "Name", "string", ".metadata.name", "Name must be unique within a namespace.", format="name"
@@ -408,42 +399,7 @@ ASCENDJOB: Final = ResourceType(
 )
 
 
-# --- T9k jobs -----------------------------------------------------------------------------------
-
-_T9K_COLUMNS: Final = (
-    _NAME,
-    PrinterColumn("Phase", "string", ".status.phase", "The phase of the job (Pending, Running, ...)."),
-    PrinterColumn("Age", "date", ".metadata.creationTimestamp", _AGE_DESCRIPTION),
-)
-
-T9K_TFJOB: Final = ResourceType(
-    group=T9K_GROUP,
-    version=T9K_VERSION,
-    kind=T9K_TFJOB_KIND,
-    plural=T9K_TFJOB_PLURAL,
-    singular=T9K_TFJOB_KIND.lower(),
-    namespaced=True,
-    printer_columns=_T9K_COLUMNS,
-    has_status=True,
-    categories=("all",),
-    description="A distributed TensorFlow training job, run by T9k's job controller.",
-)
-
-T9K_MPIJOB: Final = ResourceType(
-    group=T9K_GROUP,
-    version=T9K_VERSION,
-    kind=T9K_MPIJOB_KIND,
-    plural=T9K_MPIJOB_PLURAL,
-    singular=T9K_MPIJOB_KIND.lower(),
-    namespaced=True,
-    printer_columns=_T9K_COLUMNS,
-    has_status=True,
-    categories=("all",),
-    description="A distributed OpenMPI job, run by T9k's job controller.",
-)
-
-
 def member_registry(*, validate_ascendjob: Validator | None = None) -> Registry:
-    """The kinds of a simulated member cluster; AscendJob's deep validation plugs in here."""
+    """The five kinds of a simulated member cluster; AscendJob's deep validation plugs in here."""
     ascendjob = ASCENDJOB if validate_ascendjob is None else replace(ASCENDJOB, validate=validate_ascendjob)
-    return Registry([NAMESPACE, NODE, POD, EVENT, ascendjob, T9K_TFJOB, T9K_MPIJOB])
+    return Registry([NAMESPACE, NODE, POD, EVENT, ascendjob])

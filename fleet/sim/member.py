@@ -9,7 +9,7 @@ from fleet.apiserver.store import now_rfc3339
 from fleet.sim.faults import FaultMiddleware, FaultState
 from fleet.sim.metrics import SimMetrics
 from fleet.sim.operator import Operator
-from fleet.sim.t9k import T9kController
+from fleet.sim.t9k import T9K_KINDS, T9kController
 from fleet.sim.topology import Member, Simulation, node_objects, ready_condition
 
 __all__ = ["SimMember"]
@@ -28,7 +28,10 @@ class SimMember:
         self.metrics = metrics
         self.store = MemoryStore.with_default_namespaces()
         self.faults = FaultState()
-        app = build_app(member_registry(), self.store, title=f"fleet-sim {member.name}")
+        registry = member_registry()
+        for rt in T9K_KINDS:
+            registry.add(rt)
+        app = build_app(registry, self.store, title=f"fleet-sim {member.name}")
         app.add_middleware(
             FaultMiddleware, state=self.faults, on_injected=metrics.injected.labels(member.name).inc
         )

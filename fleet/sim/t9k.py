@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from fleet.apiserver.errors import AlreadyExists, NotFound
-from fleet.apiserver.kinds import EVENT, NODE, POD, T9K_MPIJOB, T9K_TFJOB
+from fleet.apiserver.kinds import EVENT, NODE, POD
 from fleet.apiserver.resources import Obj, ResourceType
 from fleet.apiserver.store import DELETED, MemoryStore, now_rfc3339
 from fleet.sim.jobs import DURATION_ANNOTATION, EXIT_CODE_ANNOTATION, _with_string_quantities
@@ -54,6 +54,8 @@ from fleet.t9k import (
     REPLICA_INDEX_LABEL,
     REPLICA_TYPE_LABEL,
     T9K_JOB_NAME_LABEL,
+    T9K_MPIJOB,
+    T9K_TFJOB,
     WORKER,
     T9kCondition,
     T9kPhase,
@@ -63,7 +65,7 @@ from fleet.t9k import (
     retriable_exit,
 )
 
-__all__ = ["KILLED", "T9kController", "build_pods", "restarts", "set_conditions"]
+__all__ = ["KILLED", "T9K_KINDS", "T9kController", "build_pods", "restarts", "set_conditions"]
 
 log = logging.getLogger("fleet.sim.t9k")
 
@@ -72,6 +74,8 @@ _COMPONENT: Final = "t9k-job-controller"
 KILLED: Final = 137
 _FINISHED: Final = (T9kPhase.SUCCEEDED, T9kPhase.FAILED)
 Key = tuple[str, str, str]  # kind, namespace, name
+#: The kinds this controller runs, which a member serves for it.
+T9K_KINDS: Final = (T9K_TFJOB, T9K_MPIJOB)
 
 
 @dataclass
@@ -236,8 +240,7 @@ class T9kController:
 
     async def start(self) -> None:
         self._tasks = [
-            asyncio.create_task(self._watch(rt), name=f"{self.member}-{rt.plural}")
-            for rt in (T9K_TFJOB, T9K_MPIJOB)
+            asyncio.create_task(self._watch(rt), name=f"{self.member}-{rt.plural}") for rt in T9K_KINDS
         ]
         self._tasks.append(asyncio.create_task(self._loop(), name=f"{self.member}-t9k"))
 
@@ -274,7 +277,7 @@ class T9kController:
 
     async def reconcile(self) -> None:
         """One pass over every T9k job of the member."""
-        for rt in (T9K_TFJOB, T9K_MPIJOB):
+        for rt in T9K_KINDS:
             jobs, _, _ = await self.store.list(rt, None)
             for job in jobs:
                 if (job.get("status") or {}).get("phase") in _FINISHED:
