@@ -269,3 +269,16 @@ def test_deleting_a_job_deletes_its_pods() -> None:
         await eventually(no_pods)
 
     run(test, cpu_nodes(1))
+
+
+def test_an_injected_kill_restarts_the_main_replica_once_then_the_job_succeeds() -> None:
+    async def test(store: MemoryStore, controller: T9kController) -> None:
+        job = tf_job("killed", [{"type": "chief", "replicas": 1, "restartPolicy": "ExitCode"}])
+        controller.fail_job("default", "killed")
+        await store.create(T9K_TFJOB, job)
+        done = await reaches(store, T9K_TFJOB, "killed", "Succeeded")
+        assert done["backoffCount"] == 1
+        assert done["tasks"][0]["restartCount"] == 1
+        assert done["tasks"][0]["replicas"][0]["containers"][0]["exitCode"] == 0
+
+    run(test, cpu_nodes(1))
