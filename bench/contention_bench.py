@@ -103,7 +103,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from fleet.api.kinds import FLEET_ASCENDJOB
+from fleet.api.kinds import fleet_kind
 from fleet.apiserver.errors import Gone
 from fleet.apiserver.kinds import EVENT
 from fleet.connections import redis_from_url
@@ -111,6 +111,7 @@ from fleet.jobs import current_state, submit
 from fleet.state import Objects
 from fleet.state.keys import DEFAULT_STATE_KEYS, kind_name
 from fleet.state.wire import decode
+from fleet.workloads import ascendjob
 from queues import Ledger, load
 from tests.fleet.placement.factory import job
 from tests.support.fleet import FleetProcesses
@@ -119,6 +120,8 @@ from tests.support.redis_server import RedisServer
 from tests.support.sim import running_sim
 
 NPU: Final = "huawei.com/Ascend910"
+#: The fleet's AscendJobs, which this benchmark submits.
+FLEET_ASCENDJOB: Final = fleet_kind(ascendjob)
 MAX_JOBS: Final = "kube-queue/max-jobs"
 DURATION: Final = "sim.fleet.io/duration-seconds"
 PRIORITY: Final = "fleet.io/priority"

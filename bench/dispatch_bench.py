@@ -55,16 +55,21 @@ from typing import Any
 import yaml
 
 from fleet.api.keys import DEFAULT_API_KEYS
-from fleet.api.kinds import FLEET_ASCENDJOB, PROPAGATION_POLICY
+from fleet.api.kinds import PROPAGATION_POLICY, fleet_kind
 from fleet.connections import redis_from_url
 from fleet.jobs import current_state, submit
 from fleet.jobs.durability import Durability
-from fleet.members import JOBS, WatchEvent, load_members
+from fleet.members import WatchEvent, load_members
 from fleet.state import Objects
+from fleet.workloads import ascendjob, member_resource
 from queues import Ledger
 from tests.support.fleet import FleetProcesses
 from tests.support.redis_server import RedisServer
 from tests.support.sim import running_sim
+
+#: The fleet's AscendJobs, and their member resource, which this benchmark submits and watches.
+FLEET_ASCENDJOB = fleet_kind(ascendjob)
+JOBS = member_resource(ascendjob.resource)
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "config" / "samples" / "pytorch_multinodes_acjob_910b.yaml"

@@ -18,7 +18,8 @@ its decisions:
 
 When several policies match a job, the most explicit wins as in Karmada: higher ``priority``,
 then a selector naming the job, then one with a label selector, then one matching the kind only,
-then the name in alphabetical order. With none, :data:`DEFAULT_POLICY` applies.
+then the name in alphabetical order. With none, :func:`default_policy` applies
+(:data:`fleet.dispatch.context.DEFAULT_POLICY`).
 """
 
 from __future__ import annotations
@@ -31,13 +32,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
     "API_VERSION",
-    "DEFAULT_POLICY",
     "KIND",
     "ClusterAffinity",
     "LabelSelector",
     "PropagationPolicy",
     "PurgeMode",
     "ResourceSelector",
+    "default_policy",
     "select_policy",
 ]
 
@@ -199,14 +200,16 @@ class PropagationPolicy(_Strict):
         return max(levels, default=0)
 
 
-def _default_policy() -> PropagationPolicy:
+def default_policy(kinds: Sequence[tuple[str, str]]) -> PropagationPolicy:
+    """The policy of a job no policy selects (:func:`select_policy` found none): queued, with the
+    defaults of every field. ``kinds``: (apiVersion, kind) of every job kind Fleet serves."""
     return PropagationPolicy.model_validate(
         {
             "apiVersion": API_VERSION,
             "kind": KIND,
             "metadata": {"name": "fleet-default", "namespace": "kube-system"},
             "spec": {
-                "resourceSelectors": [{"apiVersion": "mindxdl.gitee.com/v1", "kind": "AscendJob"}],
+                "resourceSelectors": [{"apiVersion": v, "kind": k} for v, k in kinds],
                 "suspension": {"scheduling": True},
             },
         }
@@ -216,7 +219,6 @@ def _default_policy() -> PropagationPolicy:
 #: What applies to a job no policy selects: gang, pack, queued under the quota tree, failover
 #: after 30 s with the old copy purged first, 3 retries starting at 10 s and doubling, a member
 #: the job failed on avoided from 10 s doubling to 300 s (not at all after one failure of its own).
-DEFAULT_POLICY = _default_policy()
 
 
 def select_policy(job: Mapping[str, Any], policies: Iterable[PropagationPolicy]) -> PropagationPolicy | None:

@@ -31,7 +31,7 @@ from starlette.applications import Starlette
 from fleet.api.auth import FleetAuthorizer, Identity, TokenAuthenticator
 from fleet.api.jobs import JobBackend
 from fleet.api.keys import DEFAULT_API_KEYS, ApiKeys
-from fleet.api.kinds import ELASTIC_QUOTA_TREE, FLEET_ASCENDJOB, MEMBER_CLUSTER, PRIORITY_CLASS, QUEUE
+from fleet.api.kinds import ELASTIC_QUOTA_TREE, FLEET_JOB_KINDS, MEMBER_CLUSTER, PRIORITY_CLASS, QUEUE
 from fleet.api.members import MemberNames, member_kind
 from fleet.api.metrics import QuotaCollector
 from fleet.api.priority_classes import PriorityClassBackend
@@ -90,12 +90,11 @@ def build_fleet_api(
     ledger = Ledger(client, quota_keys)
     objects = Objects(client, state_keys, history=history)
     version = objects_store.resource_version
+    jobs = JobBackend(objects_store, ledger, objects, durability=durability, keys=api_keys)
     store = FleetStore(
         objects_store,
         {
-            FLEET_ASCENDJOB.key: JobBackend(
-                objects_store, ledger, objects, durability=durability, keys=api_keys
-            ),
+            **{rt.key: jobs for rt in FLEET_JOB_KINDS},
             ELASTIC_QUOTA_TREE.key: TreeBackend(objects_store, ledger, aclient, keys=api_keys),
             PRIORITY_CLASS.key: PriorityClassBackend(objects_store),
             QUEUE.key: queue_kind(ledger, version, interval=poll_interval),

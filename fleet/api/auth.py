@@ -9,8 +9,8 @@ Authorization knows two kinds of group, so that a token file is the whole policy
 ``fleet:admins``
     May do everything: apply the quota tree and policies, write job status, delete anything.
 ``namespace:<ns>``
-    May create, read (get, list, watch) and delete AscendJobs in ``<ns>``, and read its Events
-    (what ``kubectl describe`` lists). Any authenticated user may read the fleet's shared
+    May create, read (get, list, watch) and delete jobs of every kind Fleet serves in ``<ns>``,
+    and read its Events (what ``kubectl describe`` lists). Any authenticated user may read the fleet's shared
     picture: Queues, MemberClusters, the ElasticQuotaTree and PropagationPolicies.
 
 Everything else is 403, worded as kube-apiserver words it (``User "alice" cannot create resource
@@ -32,8 +32,8 @@ from typing import Final
 
 from fleet.api.kinds import (
     ELASTIC_QUOTA_TREE,
-    FLEET_ASCENDJOB,
     FLEET_EVENT,
+    FLEET_JOB_KINDS,
     MEMBER_CLUSTER,
     PROPAGATION_POLICY,
     QUEUE,
@@ -55,10 +55,12 @@ __all__ = [
 
 #: Members of this group may do everything.
 ADMIN_GROUP: Final = "fleet:admins"
-#: ``namespace:<ns>`` grants the AscendJobs (and Events) of ``<ns>``.
+#: ``namespace:<ns>`` grants the jobs of every kind (and the Events) of ``<ns>``.
 NAMESPACE_GROUP_PREFIX: Final = "namespace:"
 
 _READ: Final = frozenset({"get", "list", "watch"})
+#: The job kinds (every one of :data:`fleet.workloads.KINDS`), by storage identity.
+_JOB_KINDS: Final = frozenset(rt.key for rt in FLEET_JOB_KINDS)
 _JOB_VERBS: Final = frozenset({"create", "get", "list", "watch", "delete", "deletecollection"})
 #: Kinds every authenticated user may read, in any namespace.
 _SHARED: Final = frozenset(rt.key for rt in (QUEUE, MEMBER_CLUSTER, ELASTIC_QUOTA_TREE, PROPAGATION_POLICY))
@@ -162,7 +164,7 @@ class FleetAuthorizer:
             return access.verb in _READ
         if access.namespace is None or access.namespace not in identity.namespaces:
             return False
-        if key == FLEET_ASCENDJOB.key:
+        if key in _JOB_KINDS:
             writes_status = access.subresource is not None and access.verb not in _READ
             return access.verb in _JOB_VERBS and not writes_status
         if key == FLEET_EVENT.key:
@@ -178,7 +180,7 @@ class FleetAuthorizer:
         if identity is None:
             return "the user has no identity in the token file"
         namespaces = ", ".join(sorted(identity.namespaces)) or "none"
-        if access.resource.key == FLEET_ASCENDJOB.key and access.namespace in identity.namespaces:
+        if access.resource.key in _JOB_KINDS and access.namespace in identity.namespaces:
             if access.subresource is not None:
                 return "a job's status is written by Fleet"
             return "a submitted job cannot be changed; delete it and submit it again"

@@ -56,9 +56,9 @@ from fleet.jobs.pause import apply as pause_apply
 from fleet.jobs.phases import Phase
 from fleet.jobs.priority import PRIORITY_ANNOTATION, PriorityClassNotFound, priority_classes
 from fleet.jobs.status import current_state
-from fleet.jobs.submit import Prepared, prepare, queue_accepted, split_key
+from fleet.jobs.submit import Prepared, prepare, queue_accepted
 from fleet.state import Objects, RedisStore
-from fleet.workloads import InvalidWorkload, UnknownKind
+from fleet.workloads import InvalidWorkload, UnknownKind, job_ref
 from queues import InvalidRequest, Ledger, QuotaNotAvailable, UnboundJob
 from queues.records import request_args, score_of
 
@@ -75,7 +75,7 @@ class Timeout(ApiError):
 
 
 class JobBackend:
-    """The ``Store`` of the fleet's AscendJobs.
+    """The ``Store`` of the fleet's jobs, of every kind.
 
     With a ``durability`` that waits (:mod:`fleet.jobs.durability`), a submission is answered
     only once Redis confirmed its writes durable; a Redis failure while queueing is then a 504,
@@ -126,7 +126,7 @@ class JobBackend:
         try:
             request_args(prepared.request)
         except InvalidRequest as error:
-            raise invalid(rt, dict(obj), [Cause("spec.replicaSpecs", str(error))]) from None
+            raise invalid(rt, dict(obj), [Cause("spec", str(error))]) from None
         return prepared
 
     def _queue(self, prepared: Prepared, stored: Obj) -> None:
@@ -145,11 +145,12 @@ class JobBackend:
                 raise self._not_acknowledged(prepared, str(error)) from None
 
     def _not_acknowledged(self, prepared: Prepared, why: str) -> Timeout:
+        ref = job_ref(prepared.key)
         log.warning("event=submission_not_durable job=%s error=%r", prepared.key, why)
         return Timeout(
             f"the job {prepared.key} was stored but not confirmed durable ({why}); it may exist: "
             "get it before submitting it again",
-            details={"name": split_key(prepared.key)[1], "kind": "ascendjobs", "retryAfterSeconds": 1},
+            details={"name": ref.name, "kind": ref.adapter.plural, "retryAfterSeconds": 1},
         )
 
     async def create(self, rt: ResourceType, obj: Obj, *, dry_run: bool = False) -> Obj:

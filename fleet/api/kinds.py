@@ -1,10 +1,11 @@
 """The kinds the fleet serves and stores, beyond the member kinds of :mod:`fleet.apiserver.kinds`.
 
-Storage identity is ``(group, plural)``: the fleet's AscendJob shares the member kind's identity
-and differs only in how it prints (STATE, CLUSTER, QUEUE, AGE; PRIORITY with ``-o wide``). The
+Storage identity is ``(group, plural)``: each job kind of :data:`fleet.workloads.KINDS` is served
+at the fleet under its member identity (the upstream CRD's names and short names) and differs only
+in how it prints (STATE, CLUSTER, QUEUE, AGE; PRIORITY with ``-o wide``): :func:`fleet_kind`. The
 dispatcher, workers and syncers read and write these kinds through :class:`fleet.state.Objects`.
 
-Stored kinds: AscendJob, Event, PropagationPolicy, the ElasticQuotaTree (Kube Queue's group,
+Stored kinds: the job kinds, Event, PropagationPolicy, the ElasticQuotaTree (Kube Queue's group,
 ``scheduling.sigs.k8s.io/v1beta1``) and Kubernetes' own PriorityClass (``scheduling.k8s.io/v1``,
 cluster-scoped: what a job's ``priorityClass`` names, see :mod:`fleet.jobs.priority`). Computed,
 read-only kinds of Fleet's own group (``fleet.io/v1alpha1``): MemberCluster (one per member of the
@@ -20,21 +21,22 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Final
 
-from fleet.apiserver.kinds import ASCENDJOB, EVENT
+from fleet.apiserver.kinds import EVENT
 from fleet.apiserver.patch import MergeRule
 from fleet.apiserver.resources import Obj, PrinterColumn, ResourceType
 from fleet.apiserver.tables import json_path, since
 from fleet.policy import API_VERSION as POLICY_API_VERSION
 from fleet.policy import KIND as POLICY_KIND
+from fleet.workloads import KINDS, WorkloadAdapter
 from queues.quantity import format_quantity
 from queues.tree import API_VERSION as TREE_API_VERSION
 from queues.tree import KIND as TREE_KIND
 
 __all__ = [
     "ELASTIC_QUOTA_TREE",
-    "FLEET_ASCENDJOB",
     "FLEET_EVENT",
     "FLEET_GROUP",
+    "FLEET_JOB_KINDS",
     "FLEET_VERSION",
     "MEMBER_CLUSTER",
     "PRIORITY_CLASS",
@@ -42,6 +44,7 @@ __all__ = [
     "QUEUE",
     "READ_VERBS",
     "amounts",
+    "fleet_kind",
     "format_amounts",
 ]
 
@@ -53,27 +56,35 @@ READ_VERBS: Final = ("get", "list", "watch")
 
 _AGE = PrinterColumn("Age", "date", ".metadata.creationTimestamp", "Time since the object was created.")
 
-#: AscendJob as the fleet shows it.
-FLEET_ASCENDJOB: Final = replace(
-    ASCENDJOB,
-    printer_columns=(
-        PrinterColumn("Name", "string", ".metadata.name", "Name of the job."),
-        PrinterColumn(
-            "State", "string", ".status.conditions[-1].type", "The job's state: its last condition."
-        ),
-        PrinterColumn("Cluster", "string", ".status.cluster", "The member cluster of the current attempt."),
-        PrinterColumn("Queue", "string", ".status.queue", "The quota queue the job waits or runs in."),
-        _AGE,
-        PrinterColumn(
-            "Priority",
-            "integer",
-            ".status.priority",
-            "The priority resolved at submission (its PriorityClass, the default class, or the annotation).",
-            priority=1,
-        ),
+#: How the fleet prints a job of any kind.
+_JOB_COLUMNS: Final = (
+    PrinterColumn("Name", "string", ".metadata.name", "Name of the job."),
+    PrinterColumn("State", "string", ".status.conditions[-1].type", "The job's state: its last condition."),
+    PrinterColumn("Cluster", "string", ".status.cluster", "The member cluster of the current attempt."),
+    PrinterColumn("Queue", "string", ".status.queue", "The quota queue the job waits or runs in."),
+    _AGE,
+    PrinterColumn(
+        "Priority",
+        "integer",
+        ".status.priority",
+        "The priority resolved at submission (its PriorityClass, the default class, or the annotation).",
+        priority=1,
     ),
-    description="A distributed training job on Ascend NPUs, queued by Fleet and run in one member cluster.",
 )
+
+
+def fleet_kind(adapter: WorkloadAdapter) -> ResourceType:
+    """Job kind ``adapter`` as the fleet serves it: the upstream CRD's names, Fleet's columns."""
+    rt = adapter.resource
+    return replace(
+        rt,
+        printer_columns=_JOB_COLUMNS,
+        description=f"{rt.description} Queued by Fleet and run in one member cluster.",
+    )
+
+
+#: Every job kind as the fleet serves it, in the order of :data:`fleet.workloads.KINDS`.
+FLEET_JOB_KINDS: Final = tuple(fleet_kind(adapter) for adapter in KINDS)
 
 FLEET_EVENT: Final = EVENT
 

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 from fleet.api.kinds import (
     ELASTIC_QUOTA_TREE,
-    FLEET_ASCENDJOB,
     FLEET_EVENT,
+    FLEET_JOB_KINDS,
     MEMBER_CLUSTER,
     PRIORITY_CLASS,
     PROPAGATION_POLICY,
@@ -20,12 +20,12 @@ __all__ = ["fleet_registry"]
 
 
 def fleet_registry() -> Registry:
-    """AscendJob (adapter validation), Event, PropagationPolicy (model validation), the
+    """The job kinds (adapter validation), Event, PropagationPolicy (model validation), the
     ElasticQuotaTree, PriorityClass (kube-apiserver's validation), and the computed MemberCluster
     and Queue kinds."""
     return Registry(
         [
-            replace(FLEET_ASCENDJOB, validate=validate_job),
+            *(replace(rt, validate=validate_job) for rt in FLEET_JOB_KINDS),
             FLEET_EVENT,
             replace(PROPAGATION_POLICY, validate=validate_policy),
             ELASTIC_QUOTA_TREE,

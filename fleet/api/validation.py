@@ -1,7 +1,7 @@
 """Spec validation of the stored kinds, as the serving core's ``validate`` hooks.
 
 The serving core runs a kind's hook after its own metadata checks and answers 422 Invalid with
-every cause at once. AscendJob delegates to its workload adapter (each
+every cause at once. A job delegates to its kind's workload adapter (each
 :class:`fleet.workloads.FieldError` is one cause, field path and all); PropagationPolicy to
 :class:`fleet.policy.PropagationPolicy`, whose strict model refuses unknown fields, so a misspelt
 toleration is an error rather than a silent default. PriorityClass follows kube-apiserver's

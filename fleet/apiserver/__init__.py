@@ -12,7 +12,7 @@ Design, module by module:
     strictness, a ``validate`` hook, supported field selectors and strategic-merge keys. A
     :class:`Registry` holds the kinds of one endpoint.
 ``kinds``
-    The member kinds: Namespace, Node, Pod, Event and AscendJob; :func:`member_registry`.
+    The member kinds: Namespace, Node, Pod, Event, and the job kinds given; :func:`member_registry`.
 ``store``
     The :class:`Store` protocol (async get/list/create/update/delete/watch) and
     :class:`MemoryStore`. Storage owns what must be atomic: one resourceVersion sequence,
@@ -59,14 +59,13 @@ from fleet.apiserver.errors import (
     Unauthorized,
     UnsupportedMediaType,
 )
-from fleet.apiserver.kinds import ASCENDJOB, EVENT, NAMESPACE, NODE, POD, member_registry
+from fleet.apiserver.kinds import EVENT, NAMESPACE, NODE, POD, member_registry
 from fleet.apiserver.resources import PrinterColumn, Registry, ResourceType
 from fleet.apiserver.serve import Server, serve
 from fleet.apiserver.store import ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, MemoryStore, Store, WatchEvent
 
 __all__ = [
     "ADDED",
-    "ASCENDJOB",
     "BOOKMARK",
     "DELETED",
     "ERROR",

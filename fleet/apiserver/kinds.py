@@ -1,26 +1,24 @@
-"""The kinds a simulated member cluster serves: Namespace, Node, Pod, Event (core/v1), AscendJob.
+"""The kinds a simulated member cluster serves: Namespace, Node, Pod, Event (core/v1), and job kinds.
 
 Each is a :class:`~fleet.apiserver.resources.ResourceType` with the Table columns ``kubectl get``
 shows for it on a real cluster, the field selectors kubectl relies on (``describe node`` lists
 pods by ``spec.nodeName``; ``describe`` lists events by ``involvedObject.*``), and the strategic
-merge patch keys of the Kubernetes types for the fields that kubectl patches. AscendJob is served
-as a custom resource: merge and JSON patches only, and its deep validation is plugged in by the
-workload adapter (``validate`` is left empty here).
+merge patch keys of the Kubernetes types for the fields that kubectl patches. Job kinds are
+served as custom resources (merge and JSON patches only), described by their workload adapters.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Sequence
 from typing import Any, Final
 
 from fleet.apiserver.errors import Cause
 from fleet.apiserver.patch import MergeRule
-from fleet.apiserver.resources import Obj, PrinterColumn, Registry, ResourceType, Validator
+from fleet.apiserver.resources import Obj, PrinterColumn, Registry, ResourceType
 from fleet.apiserver.tables import json_path, since
 from fleet.apiserver.validation import dns1123_label, invalid, required
-from fleet.ascend import ASCENDJOB_GROUP, ASCENDJOB_KIND, ASCENDJOB_PLURAL, ASCENDJOB_VERSION
 
-__all__ = ["ASCENDJOB", "EVENT", "NAMESPACE", "NODE", "POD", "member_registry"]
+__all__ = ["EVENT", "NAMESPACE", "NODE", "POD", "member_registry"]
 
 _NAME = PrinterColumn(
     "Name", "string", ".metadata.name", "Name must be unique within a namespace.", format="name"
@@ -376,30 +374,7 @@ EVENT: Final = ResourceType(
 )
 
 
-# --- AscendJob ----------------------------------------------------------------------------------
-
-ASCENDJOB: Final = ResourceType(
-    group=ASCENDJOB_GROUP,
-    version=ASCENDJOB_VERSION,
-    kind=ASCENDJOB_KIND,
-    plural=ASCENDJOB_PLURAL,
-    singular=ASCENDJOB_KIND.lower(),
-    namespaced=True,
-    short_names=("acjob",),
-    printer_columns=(
-        _NAME,
-        PrinterColumn(
-            "State", "string", ".status.conditions[-1].type", "The state of the job: its last condition."
-        ),
-        PrinterColumn("Age", "date", ".metadata.creationTimestamp", _AGE_DESCRIPTION),
-    ),
-    has_status=True,
-    categories=("all",),
-    description="A distributed training job on Ascend NPUs, run by the MindCluster ascend-operator.",
-)
-
-
-def member_registry(*, validate_ascendjob: Validator | None = None) -> Registry:
-    """The five kinds of a simulated member cluster; AscendJob's deep validation plugs in here."""
-    ascendjob = ASCENDJOB if validate_ascendjob is None else replace(ASCENDJOB, validate=validate_ascendjob)
-    return Registry([NAMESPACE, NODE, POD, EVENT, ascendjob])
+def member_registry(jobs: Sequence[ResourceType] = ()) -> Registry:
+    """The core kinds of a simulated member cluster and the job kinds it serves (custom
+    resources, as their CRDs describe them: the workload adapters own those descriptions)."""
+    return Registry([NAMESPACE, NODE, POD, EVENT, *jobs])

@@ -43,7 +43,7 @@ def _load_job(path: Path) -> dict[str, Any]:
     "path",
     required=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="The job YAML (an AscendJob).",
+    help="The job YAML (of any kind Fleet serves).",
 )
 @click.option(
     "--kubeconfig",

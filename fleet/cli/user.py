@@ -1,14 +1,17 @@
-"""What users type every day: ``fleet get acjob``, ``fleet describe acjob``, ``fleet queues``,
-``fleet clusters``.
+"""What users type every day: ``fleet get KIND``, ``fleet describe KIND``, ``fleet queues``,
+``fleet clusters``, where KIND is any job kind of :data:`fleet.workloads.KINDS` by any of its
+names (plural, singular or short name, as kubectl takes them: ``acjob``, ``pytorchjob``, ...).
 
 They read the fleet endpoint (see :mod:`fleet.cli.endpoint`), never Redis, so they need only the
-kubeconfig ``fleet up`` wrote and see exactly what the user's token may see. ``get acjob -M``
+kubeconfig ``fleet up`` wrote and see exactly what the user's token may see. ``get KIND -M``
 also reads each member context of the same kubeconfig (every context but ``fleet``) for the
 member copies of the listed jobs, found by their ``fleet.io/job-uid`` label, one row per copy as
-``kubectl amc get -M`` shows them; a member that cannot be reached is a warning, not a failure,
-since the point of looking is often that one is down.
+``kubectl amc get -M`` shows them (NAME CLUSTER STATE AGE ADOPTION: ``Y`` when the copy is the
+one Fleet adopted for the job's current attempt, on its current member; ``N`` for a stale copy
+still being purged); a member that cannot be reached is a warning, not a failure, since the
+point of looking is often that one is down.
 
-``describe acjob`` of a ``Queued`` job shows, beside its last pending message, its position in its
+``describe KIND`` of a ``Queued`` job shows, beside its last pending message, its position in its
 leaf's queue and its blocker, which the endpoint computes when the job is read by name (see
 :mod:`fleet.api.computed`). ``queues`` shows per quota node its limits, use, what it borrows
 beyond its ``min`` and lends of it, the share that orders it among its siblings (those below their
@@ -26,7 +29,7 @@ import click
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from fleet.api.kinds import FLEET_ASCENDJOB, MEMBER_CLUSTER, QUEUE, amounts
+from fleet.api.kinds import MEMBER_CLUSTER, QUEUE, amounts
 from fleet.apiserver.tables import since
 from fleet.cli.endpoint import (
     REQUEST_TIMEOUT,
@@ -41,7 +44,8 @@ from fleet.cli.endpoint import (
 from fleet.jobs.phases import Phase
 from fleet.jobs.status import current_state, last_condition
 from fleet.members import KubeconfigClients, MemberConfigError
-from fleet.workloads.labels import JOB_UID_LABEL
+from fleet.workloads import KINDS, WorkloadAdapter
+from fleet.workloads.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 from queues.views import HEADERS as QUEUE_HEADERS
 
 __all__ = ["clusters", "describe", "get", "queues"]
@@ -52,7 +56,16 @@ _YELLOW: Final = frozenset(
 )
 _RED: Final = frozenset({"Failed", "False"})
 
-_JOBS = (FLEET_ASCENDJOB.group, FLEET_ASCENDJOB.version, FLEET_ASCENDJOB.plural)
+
+def kind_names(adapter: WorkloadAdapter) -> list[str]:
+    """The names a command takes for a job kind: short names, singular, plural (kubectl's)."""
+    rt = adapter.resource
+    return list(dict.fromkeys([*rt.short_names, rt.singular, rt.plural]))
+
+
+def _coordinates(adapter: WorkloadAdapter) -> tuple[str, str, str]:
+    rt = adapter.resource
+    return rt.group, rt.version, rt.plural
 
 
 def state_style(value: str) -> Callable[[str], str] | None:
@@ -85,8 +98,8 @@ def _age(obj: Mapping[str, Any]) -> str:
     return since((obj.get("metadata") or {}).get("creationTimestamp"))
 
 
-def _list_jobs(endpoint: Endpoint, namespace: str | None) -> list[dict[str, Any]]:
-    group, version, plural = _JOBS
+def _list_jobs(endpoint: Endpoint, adapter: WorkloadAdapter, namespace: str | None) -> list[dict[str, Any]]:
+    group, version, plural = _coordinates(adapter)
     if namespace is None:
         listing = endpoint.custom.list_cluster_custom_object(
             group, version, plural, _request_timeout=REQUEST_TIMEOUT
@@ -98,7 +111,9 @@ def _list_jobs(endpoint: Endpoint, namespace: str | None) -> list[dict[str, Any]
     return sorted(_items(listing), key=lambda o: (o["metadata"].get("namespace", ""), _name(o)))
 
 
-def member_copies(kubeconfig: Path, fleet_context: str) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+def member_copies(
+    kubeconfig: Path, fleet_context: str, adapter: WorkloadAdapter
+) -> dict[str, list[tuple[str, dict[str, Any]]]]:
     """Fleet job uid -> (member, member copy) for every member context that answers."""
     try:
         names = KubeconfigClients(kubeconfig, fleet_context=fleet_context).members()
@@ -106,7 +121,7 @@ def member_copies(kubeconfig: Path, fleet_context: str) -> dict[str, list[tuple[
         click.echo(f"warning: {error}", err=True)
         return {}
     copies: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-    group, version, plural = _JOBS
+    group, version, plural = _coordinates(adapter)
     for member in names:
         try:
             endpoint = connect(kubeconfig, member)
@@ -119,7 +134,7 @@ def member_copies(kubeconfig: Path, fleet_context: str) -> dict[str, list[tuple[
             )
         except (ApiException, urllib3.exceptions.HTTPError) as error:
             reason = getattr(error, "reason", None) or type(error).__name__
-            click.echo(f"warning: {member}: cannot list its AscendJobs ({reason})", err=True)
+            click.echo(f"warning: {member}: cannot list its {plural} ({reason})", err=True)
             continue
         finally:
             endpoint.close()
@@ -135,21 +150,32 @@ def get() -> None:
     """List objects of the fleet."""
 
 
-@get.command("acjob")
-@kubeconfig_path_option
-@context_option
-@_namespace_option
-@click.option("-A", "--all-namespaces", is_flag=True, help="Jobs of every namespace.")
-@click.option("-M", "--members", is_flag=True, help="One row per member copy: NAME CLUSTER STATE AGE.")
-def get_acjob(
-    kubeconfig: Path, context: str, namespace: str | None, all_namespaces: bool, members: bool
+def adoption(job: Mapping[str, Any], member: str, copy: Mapping[str, Any]) -> str:
+    """``Y`` when ``copy`` in ``member`` is the job's current attempt on its current member."""
+    labels = (copy.get("metadata") or {}).get("labels") or {}
+    status = job.get("status") or {}
+    current = (
+        labels.get(JOB_UID_LABEL) == (job.get("metadata") or {}).get("uid")
+        and labels.get(ATTEMPT_LABEL) == str(status.get("attempt"))
+        and status.get("cluster") == member
+    )
+    return "Y" if current else "N"
+
+
+def _get_jobs(
+    adapter: WorkloadAdapter,
+    kubeconfig: Path,
+    context: str,
+    *,
+    namespace: str | None,
+    all_namespaces: bool,
+    members: bool,
 ) -> None:
-    """The AscendJobs at the fleet: STATE, CLUSTER, QUEUE, AGE (or their member copies with -M)."""
     endpoint = connect(kubeconfig, context)
     try:
         where = None if all_namespaces else namespace or endpoint.namespace
         with endpoint_errors(endpoint.server):
-            jobs = _list_jobs(endpoint, where)
+            jobs = _list_jobs(endpoint, adapter, where)
     finally:
         endpoint.close()
     if not jobs:
@@ -158,17 +184,16 @@ def get_acjob(
     prefix = ["NAMESPACE"] if where is None else []
     rows: list[list[str]] = []
     if members:
-        headers = [*prefix, "NAME", "CLUSTER", "STATE", "AGE"]
-        copies = member_copies(kubeconfig, context)
+        headers = [*prefix, "NAME", "CLUSTER", "STATE", "AGE", "ADOPTION"]
+        copies = member_copies(kubeconfig, context, adapter)
         for job in jobs:
             ns = [str(job["metadata"].get("namespace", ""))] if where is None else []
             found = sorted(copies.get(str(job["metadata"].get("uid")), []), key=lambda pair: pair[0])
             if not found:
-                rows.append([*ns, _name(job), "<none>", _state(job), _age(job)])
+                rows.append([*ns, _name(job), "<none>", _state(job), _age(job), "-"])
             for member, copy in found:
-                rows.append(
-                    [*ns, _name(job), member, _state(copy) if copy.get("status") else "Pending", _age(copy)]
-                )
+                state = _state(copy) if copy.get("status") else "Pending"
+                rows.append([*ns, _name(job), member, state, _age(copy), adoption(job, member, copy)])
     else:
         headers = [*prefix, "NAME", "STATE", "CLUSTER", "QUEUE", "AGE"]
         for job in jobs:
@@ -185,6 +210,33 @@ def get_acjob(
             )
     state_column = headers.index("STATE")
     click.echo(render_table(headers, rows, {state_column: state_style}), color=None)
+
+
+def _get_command(adapter: WorkloadAdapter, name: str, *, hidden: bool) -> click.Command:
+    @click.command(name, hidden=hidden)
+    @kubeconfig_path_option
+    @context_option
+    @_namespace_option
+    @click.option("-A", "--all-namespaces", is_flag=True, help="Jobs of every namespace.")
+    @click.option(
+        "-M", "--members", is_flag=True, help="One row per member copy: NAME CLUSTER STATE AGE ADOPTION."
+    )
+    def command(
+        kubeconfig: Path, context: str, namespace: str | None, all_namespaces: bool, members: bool
+    ) -> None:
+        _get_jobs(
+            adapter, kubeconfig, context, namespace=namespace, all_namespaces=all_namespaces, members=members
+        )
+
+    command.help = (
+        f"The {adapter.kind}s at the fleet: STATE, CLUSTER, QUEUE, AGE (or their member copies with -M)."
+    )
+    return command
+
+
+for _adapter in KINDS:
+    for _i, _alias in enumerate(kind_names(_adapter)):
+        get.add_command(_get_command(_adapter, _alias, hidden=_i > 0))
 
 
 @click.group()
@@ -223,15 +275,26 @@ def _indent(text: str) -> list[str]:
     return ["  " + line for line in text.splitlines()]
 
 
-@describe.command("acjob")
-@kubeconfig_path_option
-@context_option
-@_namespace_option
-@click.argument("name")
-def describe_acjob(kubeconfig: Path, context: str, namespace: str | None, name: str) -> None:
-    """One AscendJob: its state and, while Queued, exactly why it waits; its conditions and events."""
+def _describe_command(adapter: WorkloadAdapter, alias: str, *, hidden: bool) -> click.Command:
+    @click.command(alias, hidden=hidden)
+    @kubeconfig_path_option
+    @context_option
+    @_namespace_option
+    @click.argument("name")
+    def command(kubeconfig: Path, context: str, namespace: str | None, name: str) -> None:
+        _describe_job(adapter, kubeconfig, context, namespace, name)
+
+    command.help = (
+        f"One {adapter.kind}: its state and, while Queued, exactly why it waits; its conditions and events."
+    )
+    return command
+
+
+def _describe_job(
+    adapter: WorkloadAdapter, kubeconfig: Path, context: str, namespace: str | None, name: str
+) -> None:
     endpoint = connect(kubeconfig, context)
-    group, version, plural = _JOBS
+    group, version, plural = _coordinates(adapter)
     try:
         with endpoint_errors(endpoint.server):
             job = as_dict(
@@ -313,6 +376,11 @@ def describe_acjob(kubeconfig: Path, context: str, namespace: str | None, name: 
         _indent(render_table(["TYPE", "REASON", "AGE", "FROM", "MESSAGE"], rows)) if rows else ["  <none>"]
     )
     click.echo("\n".join(lines), color=None)
+
+
+for _adapter in KINDS:
+    for _i, _alias in enumerate(kind_names(_adapter)):
+        describe.add_command(_describe_command(_adapter, _alias, hidden=_i > 0))
 
 
 def _list_cluster_kind(

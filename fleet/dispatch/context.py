@@ -21,11 +21,15 @@ from fleet.dispatch.degraded import Marks
 from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS, EVICT_QUEUE, PROPAGATE_QUEUE, PURGE_QUEUE, DispatchKeys
 from fleet.members import Member, MemberSettings, load_members
 from fleet.placement import RedisReservations
-from fleet.policy import DEFAULT_POLICY, PropagationPolicy, select_policy
+from fleet.policy import PropagationPolicy, default_policy, select_policy
 from fleet.state import Objects
+from fleet.workloads import KINDS
 from queues import Ledger
 
-__all__ = ["CLAIM_SECONDS", "Context", "current", "install"]
+#: The policy of a job no policy selects: queued, the defaults of every field.
+DEFAULT_POLICY: Final = default_policy([(a.api_version, a.kind) for a in KINDS])
+
+__all__ = ["CLAIM_SECONDS", "DEFAULT_POLICY", "Context", "current", "install"]
 
 #: How long a worker's claim on the propagations it is running lasts unless renewed (it renews
 #: every third of it while it lives): a killed worker's propagations are enqueued again by the

@@ -30,11 +30,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.dispatch.context import Context
 from fleet.dispatch.handback import COMPONENT, finish
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import set_state
+from fleet.jobs.store import mutate_job, try_get_job
 from fleet.jobs.submit import FINALIZER
 from fleet.state import delete_events_for, record_event
 
@@ -58,7 +58,7 @@ def is_deleting(obj: Mapping[str, Any] | None, uid: str) -> bool:
     )
 
 
-def terminating(ctx: Context, namespace: str, name: str, uid: str, *, reason: str, message: str) -> bool:
+def terminating(ctx: Context, key: str, uid: str, *, reason: str, message: str) -> bool:
     """Make ``Terminating`` (``reason``, ``message``) the job's state while its deletion waits;
     False when it already said so (or the job is no longer being deleted)."""
     changed: list[bool] = []
@@ -72,14 +72,13 @@ def terminating(ctx: Context, namespace: str, name: str, uid: str, *, reason: st
         changed.append(True)
         return obj
 
-    ctx.objects.mutate(FLEET_ASCENDJOB, namespace, name, change)
+    mutate_job(ctx.objects, key, change)
     return bool(changed)
 
 
 def complete(
     ctx: Context,
-    namespace: str,
-    name: str,
+    key: str,
     uid: str,
     *,
     attempt: int,
@@ -94,8 +93,7 @@ def complete(
     ``keep`` the copy is also entered in the left-copies set, so that the syncer never purges it
     as an orphan (purgeMode Never: it is a person's to delete). Returns False when another
     caller finished it already."""
-    key = f"{namespace}/{name}"
-    obj = ctx.objects.try_get(FLEET_ASCENDJOB, namespace, name)
+    obj = try_get_job(ctx.objects, key)
     if not is_deleting(obj, uid):
         return False
     assert obj is not None
@@ -124,7 +122,7 @@ def complete(
         meta["finalizers"] = [f for f in meta["finalizers"] if f != FINALIZER]
         return current
 
-    ctx.objects.mutate(FLEET_ASCENDJOB, namespace, name, change, subresource=None)
+    mutate_job(ctx.objects, key, change, subresource=None)
     events = delete_events_for(ctx.objects, obj)
     log.info("event=deleted job=%s member=%s attempt=%d why=%s events=%d", key, member, attempt, why, events)
     return True

@@ -49,7 +49,6 @@ from typing import Any, Final
 from prometheus_client import Counter, Gauge, Histogram
 from rq import Queue, Retry
 
-from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.dispatch import degraded
 from fleet.dispatch.context import Context, policy_for
 from fleet.dispatch.handback import (
@@ -69,11 +68,12 @@ from fleet.dispatch.tasks import Propagation, propagate_batch
 from fleet.jobs import job_priority
 from fleet.jobs.phases import FINISHED, FleetReason, Phase
 from fleet.jobs.status import attempt_of, current_state, set_state
-from fleet.jobs.submit import enqueue, job_key, split_key
+from fleet.jobs.store import get_jobs, list_jobs, mutate_job, mutate_jobs
+from fleet.jobs.submit import enqueue, job_key
 from fleet.placement import Demand, Placer, PlaceRequest, job_pod_key
 from fleet.policy import PropagationPolicy
 from fleet.state import Fence, Fenced, record_event, record_events
-from fleet.workloads import InvalidWorkload, UnknownKind, adapter_for
+from fleet.workloads import InvalidWorkload, UnknownKind, adapter_for, job_ref
 from queues import JobState, LedgerError
 from queues.heads import RunningJob, class_request
 from queues.planner import (
@@ -431,7 +431,7 @@ class Dispatcher:
         through the ledger (the authority), and place them."""
         policies = self._policies
         fitting: list[_Candidate] = []
-        objs = self.ctx.objects.get_many(FLEET_ASCENDJOB, [split_key(p.job) for p in picks])
+        objs = get_jobs(self.ctx.objects, [p.job for p in picks])
         for pick, obj in zip(picks, objs, strict=True):
             key = pick.job
             if obj is None or obj["metadata"].get("deletionTimestamp"):
@@ -532,8 +532,8 @@ class Dispatcher:
             plans.append(_Plan(c, attempt, decision.member, rid, message, dict(pin) if pin else None))
         if not plans:
             return 0
-        changes = [(*split_key(p.candidate.key), p.change) for p in plans]
-        written = self.ctx.objects.mutate_many(FLEET_ASCENDJOB, changes, fence=self._fence)
+        changes = [(p.candidate.key, p.change) for p in plans]
+        written = mutate_jobs(self.ctx.objects, changes, fence=self._fence)
         sent: list[tuple[_Plan, dict[str, Any]]] = []
         for plan, stored in zip(plans, written, strict=True):
             if stored is None or attempt_of(stored) != plan.attempt or not _admitted(stored):
@@ -641,7 +641,7 @@ class Dispatcher:
         if not candidates:
             return 0
         tree = self.ctx.ledger.tree()
-        objs = self.ctx.objects.get_many(FLEET_ASCENDJOB, [split_key(r.job) for r in candidates])
+        objs = get_jobs(self.ctx.objects, [r.job for r in candidates])
         fresh: Snapshot | None = None
         running: dict[str, list[RunningJob]] | None = None
         taken: set[str] = set()
@@ -686,7 +686,7 @@ class Dispatcher:
                 if len(self._victims_at) + len(victims) > self.settings.preemptions_per_minute:
                     found = None
                     break
-                vobjs = self.ctx.objects.get_many(FLEET_ASCENDJOB, [split_key(v.job) for v in victims])
+                vobjs = get_jobs(self.ctx.objects, [v.job for v in victims])
                 idle = [
                     v.job
                     for v, o in zip(victims, vobjs, strict=True)
@@ -723,6 +723,7 @@ class Dispatcher:
                     vobj["metadata"]["name"],
                     str(vobj["metadata"]["uid"]),
                     attempt_of(vobj),
+                    kind=job_ref(victim.job).tag,
                     retry=Retry(max=8, interval=[1, 2, 4, 8, 15, 30, 60, 60]),
                     job_timeout=60,
                     failure_ttl=3600,
@@ -783,8 +784,8 @@ class Dispatcher:
 
             return change
 
-        changes = [(*split_key(key), change_for(key, reason, message)) for key, reason, message in todo]
-        stored = self.ctx.objects.mutate_many(FLEET_ASCENDJOB, changes, fence=self._fence)
+        changes = [(key, change_for(key, reason, message)) for key, reason, message in todo]
+        stored = mutate_jobs(self.ctx.objects, changes, fence=self._fence)
         events: list[tuple[dict[str, Any], str, str]] = []
         for (key, reason, message), obj in zip(todo, stored, strict=True):
             self._said[key] = (message, shapes[key], now)
@@ -875,7 +876,7 @@ class Dispatcher:
             status = current.setdefault("status", {})
             return current if set_state(status, Phase.FAILED, reason, message) else None
 
-        self.ctx.objects.mutate(FLEET_ASCENDJOB, *split_key(key), change, fence=self._fence)
+        mutate_job(self.ctx.objects, key, change, fence=self._fence)
         self.ctx.ledger.release(key, fence=self._ledger_fence)
         self._misses.pop(key, None)
         self._said.pop(key, None)
@@ -901,7 +902,7 @@ class Dispatcher:
         due = self.ctx.client.zrangebyscore(self.ctx.keys.inflight, "-inf", now, start=0, num=100)
         entries = [raw.decode() if isinstance(raw, bytes) else str(raw) for raw in due]
         parsed = [entry.rsplit("|", 2) for entry in entries]
-        objs = self.ctx.objects.get_many(FLEET_ASCENDJOB, [split_key(key) for key, _, _ in parsed])
+        objs = get_jobs(self.ctx.objects, [key for key, _, _ in parsed])
         again: list[Propagation] = []
         gone: list[str] = []
         for entry, (key, uid, attempt_text), obj in zip(entries, parsed, objs, strict=True):
@@ -936,7 +937,7 @@ class Dispatcher:
         """
         started = time.monotonic()
         ledger = self.ctx.ledger
-        items, _ = self.ctx.objects.list(FLEET_ASCENDJOB)
+        items, _ = list_jobs(self.ctx.objects)
         in_flight = {
             raw.decode() if isinstance(raw, bytes) else str(raw)
             for raw in self.ctx.client.zrange(self.ctx.keys.inflight, 0, -1)
@@ -974,7 +975,7 @@ class Dispatcher:
         unknown = [key for key in ledger.records() if key not in known]
         unknown += [key for key in ledger.pending.records() if key not in known]
         if unknown:
-            again = self.ctx.objects.get_many(FLEET_ASCENDJOB, [split_key(key) for key in unknown])
+            again = get_jobs(self.ctx.objects, unknown)
             for key, found in zip(unknown, again, strict=True):
                 if found is None:
                     ledger.release(key, fence=self._ledger_fence)

@@ -64,11 +64,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
-from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.dispatch.context import Context, policy_for
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import attempt_of, cluster_of, current_state, mirror, set_state
-from fleet.jobs.submit import split_key
+from fleet.jobs.store import mutate_job
 from fleet.placement import job_pod_key
 from fleet.policy import Failover, PropagationPolicy
 from fleet.state import Objects, record_event
@@ -248,7 +247,6 @@ def give_back(
     fails when that leaves it no member of ``ctx.members`` to go to. ``pending_only`` changes
     nothing unless the attempt is still ``Admitted`` (no copy seen in the member yet).
     """
-    namespace, name = split_key(key)
     policies = ctx.policies()
     members: dict[str, Mapping[str, str]] = {m: {} for m in ctx.members} if refused is not None else {}
     now = time.time()
@@ -321,7 +319,7 @@ def give_back(
         set_state(status, Phase.QUEUED, reason, f"{message}{wait}")
         return obj
 
-    stored = ctx.objects.mutate(FLEET_ASCENDJOB, namespace, name, change)
+    stored = mutate_job(ctx.objects, key, change)
     if stored is None or not verdict.get("applied"):
         return Outcome(changed=False)
     failed = bool(verdict.get("failed"))
@@ -347,7 +345,6 @@ def fail(
     """End ``attempt`` of the job on ``member`` with a terminal failure: ``Failed`` with ``reason``
     and ``message``, its quota, capacity hold and in-flight mark released. Changes nothing (and
     says so) when the attempt was ended already."""
-    namespace, name = split_key(key)
     applied: list[bool] = []
 
     def change(obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -360,7 +357,7 @@ def fail(
         set_state(status, Phase.FAILED, reason, message)
         return obj
 
-    stored = ctx.objects.mutate(FLEET_ASCENDJOB, namespace, name, change)
+    stored = mutate_job(ctx.objects, key, change)
     if stored is None or not applied:
         return Outcome(changed=False)
     _settle(ctx, key, uid, attempt, member, failed=True)

@@ -30,13 +30,12 @@ from typing import Any, Final
 
 from prometheus_client import Counter
 
-from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.ascend import Condition
 from fleet.dispatch.context import Context
 from fleet.dispatch.handback import COMPONENT, give_back
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import attempt_of, cluster_of, current_state, last_condition, set_state
-from fleet.jobs.submit import split_key
+from fleet.jobs.store import mutate_jobs, try_get_job
 from fleet.state import Fence, record_events
 from queues.heads import RunningJob
 
@@ -94,11 +93,8 @@ def mark_victims(
 
         return change
 
-    changes = []
-    for _, obj in victims:
-        namespace, name = obj["metadata"].get("namespace"), obj["metadata"]["name"]
-        changes.append((namespace, name, change_for(str(obj["metadata"]["uid"]), attempt_of(obj))))
-    stored = ctx.objects.mutate_many(FLEET_ASCENDJOB, changes, fence=fence, currents=[o for _, o in victims])
+    changes = [(job.job, change_for(str(obj["metadata"]["uid"]), attempt_of(obj))) for job, obj in victims]
+    stored = mutate_jobs(ctx.objects, changes, fence=fence, currents=[o for _, o in victims])
     marked = [
         (job, obj)
         for (job, _), obj in zip(victims, stored, strict=True)
@@ -122,8 +118,7 @@ def mark_victims(
 def requeued(ctx: Context, key: str, uid: str, attempt: int, *, member: str) -> bool:
     """Step 3: the victim's copy is gone from ``member``: queue the job again and release its
     quota. Idempotent (a second call, or one for an attempt that moved on, changes nothing)."""
-    namespace, name = split_key(key)
-    obj = ctx.objects.try_get(FLEET_ASCENDJOB, namespace, name)
+    obj = try_get_job(ctx.objects, key)
     if obj is None or obj["metadata"].get("uid") != uid or attempt_of(obj) != attempt:
         return False
     if cluster_of(obj) != member or not is_being_preempted(obj):

@@ -59,9 +59,10 @@ from typing import Any, Final
 from prometheus_client import Counter, Gauge, Histogram
 from rq import Retry
 
-from fleet.api.kinds import FLEET_ASCENDJOB
+from fleet.api.kinds import FLEET_JOB_KINDS
 from fleet.apiserver.errors import Gone
-from fleet.ascend import Condition, Reason
+from fleet.apiserver.resources import ResourceType
+from fleet.ascend import Condition
 from fleet.dispatch.context import Context, policy_for
 from fleet.dispatch.deletion import complete, is_deleting, left_entry, terminating
 from fleet.dispatch.handback import COMPONENT, Blame, finish, give_back
@@ -69,12 +70,23 @@ from fleet.dispatch.health import MemberHealth, read_health, write_health
 from fleet.dispatch.preemption import is_being_preempted, requeued
 from fleet.jobs.phases import FINISHED, FleetReason, Phase
 from fleet.jobs.status import attempt_of, cluster_of, current_state, mirror
+from fleet.jobs.store import get_jobs, list_jobs, mutate_jobs, try_get_job
 from fleet.jobs.submit import job_key
 from fleet.members import DELETED, SYNC, Member, Watcher, WatchEvent
 from fleet.members.errors import redact
 from fleet.policy import ApplicationFailover, PropagationPolicy, PurgeMode
 from fleet.state import record_event, record_events
-from fleet.workloads import WorkloadStatus, adapter_for
+from fleet.workloads import (
+    KINDS,
+    JobRef,
+    Outcome,
+    UnknownKind,
+    WorkloadStatus,
+    adapter_for,
+    job_ref,
+    member_resource,
+    ref_for,
+)
 from fleet.workloads.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
 
 __all__ = ["Syncer", "SyncerSettings"]
@@ -97,8 +109,6 @@ MEMBER_READY = Gauge("fleet_member_ready", "1 while the member answers its healt
 
 #: How long a member that was NotReady past the toleration is avoided by the jobs it lost.
 EXCLUDE_DOWN_SECONDS: Final = 120.0
-#: Failures that are the user's, not the member's: never retried elsewhere.
-USER_ERRORS: Final = frozenset({Reason.JOB_VALID_FAILED})
 
 
 @dataclass(frozen=True)
@@ -125,31 +135,47 @@ class SyncerSettings:
 
 @dataclass(frozen=True)
 class _Copy:
-    """The fleet identity a member copy carries in its labels."""
+    """The fleet identity a member copy carries in its labels, and its kind (its own)."""
 
     member: str
     namespace: str
     name: str
     uid: str
     attempt: int
+    #: The kind as job keys write it (:attr:`fleet.workloads.JobRef.tag`).
+    kind: str = ""
+
+    @property
+    def ref(self) -> JobRef:
+        return ref_for(self.kind, self.namespace, self.name)
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return self.ref.key
 
     @classmethod
     def of(cls, member: str, obj: Mapping[str, Any]) -> _Copy | None:
         labels = (obj.get("metadata") or {}).get("labels") or {}
         try:
+            meta = obj.get("metadata") or {}
+            kind = JobRef(adapter_for(obj), str(meta.get("namespace")), str(meta.get("name"))).tag
             return cls(
                 member,
                 str(labels[JOB_NAMESPACE_LABEL]),
                 str(labels[JOB_NAME_LABEL]),
                 str(labels[JOB_UID_LABEL]),
                 int(labels[ATTEMPT_LABEL]),
+                kind,
             )
-        except (KeyError, ValueError):
+        except (KeyError, ValueError, UnknownKind):
             return None
+
+    @classmethod
+    def of_job(cls, member: str, obj: Mapping[str, Any]) -> _Copy:
+        """The copy the fleet job ``obj``'s current attempt has (or should have) in ``member``."""
+        meta = obj.get("metadata") or {}
+        ref = job_ref(job_key(obj))
+        return cls(member, ref.namespace, ref.name, str(meta.get("uid")), attempt_of(obj), ref.tag)
 
 
 @dataclass(frozen=True)
@@ -194,7 +220,8 @@ class Syncer:
         #: Members this syncer has probed itself: a record read back fails a member over only
         #: once a probe here confirmed it (it may have come back while no syncer looked).
         self._probed: set[str] = set()
-        self._watchers: dict[str, Watcher] = {}
+        #: Member -> its watchers, one per job kind.
+        self._watchers: dict[str, list[Watcher]] = {}
         #: (member, uid, attempt) -> when the copy was first seen waiting for its gang (monotonic).
         self._pending_since: dict[_Copy, float] = {}
         #: Stale copies waiting for their purge time (Gracefully) -> first seen stale (monotonic).
@@ -213,9 +240,15 @@ class Syncer:
         members = self.ctx.members
         self._load_health(list(members))
         for name, member in members.items():
-            self._watchers[name] = member.watch_jobs(
-                self._on_event, label_selector=JOB_UID_LABEL, on_batch=self._on_batch
-            )
+            self._watchers[name] = [
+                member.watch_jobs(
+                    member_resource(adapter.resource),
+                    self._on_event,
+                    label_selector=JOB_UID_LABEL,
+                    on_batch=self._on_batch,
+                )
+                for adapter in KINDS
+            ]
             self._spawn(f"probe-{name}", self._probe_loop, name, member, stop)
         self._spawn("deletions", self._follow_deletions, stop)
         log.info("event=syncer_started members=%d", len(members))
@@ -230,8 +263,9 @@ class Syncer:
                 except Exception:  # Redis away: log, keep going, the next tick tries again
                     log.exception("event=tick_failed")
         finally:
-            for watcher in self._watchers.values():
-                watcher.stop()
+            for watchers in self._watchers.values():
+                for watcher in watchers:
+                    watcher.stop()
             for thread in self._threads:
                 thread.join(5)
             log.info("event=syncer_stopped")
@@ -243,7 +277,11 @@ class Syncer:
 
     def wait_synced(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
-        return all(w.wait_synced(max(0.0, deadline - time.monotonic())) for w in self._watchers.values())
+        return all(
+            w.wait_synced(max(0.0, deadline - time.monotonic()))
+            for watchers in self._watchers.values()
+            for w in watchers
+        )
 
     def _policy_list(self) -> list[PropagationPolicy]:
         at, policies = self._policies
@@ -269,13 +307,13 @@ class Syncer:
         """The changes of one read of a member's stream, in order; runs of copies seen once
         each are observed together (a copy seen twice starts a new run, so none is skipped)."""
         run: list[Mapping[str, Any]] = []
-        names: set[tuple[str, str]] = set()
+        names: set[tuple[str, str, str]] = set()
         member = events[0].member
         for event in events:
             if event.object is None:
                 continue
             meta = event.object.get("metadata") or {}
-            name = (str(meta.get("namespace")), str(meta.get("name")))
+            name = (str(event.object.get("kind")), str(meta.get("namespace")), str(meta.get("name")))
             if event.type == DELETED or name in names:
                 self._observe(member, run)
                 run, names = [], set()
@@ -293,7 +331,7 @@ class Syncer:
         if not found:
             return
         started = time.perf_counter()
-        objs = self.ctx.objects.get_many(FLEET_ASCENDJOB, [(i.namespace, i.name) for i, _ in found])
+        objs = get_jobs(self.ctx.objects, [i.key for i, _ in found])
         mirrored: list[_Seen] = []
         for (ident, copy), obj in zip(found, objs, strict=True):
             meta = (obj or {}).get("metadata") or {}
@@ -307,10 +345,12 @@ class Syncer:
             if attempt_of(obj) != ident.attempt or cluster_of(obj) != member:
                 self._stale_copy(ident, obj)
                 continue
-            seen = adapter_for(obj).map_status(copy)
-            if is_being_preempted(obj) and seen.state == Condition.FAILED:
+            adapter = ident.ref.adapter
+            seen = adapter.map_status(copy)
+            outcome = adapter.classify(seen)
+            if is_being_preempted(obj) and outcome in (Outcome.USER_ERROR, Outcome.RETRIABLE):
                 continue  # its pods go because it is being evicted: not a failure of the job
-            if seen.state == Condition.FAILED and seen.reason not in USER_ERRORS:
+            if outcome is Outcome.RETRIABLE:
                 message = f"failed in {member}: {seen.reason}: {seen.message}"
                 self._application_failover(ident, obj, seen, message, blame=Blame.JOB)
                 continue
@@ -327,11 +367,8 @@ class Syncer:
         if not items:
             return
         befores: list[dict[str, str | None]] = [{} for _ in items]
-        changes = [
-            (i.ident.namespace, i.ident.name, _mirror_change(i, b))
-            for i, b in zip(items, befores, strict=True)
-        ]
-        stored_all = self.ctx.objects.mutate_many(FLEET_ASCENDJOB, changes, currents=[i.obj for i in items])
+        changes = [(i.ident.key, _mirror_change(i, b)) for i, b in zip(items, befores, strict=True)]
+        stored_all = mutate_jobs(self.ctx.objects, changes, currents=[i.obj for i in items])
         events: dict[str, list[tuple[dict[str, Any], str, str]]] = {"Normal": [], "Warning": []}
         finished: list[_Copy] = []
         for item, before, stored in zip(items, befores, stored_all, strict=True):
@@ -371,7 +408,7 @@ class Syncer:
 
     def _track_pending(self, ident: _Copy, seen: WorkloadStatus) -> None:
         with self._lock:
-            if seen.state == Condition.CREATED and seen.reason == Reason.POD_GROUP_PENDING:
+            if ident.ref.adapter.classify(seen) is Outcome.STUCK_PENDING:
                 self._pending_since.setdefault(ident, time.monotonic())
             else:
                 self._pending_since.pop(ident, None)
@@ -387,11 +424,11 @@ class Syncer:
             self._kept.discard(ident)
             self._deleting.pop(ident, None)
         self.ctx.client.srem(self.ctx.keys.left, left_entry(member, ident.uid, ident.attempt))
-        obj = self.ctx.objects.try_get(FLEET_ASCENDJOB, ident.namespace, ident.name)
+        obj = try_get_job(self.ctx.objects, ident.key)
         if obj is not None and is_deleting(obj, ident.uid) and self._is_deleted_copy(ident, obj):
             # The member no longer lists the copy of a deleted job: it is gone, for certain.
             complete(
-                self.ctx, ident.namespace, ident.name, ident.uid,
+                self.ctx, ident.key, ident.uid,
                 attempt=ident.attempt, member=member, why="copy vanished",
             )  # fmt: skip
             return
@@ -502,6 +539,7 @@ class Syncer:
             ident.name,
             ident.uid,
             ident.attempt,
+            kind=ident.kind,
             retry=Retry(max=8, interval=[1, 2, 4, 8, 15, 30, 60, 60]),
             job_timeout=60,
             failure_ttl=3600,
@@ -519,7 +557,7 @@ class Syncer:
             pending = list(self._pending_since.items())
             stale = list(self._stale)
         for ident, since in pending:
-            obj = self.ctx.objects.try_get(FLEET_ASCENDJOB, ident.namespace, ident.name)
+            obj = try_get_job(self.ctx.objects, ident.key)
             if obj is None or is_being_preempted(obj):
                 with self._lock:
                     self._pending_since.pop(ident, None)
@@ -535,7 +573,7 @@ class Syncer:
                     blame=Blame.MEMBER,
                 )
         for ident in stale:
-            obj = self.ctx.objects.try_get(FLEET_ASCENDJOB, ident.namespace, ident.name)
+            obj = try_get_job(self.ctx.objects, ident.key)
             if obj is None or obj["metadata"].get("uid") != ident.uid:
                 self._purge(ident, "orphan")
             else:
@@ -553,7 +591,7 @@ class Syncer:
             }
         if not down:
             return
-        items, _ = self.ctx.objects.list(FLEET_ASCENDJOB)
+        items, _ = list_jobs(self.ctx.objects)
         for obj in items:
             member = cluster_of(obj)
             if (
@@ -648,7 +686,8 @@ class Syncer:
         if turned and ready and name in self._watchers:
             # Back from an outage: a resumed watch reports only changes, so look again at every
             # copy it knows; those its jobs left meanwhile are stale now and get purged.
-            self._observe(name, self._watchers[name].snapshot())
+            for watcher in self._watchers[name]:
+                self._observe(name, watcher.snapshot())
         try:
             write_health(self.ctx.client, self.ctx.keys, name, health)
         except Exception as exc:  # Redis away: the next probe writes again
@@ -657,20 +696,26 @@ class Syncer:
     # -- deletions ------------------------------------------------------------------------------
 
     def _follow_deletions(self, stop: threading.Event) -> None:
-        since: str | None = None
+        """Follow the change stream of every job kind (each read blocks a share of a second)."""
+        since: dict[ResourceType, str] | None = None
+        block_ms = max(1, 1000 // len(FLEET_JOB_KINDS))
         while not stop.is_set():
             try:
                 if since is None:
-                    since = self._resync()
+                    version = self._resync()
+                    since = dict.fromkeys(FLEET_JOB_KINDS, version)
                 began = time.monotonic()
-                before = since
-                events, since = self.ctx.objects.changes(
-                    FLEET_ASCENDJOB, since, block_ms=1000, deleting_only=True
-                )
-                for event in events:
-                    if event.type != DELETED and event.object is not None:
-                        self._maybe_delete(event.object)
-                if since != before:  # the stream moved: let more changes gather before the next read
+                moved = False
+                for rt in FLEET_JOB_KINDS:
+                    before = since[rt]
+                    events, since[rt] = self.ctx.objects.changes(
+                        rt, before, block_ms=block_ms, deleting_only=True
+                    )
+                    moved = moved or since[rt] != before
+                    for event in events:
+                        if event.type != DELETED and event.object is not None:
+                            self._maybe_delete(event.object)
+                if moved:  # the streams moved: let more changes gather before the next read
                     stop.wait(max(0.0, began + self.settings.deletions_every - time.monotonic()))
             except Gone:
                 since = None
@@ -680,7 +725,7 @@ class Syncer:
                 stop.wait(1.0)
 
     def _resync(self) -> str:
-        items, version = self.ctx.objects.list(FLEET_ASCENDJOB)
+        items, version = list_jobs(self.ctx.objects)
         for obj in items:
             self._maybe_delete(obj)
         return version
@@ -693,15 +738,16 @@ class Syncer:
         if not is_deleting(obj, uid):
             return
         namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+        key = job_key(obj)
         member, attempt = cluster_of(obj), attempt_of(obj)
         if member is None:  # never placed, or its last attempt ended: no copy to wait for
-            complete(self.ctx, namespace, name, uid, attempt=attempt, member=None, why="no copy")
+            complete(self.ctx, key, uid, attempt=attempt, member=None, why="no copy")
             return
-        ident = _Copy(member, namespace, name, uid, attempt)
+        ident = _Copy.of_job(member, obj)
         if member not in self.ctx.members:
             self._forget_deletion(ident)
             complete(
-                self.ctx, namespace, name, uid, attempt=attempt, member=member, why="member gone",
+                self.ctx, key, uid, attempt=attempt, member=member, why="member gone",
                 left=f"{member} is no longer a member of the fleet: the copy of attempt {attempt} there, "
                 "if any, was not deleted",
             )  # fmt: skip
@@ -709,7 +755,7 @@ class Syncer:
         if self._failover_policy(obj).purge_mode == PurgeMode.NEVER:
             self._forget_deletion(ident)
             complete(
-                self.ctx, namespace, name, uid, attempt=attempt, member=member, why="purgeMode Never",
+                self.ctx, key, uid, attempt=attempt, member=member, why="purgeMode Never",
                 left=f"the copy of attempt {attempt} is left in {member} (purgeMode Never): "
                 f"delete {namespace}/{name} there yourself", keep=True,
             )  # fmt: skip
@@ -717,8 +763,7 @@ class Syncer:
         if current_state(obj) != Phase.TERMINATING:
             terminating(
                 self.ctx,
-                namespace,
-                name,
+                key,
                 uid,
                 reason=FleetReason.DELETING_COPY,
                 message=f"deleting the copy of attempt {attempt} in {member}; the job goes once it is gone",
@@ -773,6 +818,7 @@ class Syncer:
             ident.name,
             ident.uid,
             ident.attempt,
+            kind=ident.kind,
             job_timeout=60,
             failure_ttl=3600,
         )
@@ -787,7 +833,7 @@ class Syncer:
         with self._lock:
             due = [i for i, (sent, wait) in self._deleting.items() if self._delete_due(i, sent, wait, now)]
         for ident in due:
-            obj = self.ctx.objects.try_get(FLEET_ASCENDJOB, ident.namespace, ident.name)
+            obj = try_get_job(self.ctx.objects, ident.key)
             if obj is None or not is_deleting(obj, ident.uid) or not self._is_deleted_copy(ident, obj):
                 self._forget_deletion(ident)
                 continue

@@ -41,7 +41,6 @@ from typing import Any, Final
 
 import redis
 
-from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.dispatch.context import CLAIM_SECONDS, Context, current, policy_for
 from fleet.dispatch.degraded import adopt
 from fleet.dispatch.deletion import complete, is_deleting, terminating
@@ -49,13 +48,13 @@ from fleet.dispatch.handback import COMPONENT, fail, give_back, inflight_entry
 from fleet.dispatch.preemption import requeued
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import attempt_of, cluster_of, current_state, set_state
-from fleet.jobs.submit import split_key
+from fleet.jobs.store import get_jobs, mutate_jobs, try_get_job
 from fleet.members import Conflict, MemberError, MemberRefused, MemberUnavailable, NotFound, Scope, scope_of
 from fleet.members.errors import safe_message
 from fleet.members.guard import BulkheadFull
 from fleet.members.refusals import describe
 from fleet.state import record_event, record_events
-from fleet.workloads import adapter_for
+from fleet.workloads import JobRef, job_ref, member_resource, ref_for
 from fleet.workloads.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 
 __all__ = [
@@ -246,7 +245,7 @@ def propagate_batch(items: Sequence[Propagation]) -> list[str]:
     back once it has been degraded longer than the job's toleration (:func:`_defer`).
     """
     ctx = current()
-    objs = ctx.objects.get_many(FLEET_ASCENDJOB, [split_key(item[0]) for item in items])
+    objs = get_jobs(ctx.objects, [item[0] for item in items])
     stale: list[str] = []
     wanted: list[tuple[Propagation, dict[str, Any]]] = []
     for item, obj in zip(items, objs, strict=True):
@@ -372,7 +371,7 @@ def _propagate_one(
     ctx: Context, item: Propagation, obj: dict[str, Any], unreachable: dict[str, MemberUnavailable]
 ) -> str:
     key, uid, attempt, member, pin = item
-    namespace, name = split_key(key)
+    ref = job_ref(key)
     body: dict[str, Any] = obj
     try:
         if member in unreachable:
@@ -381,8 +380,8 @@ def _propagate_one(
             client = ctx.member(member)
         except LookupError as error:  # this worker's kubeconfig lacks it: another worker may not
             raise MemberUnavailable(member, "create_job", str(error)) from None
-        body = adapter_for(obj).member_copy(obj, uid, attempt, pin=pin)
-        return _create(client, namespace, name, body, uid=uid, attempt=attempt)
+        body = ref.adapter.member_copy(obj, uid, attempt, pin=pin)
+        return _create(client, ref, body, uid=uid, attempt=attempt)
     except MemberRefused as error:
         return _refused(ctx, item, str(body.get("kind") or ""), error)
     except MemberUnavailable as error:
@@ -461,14 +460,16 @@ def _refused(ctx: Context, item: Propagation, kind: str, error: MemberRefused) -
     return "refused"
 
 
-def _create(client: Any, namespace: str, name: str, body: dict[str, Any], *, uid: str, attempt: int) -> str:
+def _create(client: Any, ref: JobRef, body: dict[str, Any], *, uid: str, attempt: int) -> str:
+    namespace, name = ref.names
+    kind = member_resource(ref.adapter.resource)
     for _ in range(3):
         try:
-            client.create_job(namespace, body)
+            client.create_job(kind, namespace, body)
             return "created"
         except Conflict:
             try:
-                existing = client.get_job(namespace, name)
+                existing = client.get_job(kind, namespace, name)
             except NotFound:
                 continue  # deleted meanwhile: create again
             labels = _labels(existing)
@@ -483,7 +484,7 @@ def _create(client: Any, namespace: str, name: str, body: dict[str, Any], *, uid
             if labels.get(ATTEMPT_LABEL) == str(attempt):
                 return "adopted"
             # An older attempt of this very job: it goes first (its uid guards its successor).
-            client.delete_job(namespace, name, uid=existing["metadata"]["uid"])
+            client.delete_job(kind, namespace, name, uid=existing["metadata"]["uid"])
     raise MemberUnavailable(client.name, "create_job", "the old copy of this job is still being deleted")
 
 
@@ -498,8 +499,8 @@ def _mark_dispatched(ctx: Context, done: Sequence[tuple[Propagation, str]]) -> N
         message = f"{verb} in {member} (attempt {attempt})"
         reason = FleetReason.ADOPTED if outcome == "adopted" else FleetReason.DISPATCHED
         messages.append(message)
-        changes.append((*split_key(key), _dispatched(uid, attempt, reason, message)))
-    stored = ctx.objects.mutate_many(FLEET_ASCENDJOB, changes)
+        changes.append((key, _dispatched(uid, attempt, reason, message)))
+    stored = mutate_jobs(ctx.objects, changes)
     ctx.client.zrem(ctx.keys.inflight, *(inflight_entry(i[0], i[1], i[2]) for i, _ in done))
     events = []
     for ((key, _, attempt, member, _), outcome), obj, message in zip(done, stored, messages, strict=True):
@@ -521,8 +522,10 @@ def _dispatched(uid: str, attempt: int, reason: str, message: str) -> Callable[[
     return change
 
 
-def purge(member: str, namespace: str, name: str, uid: str, attempt: int) -> str:
+def purge(member: str, namespace: str, name: str, uid: str, attempt: int, *, kind: str = "") -> str:
     """Delete the copy of fleet job uid ``uid``, attempt ``attempt``, from ``member``, if it is there.
+    ``kind``: the job's kind as its key writes it (:attr:`fleet.workloads.JobRef.tag`; empty, as
+    tasks sent before Fleet served other kinds say: the first kind).
 
     A copy of another attempt or job is never touched. Raises ``MemberUnavailable`` (RQ retries)
     when the member cannot be reached: a stale copy is also purged when its member returns.
@@ -530,19 +533,21 @@ def purge(member: str, namespace: str, name: str, uid: str, attempt: int) -> str
     ctx = current()
     client = ctx.member(member)
     adopt(ctx.degraded.current(), {member: client.breaker})  # a degraded member: retried later, at once
+    ref = ref_for(kind, namespace, name)
+    resource = member_resource(ref.adapter.resource)
     try:
-        existing = client.get_job(namespace, name)
+        existing = client.get_job(resource, namespace, name)
     except NotFound:
         return "absent"
     labels = _labels(existing)
     if labels.get(JOB_UID_LABEL) != uid or labels.get(ATTEMPT_LABEL) != str(attempt):
         return "not ours"
     try:
-        client.delete_job(namespace, name, uid=existing["metadata"]["uid"])
+        client.delete_job(resource, namespace, name, uid=existing["metadata"]["uid"])
     except Conflict:
         return "replaced"
-    log.info("event=purged member=%s job=%s/%s attempt=%d", member, namespace, name, attempt)
-    obj = ctx.objects.try_get(FLEET_ASCENDJOB, namespace, name)
+    log.info("event=purged member=%s job=%s attempt=%d", member, ref.key, attempt)
+    obj = try_get_job(ctx.objects, ref.key)
     if obj is not None and (obj.get("metadata") or {}).get("uid") == uid:
         record_event(
             ctx.objects,
@@ -554,18 +559,19 @@ def purge(member: str, namespace: str, name: str, uid: str, attempt: int) -> str
     return "purged"
 
 
-def evict(member: str, namespace: str, name: str, uid: str, attempt: int) -> str:
+def evict(member: str, namespace: str, name: str, uid: str, attempt: int, *, kind: str = "") -> str:
     """Evict a preempted attempt (:mod:`fleet.dispatch.preemption`, step 2): delete its copy in
     ``member``, wait until the member no longer has it, then requeue the job and release its
     quota (step 3). Raises ``MemberUnavailable`` (RQ retries) while the member cannot be reached
     or the copy is still there after :data:`EVICT_WAIT_SECONDS`."""
     ctx = current()
     client = ctx.member(member)
-    outcome = purge(member, namespace, name, uid, attempt)
+    ref = ref_for(kind, namespace, name)
+    outcome = purge(member, namespace, name, uid, attempt, kind=kind)
     deadline = time.monotonic() + EVICT_WAIT_SECONDS
     while outcome in ("purged", "replaced"):
         try:
-            existing = client.get_job(namespace, name)
+            existing = client.get_job(member_resource(ref.adapter.resource), namespace, name)
         except NotFound:
             break
         labels = _labels(existing)
@@ -574,11 +580,11 @@ def evict(member: str, namespace: str, name: str, uid: str, attempt: int) -> str
         if time.monotonic() > deadline:
             raise MemberUnavailable(member, "evict", f"the copy of attempt {attempt} is still being deleted")
         time.sleep(0.05)
-    requeued(ctx, f"{namespace}/{name}", uid, attempt, member=member)
+    requeued(ctx, ref.key, uid, attempt, member=member)
     return "evicted"
 
 
-def delete_copy(member: str, namespace: str, name: str, uid: str, attempt: int) -> str:
+def delete_copy(member: str, namespace: str, name: str, uid: str, attempt: int, *, kind: str = "") -> str:
     """Delete the member copy of a job deleted at the fleet and, once the copy is confirmed
     gone, complete the deletion (:func:`fleet.dispatch.deletion.complete`: quota released,
     finalizer removed). Returns what it did.
@@ -591,19 +597,20 @@ def delete_copy(member: str, namespace: str, name: str, uid: str, attempt: int) 
     still in flight is not taken for gone: the worker may be creating it.
     """
     ctx = current()
-    key = f"{namespace}/{name}"
-    if not is_deleting(ctx.objects.try_get(FLEET_ASCENDJOB, namespace, name), uid):
+    ref = ref_for(kind, namespace, name)
+    key = ref.key
+    if not is_deleting(try_get_job(ctx.objects, key), uid):
         return "done"
     try:
         client = ctx.member(member)
-        outcome = purge(member, namespace, name, uid, attempt)
+        outcome = purge(member, namespace, name, uid, attempt, kind=kind)
         if outcome == "absent" and ctx.client.zscore(ctx.keys.inflight, inflight_entry(key, uid, attempt)):
             # A worker may be creating it right now (it read the job before it was deleted): not
             # gone until that propagation is over (its mark goes then, or at its deadline).
             return "creating"
         if outcome == "purged":
             try:
-                labels = _labels(client.get_job(namespace, name))
+                labels = _labels(client.get_job(member_resource(ref.adapter.resource), namespace, name))
                 if labels.get(JOB_UID_LABEL) == uid and labels.get(ATTEMPT_LABEL) == str(attempt):
                     outcome = "deleting"
             except NotFound:
@@ -611,12 +618,11 @@ def delete_copy(member: str, namespace: str, name: str, uid: str, attempt: int) 
     except (LookupError, MemberError) as error:
         said = safe_message(error)
         log.warning(
-            "event=delete_copy_waits job=%s/%s member=%s error=%r", namespace, name, member, str(error)
+            "event=delete_copy_waits job=%s member=%s error=%r", key, member, str(error)
         )
         terminating(
             ctx,
-            namespace,
-            name,
+            key,
             uid,
             reason=FleetReason.WAITING_FOR_MEMBER,
             message=f"waiting for {member} to confirm that the copy of attempt {attempt} is gone: {said}",
@@ -625,13 +631,12 @@ def delete_copy(member: str, namespace: str, name: str, uid: str, attempt: int) 
     if outcome == "deleting":
         terminating(
             ctx,
-            namespace,
-            name,
+            key,
             uid,
             reason=FleetReason.WAITING_FOR_MEMBER,
             message=f"waiting for {member} to finish deleting the copy of attempt {attempt} "
             "(it still lists it)",
         )
         return "deleting"
-    complete(ctx, namespace, name, uid, attempt=attempt, member=member, why=f"copy {outcome}")
+    complete(ctx, key, uid, attempt=attempt, member=member, why=f"copy {outcome}")
     return "deleted"

@@ -25,7 +25,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.connections import run_scripts
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.priority import (
@@ -38,9 +37,10 @@ from fleet.jobs.priority import (
     resolve,
 )
 from fleet.jobs.status import set_state
+from fleet.jobs.store import job_kind
 from fleet.placement import Demand
 from fleet.state import Objects, event_call, record_event
-from fleet.workloads import adapter_for
+from fleet.workloads import adapter_for, job_key, job_ref
 from fleet.workloads.base import QueueNaming
 from queues import ElasticQuotaTree, Ledger, leaf_in, queue_name
 
@@ -64,15 +64,9 @@ FINALIZER: Final = "fleet.io/dispatch"
 COMPONENT: Final = "fleet"
 
 
-def job_key(obj: Mapping[str, Any]) -> str:
-    """The job's id in the quota ledger and in RQ payloads: ``namespace/name``."""
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
-
-
 def split_key(key: str) -> tuple[str, str]:
-    namespace, _, name = key.partition("/")
-    return namespace, name
+    """The namespace and name of the job ``key`` names (its kind: :func:`fleet.workloads.job_ref`)."""
+    return job_ref(key).names
 
 
 def quota_request(demand: Demand) -> dict[str, int]:
@@ -174,7 +168,7 @@ def submit(
     prepared = prepare(obj, ledger, objects)
     if dry_run:
         return prepared.obj
-    stored = objects.create(FLEET_ASCENDJOB, prepared.obj)
+    stored = objects.create(job_kind(adapter_for(prepared.obj)), prepared.obj)
     queue_accepted(objects, ledger, prepared, stored)
     return stored
 

@@ -28,7 +28,7 @@ The parts, each in its own module:
     Whose fault a refusal is (:func:`scope_of`): the job's, which every member would repeat (a
     422 from the API server's own validation), or the member's (its rights, set-up, policy).
 ``access``
-    :class:`Member`: the calls the dispatcher, workers, syncers and placement make. AscendJobs
+    :class:`Member`: the calls the dispatcher, workers, syncers and placement make. Jobs of any kind
     (``create_job`` creates the namespace when the member lacks it; ``delete_job`` is idempotent
     and, given a uid, deletes only that copy; ``patch_job`` is a JSON merge patch), nodes and pods
     (paged lists from one snapshot), and ``probe()`` (one short ``GET /readyz``, no retry: health
@@ -46,7 +46,7 @@ The parts, each in its own module:
 Log lines are ``key=value`` on the ``fleet.members`` loggers (``member=... kind=... event=...``).
 """
 
-from fleet.members.access import JOBS, NODES, PODS, Listing, Member, Probe, Resource
+from fleet.members.access import NODES, PODS, Listing, Member, Probe, Resource
 from fleet.members.config import (
     FLEET_CONTEXT,
     ClientFactory,
@@ -72,7 +72,6 @@ __all__ = [
     "ADDED",
     "DELETED",
     "FLEET_CONTEXT",
-    "JOBS",
     "MODIFIED",
     "NODES",
     "PODS",

@@ -1,6 +1,6 @@
 """The calls Fleet makes on one member cluster, through the official ``kubernetes`` client.
 
-Objects come back as plain JSON dicts, exactly as the member sent them: AscendJobs are custom
+Objects come back as plain JSON dicts, exactly as the member sent them: jobs are custom
 objects anyway, and the syncers and placement read nodes and pods by their JSON field names, so
 skipping the client's model classes keeps one shape everywhere and saves their cost on large
 lists. Every call goes through :class:`~fleet.members.retry.Caller` (timeouts, retries, typed
@@ -30,7 +30,6 @@ from kubernetes.client import (
 from kubernetes.client.exceptions import ApiException
 
 from fleet import fastjson
-from fleet.ascend import ASCENDJOB_GROUP, ASCENDJOB_KIND, ASCENDJOB_PLURAL, ASCENDJOB_VERSION
 from fleet.members.errors import Conflict, MemberError, MemberRefused, NotFound, safe_message
 from fleet.members.guard import Bulkhead, CircuitBreaker
 from fleet.members.retry import Caller
@@ -42,7 +41,6 @@ if TYPE_CHECKING:
 
 
 __all__ = [
-    "JOBS",
     "NODES",
     "PODS",
     "Listing",
@@ -56,18 +54,28 @@ log = logging.getLogger("fleet.members")
 
 JSONObject = dict[str, Any]
 
-_API_VERSION = f"{ASCENDJOB_GROUP}/{ASCENDJOB_VERSION}"
-
-
 @dataclass(frozen=True)
 class Resource:
-    """A kind Fleet lists and watches in members; ``name`` is its plural (metrics, logs)."""
+    """A kind Fleet lists and watches in members; ``name`` is its plural (metrics, logs).
+
+    A custom kind (a job kind: the workload adapters name theirs) also carries its API group,
+    version and kind; the core kinds (nodes, pods) have an empty ``group``."""
 
     name: str
     namespaced: bool
+    group: str = ""
+    version: str = ""
+    kind: str = ""
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def custom(self) -> bool:
+        return bool(self.group)
 
 
-JOBS = Resource(ASCENDJOB_PLURAL, namespaced=True)
 NODES = Resource("nodes", namespaced=False)
 PODS = Resource("pods", namespaced=True)
 
@@ -205,19 +213,19 @@ class Member:
         with self._lock:
             self._namespaces.add(namespace)
 
-    # -- AscendJobs ---------------------------------------------------------------------------
+    # -- jobs (any custom kind: ``kind`` says which) --------------------------------------------
 
-    def create_job(self, namespace: str, body: Mapping[str, Any]) -> JSONObject:
-        """Create an AscendJob in ``namespace`` (creating the namespace first if needed).
+    def create_job(self, kind: Resource, namespace: str, body: Mapping[str, Any]) -> JSONObject:
+        """Create a job of ``kind`` in ``namespace`` (creating the namespace first if needed).
 
         Raises :class:`Conflict` (reason ``AlreadyExists``) when a job of that name exists, also
         when an earlier attempt of this very call was applied but its answer lost: the caller
         adopts its own copy by the labels that name the fleet job.
         """
-        payload = self._job_body(namespace, body)
+        payload = self._job_body(kind, namespace, body)
         self.ensure_namespace(namespace)
         try:
-            return self._create_job(namespace, payload)
+            return self._create_job(kind, namespace, payload)
         except NotFound as error:
             if not _namespace_missing(error, namespace):
                 raise
@@ -225,17 +233,17 @@ class Member:
             with self._lock:
                 self._namespaces.discard(namespace)
             self.ensure_namespace(namespace)
-            return self._create_job(namespace, payload)
+            return self._create_job(kind, namespace, payload)
 
-    def _create_job(self, namespace: str, payload: JSONObject) -> JSONObject:
+    def _create_job(self, kind: Resource, namespace: str, payload: JSONObject) -> JSONObject:
         return self._call(
             "create_job",
             lambda: _read_json(
                 self._custom.create_namespaced_custom_object(
-                    ASCENDJOB_GROUP,
-                    ASCENDJOB_VERSION,
+                    kind.group,
+                    kind.version,
                     namespace,
-                    ASCENDJOB_PLURAL,
+                    kind.name,
                     payload,
                     _preload_content=False,
                     _request_timeout=self._timeout,
@@ -244,10 +252,10 @@ class Member:
         )
 
     @staticmethod
-    def _job_body(namespace: str, body: Mapping[str, Any]) -> JSONObject:
+    def _job_body(kind: Resource, namespace: str, body: Mapping[str, Any]) -> JSONObject:
         _require_name("namespace", namespace)
         if not isinstance(body, Mapping):
-            raise ValueError(f"body: must be a mapping (an AscendJob object), got {type(body).__name__}")
+            raise ValueError(f"body: must be a mapping (a {kind.kind} object), got {type(body).__name__}")
         payload = dict(body)
         metadata = payload.get("metadata")
         if not isinstance(metadata, Mapping):
@@ -259,24 +267,24 @@ class Member:
             raise ValueError(
                 f"body.metadata.namespace: {body_namespace!r} differs from namespace {namespace!r}"
             )
-        for field, expected in (("apiVersion", _API_VERSION), ("kind", ASCENDJOB_KIND)):
+        for field, expected in (("apiVersion", kind.api_version), ("kind", kind.kind)):
             value = payload.setdefault(field, expected)
             if value != expected:
                 raise ValueError(f"body.{field}: must be {expected!r}, got {value!r}")
         return payload
 
-    def get_job(self, namespace: str, name: str) -> JSONObject:
-        """The AscendJob, or :class:`NotFound`."""
+    def get_job(self, kind: Resource, namespace: str, name: str) -> JSONObject:
+        """The job of ``kind``, or :class:`NotFound`."""
         _require_name("namespace", namespace)
         _require_name("name", name)
         return self._call(
             "get_job",
             lambda: _read_json(
                 self._custom.get_namespaced_custom_object(
-                    ASCENDJOB_GROUP,
-                    ASCENDJOB_VERSION,
+                    kind.group,
+                    kind.version,
                     namespace,
-                    ASCENDJOB_PLURAL,
+                    kind.name,
                     name,
                     _preload_content=False,
                     _request_timeout=self._timeout,
@@ -284,8 +292,8 @@ class Member:
             ),
         )
 
-    def delete_job(self, namespace: str, name: str, *, uid: str | None = None) -> bool:
-        """Delete the AscendJob; ``False`` when it was already absent (deleting is idempotent).
+    def delete_job(self, kind: Resource, namespace: str, name: str, *, uid: str | None = None) -> bool:
+        """Delete the job of ``kind``; ``False`` when it was already absent (deleting is idempotent).
 
         With ``uid``, only that very copy is deleted: a newer job of the same name (another
         attempt) makes the member answer :class:`Conflict` instead, so purging a stale copy can
@@ -302,10 +310,10 @@ class Member:
                 "delete_job",
                 lambda: _read_json(
                     self._custom.delete_namespaced_custom_object(
-                        ASCENDJOB_GROUP,
-                        ASCENDJOB_VERSION,
+                        kind.group,
+                        kind.version,
                         namespace,
-                        ASCENDJOB_PLURAL,
+                        kind.name,
                         name,
                         body=options,
                         _preload_content=False,
@@ -317,8 +325,8 @@ class Member:
             return False
         return True
 
-    def patch_job(self, namespace: str, name: str, patch: Mapping[str, Any]) -> JSONObject:
-        """Apply a JSON merge patch (RFC 7386) to the AscendJob; returns the patched object."""
+    def patch_job(self, kind: Resource, namespace: str, name: str, patch: Mapping[str, Any]) -> JSONObject:
+        """Apply a JSON merge patch (RFC 7386) to the job of ``kind``; returns the patched object."""
         _require_name("namespace", namespace)
         _require_name("name", name)
         if not isinstance(patch, Mapping) or not patch:
@@ -328,10 +336,10 @@ class Member:
             "patch_job",
             lambda: _read_json(
                 self._custom.patch_namespaced_custom_object(
-                    ASCENDJOB_GROUP,
-                    ASCENDJOB_VERSION,
+                    kind.group,
+                    kind.version,
                     namespace,
-                    ASCENDJOB_PLURAL,
+                    kind.name,
                     name,
                     body,
                     _preload_content=False,
@@ -341,10 +349,10 @@ class Member:
         )
 
     def list_jobs(
-        self, label_selector: str | None = None, *, namespace: str | None = None
+        self, kind: Resource, label_selector: str | None = None, *, namespace: str | None = None
     ) -> list[JSONObject]:
-        """AscendJobs matching ``label_selector``, in one namespace or all."""
-        return self.list_objects(JOBS, label_selector=label_selector, namespace=namespace).items
+        """Jobs of ``kind`` matching ``label_selector``, in one namespace or all."""
+        return self.list_objects(kind, label_selector=label_selector, namespace=namespace).items
 
     # -- nodes and pods -----------------------------------------------------------------------
 
@@ -369,20 +377,20 @@ class Member:
             _require_name("namespace", namespace)
             if not resource.namespaced:
                 raise ValueError(f"namespace: {resource.name} are cluster-scoped, pass no namespace")
-        if resource == JOBS:
+        if resource.custom:
             if namespace is None:
                 return partial(
                     self._custom.list_custom_object_for_all_namespaces,
-                    ASCENDJOB_GROUP,
-                    ASCENDJOB_VERSION,
-                    ASCENDJOB_PLURAL,
+                    resource.group,
+                    resource.version,
+                    resource.name,
                 )
             return partial(
                 self._custom.list_namespaced_custom_object,
-                ASCENDJOB_GROUP,
-                ASCENDJOB_VERSION,
+                resource.group,
+                resource.version,
                 namespace,
-                ASCENDJOB_PLURAL,
+                resource.name,
             )
         if resource == NODES:
             return self._core.list_node
@@ -390,7 +398,7 @@ class Member:
             if namespace is None:
                 return self._core.list_pod_for_all_namespaces
             return partial(self._core.list_namespaced_pod, namespace)
-        raise ValueError(f"resource: {resource.name!r} is not one Fleet lists (ascendjobs, nodes, pods)")
+        raise ValueError(f"resource: {resource.name!r} is not one Fleet lists (a job kind, nodes, pods)")
 
     def list_objects(
         self,
@@ -517,12 +525,13 @@ class Member:
 
     def watch_jobs(
         self,
+        kind: Resource,
         callback: EventCallback,
         label_selector: str | None = None,
         *,
         on_batch: BatchCallback | None = None,
     ) -> Watcher:
-        return self.watch(JOBS, callback, label_selector=label_selector, on_batch=on_batch)
+        return self.watch(kind, callback, label_selector=label_selector, on_batch=on_batch)
 
     def watch_nodes(self, callback: EventCallback, label_selector: str | None = None) -> Watcher:
         return self.watch(NODES, callback, label_selector=label_selector)

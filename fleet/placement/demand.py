@@ -23,7 +23,6 @@ from pydantic import ValidationError
 
 from fleet.ascend import (
     HOSTNAME_LABEL,
-    JOB_NAME_LABEL,
     NPU_RESOURCE,
     SCHEDULE_POLICY_ANNOTATION,
     SchedulePolicy,
@@ -198,13 +197,16 @@ class ReplicaTemplate:
     replicas: int
     template: Mapping[str, Any]
     path: str  # where the template sits in the job, for error messages
+    #: The labels the kind's operator adds to each of these pods (the ascend-operator's
+    #: ``job-name``, Kubeflow's ``training.kubeflow.org/job-name``, ...): what a required pod
+    #: anti-affinity against the job's own pods selects them by.
+    pod_labels: Mapping[str, str] = field(default_factory=dict)
 
 
-def _own_labels(job_name: str, template: Mapping[str, Any]) -> dict[str, str]:
-    meta = template.get("metadata") or {}
+def _own_labels(replica: ReplicaTemplate) -> dict[str, str]:
+    meta = replica.template.get("metadata") or {}
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
-    labels[JOB_NAME_LABEL] = job_name
-    return labels
+    return {**labels, **replica.pod_labels}
 
 
 def _selects(selector: Any, labels: Mapping[str, str]) -> bool:
@@ -240,7 +242,7 @@ def _exclusive(affinity: Any, own_labels: Mapping[str, str]) -> bool:
     )
 
 
-def _shape(job_name: str, replica: ReplicaTemplate) -> PodShape:
+def _shape(replica: ReplicaTemplate) -> PodShape:
     tpath = f"{replica.path}.spec"
     spec = replica.template.get("spec") or {}
     if not isinstance(spec, Mapping):
@@ -262,19 +264,18 @@ def _shape(job_name: str, replica: ReplicaTemplate) -> PodShape:
         node_selector=tuple(sorted((str(k), str(v)) for k, v in selector.items())),
         affinity=affinity,
         tolerations=tolerations,
-        exclusive=_exclusive(spec.get("affinity"), _own_labels(job_name, replica.template)),
+        exclusive=_exclusive(spec.get("affinity"), _own_labels(replica)),
     )
 
 
 def build_demand(
-    job_name: str,
     replicas: Sequence[ReplicaTemplate],
     *,
     min_available: int | None = None,
     annotations: Mapping[str, Any] | None = None,
 ) -> Demand:
     """The demand of a job made of ``replicas``; raises :class:`DemandError` naming the field."""
-    shapes = tuple(_shape(job_name, r) for r in replicas if r.replicas > 0)
+    shapes = tuple(_shape(r) for r in replicas if r.replicas > 0)
     pods = sum(s.count for s in shapes)
     if min_available is not None and not 1 <= min_available <= max(pods, 1):
         raise DemandError(

@@ -1,4 +1,5 @@
-"""AscendJob logic over plain kube JSON dicts: validation, the pods a job owns, conditions, replica status.
+"""Job logic over plain kube JSON dicts (AscendJob and the Kubeflow kinds, :mod:`fleet.sim.kinds`):
+validation, the pods a job owns, conditions, replica status.
 
 Everything here is pure (no store, no clock unless given one), so the operator in
 :mod:`fleet.sim.operator` stays a thin loop and each rule is unit-tested on its own.
@@ -16,16 +17,11 @@ from typing import Any, Final
 
 from fleet.apiserver.resources import Obj
 from fleet.ascend import (
-    ASCENDJOB_GROUP,
-    ASCENDJOB_KIND,
-    ASCENDJOB_VERSION,
-    JOB_NAME_LABEL,
-    REPLICA_INDEX_LABEL,
-    REPLICA_TYPE_LABEL,
     SCHEDULE_POLICY_ANNOTATION,
     Condition,
     parse_schedule_policy,
 )
+from fleet.sim.kinds import sim_kind
 from fleet.sim.predicates import PodSpecError, pod_requests
 
 __all__ = [
@@ -52,8 +48,6 @@ DURATION_ANNOTATION: Final = "sim.fleet.io/duration-seconds"
 #: with a bug does (``fail-job`` injects a failure into one member's copy instead).
 EXIT_CODE_ANNOTATION: Final = "sim.fleet.io/exit-code"
 TERMINAL_STATES: Final = frozenset({Condition.SUCCEEDED, Condition.FAILED})
-#: Replica types that lead a job: their pods are created (and kept under minAvailable) first.
-_LEADERS: Final = ("Master", "Chief", "Scheduler")
 _NAME_LIMIT: Final = 63
 
 
@@ -69,8 +63,9 @@ def state(job: Obj) -> str | None:
 
 
 def _replica_specs(job: Obj) -> list[tuple[str, Mapping[str, Any]]]:
-    specs = (job.get("spec") or {}).get("replicaSpecs") or {}
-    ordered = sorted(specs.items(), key=lambda item: (item[0] not in _LEADERS, list(specs).index(item[0])))
+    sim = sim_kind(job)
+    specs = sim.specs(job)
+    ordered = sorted(specs.items(), key=lambda item: (item[0] not in sim.leaders, list(specs).index(item[0])))
     return [(str(kind), spec) for kind, spec in ordered]
 
 
@@ -87,12 +82,13 @@ def validate_job(job: Obj) -> str | None:
     spec = job.get("spec")
     if not isinstance(spec, Mapping):
         return "spec: is required"
-    specs = spec.get("replicaSpecs")
+    field = sim_kind(job).specs_field
+    specs = spec.get(field)
     if not isinstance(specs, Mapping) or not specs:
-        return "spec.replicaSpecs: at least one replica type is required"
+        return f"spec.{field}: at least one replica type is required"
     total = 0
     for kind, replica in specs.items():
-        where = f"spec.replicaSpecs.{kind}"
+        where = f"spec.{field}.{kind}"
         if not isinstance(replica, Mapping):
             return f"{where}: must be an object"
         count = _replicas(replica)
@@ -114,7 +110,7 @@ def validate_job(job: Obj) -> str | None:
         except PodSpecError as exc:
             return str(exc)
     if total == 0:
-        return "spec.replicaSpecs: the job has no pods (every replicas is 0)"
+        return f"spec.{field}: the job has no pods (every replicas is 0)"
     wanted = min_available(job)
     if wanted is not None and not 0 < wanted <= total:
         field = "spec.runPolicy.schedulingPolicy.minAvailable"
@@ -185,9 +181,11 @@ def build_pods(job: Obj) -> list[Obj]:
     namespace, name = job_key(job)
     spec = job.get("spec") or {}
     policy = (meta.get("annotations") or {}).get(SCHEDULE_POLICY_ANNOTATION)
+    sim = sim_kind(job)
+    job_label, type_label, index_label = sim.labels
     owner = {
-        "apiVersion": f"{ASCENDJOB_GROUP}/{ASCENDJOB_VERSION}",
-        "kind": ASCENDJOB_KIND,
+        "apiVersion": sim.resource.api_version,
+        "kind": sim.resource.kind,
         "name": name,
         "uid": meta.get("uid", ""),
         "controller": True,
@@ -209,9 +207,9 @@ def build_pods(job: Obj) -> list[Obj]:
                 "namespace": namespace,
                 "labels": {
                     **(template_meta.get("labels") or {}),
-                    JOB_NAME_LABEL: name,
-                    REPLICA_TYPE_LABEL: kind.lower(),
-                    REPLICA_INDEX_LABEL: str(index),
+                    job_label: name,
+                    type_label: kind.lower(),
+                    index_label: str(index),
                 },
                 "ownerReferences": [owner],
             }
@@ -284,9 +282,10 @@ def replica_statuses(job: Obj, pods: Sequence[Obj]) -> dict[str, dict[str, int]]
         kind: {"active": 0, "succeeded": 0, "failed": 0} for kind, _ in _replica_specs(job)
     }
     names = {kind.lower(): kind for kind in statuses}
+    type_label = sim_kind(job).labels[1]
     for pod in pods:
         labels = (pod.get("metadata") or {}).get("labels") or {}
-        kind = names.get(str(labels.get(REPLICA_TYPE_LABEL, "")))
+        kind = names.get(str(labels.get(type_label, "")))
         if kind is None:
             continue
         counts = statuses[kind]

@@ -7,9 +7,10 @@ import logging
 from fleet.apiserver import NODE, MemoryStore, Server, build_app, member_registry
 from fleet.apiserver.store import now_rfc3339
 from fleet.sim.faults import FaultMiddleware, FaultState
+from fleet.sim.kinds import SERVED
 from fleet.sim.metrics import SimMetrics
 from fleet.sim.operator import Operator
-from fleet.sim.t9k import T9K_KINDS, T9kController
+from fleet.sim.t9k import T9kController
 from fleet.sim.topology import Member, Simulation, node_objects, ready_condition
 
 __all__ = ["SimMember"]
@@ -28,10 +29,7 @@ class SimMember:
         self.metrics = metrics
         self.store = MemoryStore.with_default_namespaces()
         self.faults = FaultState()
-        registry = member_registry()
-        for rt in T9K_KINDS:
-            registry.add(rt)
-        app = build_app(registry, self.store, title=f"fleet-sim {member.name}")
+        app = build_app(member_registry(SERVED), self.store, title=f"fleet-sim {member.name}")
         app.add_middleware(
             FaultMiddleware, state=self.faults, on_injected=metrics.injected.labels(member.name).inc
         )

@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from fleet.apiserver.errors import AlreadyExists, NotFound
-from fleet.apiserver.kinds import ASCENDJOB, EVENT, NODE, POD
-from fleet.apiserver.resources import Obj
+from fleet.apiserver.kinds import EVENT, NODE, POD
+from fleet.apiserver.resources import Obj, ResourceType
 from fleet.apiserver.store import ADDED, DELETED, MemoryStore, now_rfc3339
 from fleet.ascend import NPU_RESOURCE, Condition, Reason
 from fleet.sim.jobs import (
@@ -53,6 +53,7 @@ from fleet.sim.jobs import (
     state,
     validate_job,
 )
+from fleet.sim.kinds import SIM_KINDS, SimKind, sim_kind
 from fleet.sim.metrics import SimMetrics
 from fleet.sim.predicates import NodeInfo, PodInfo, PodSpecError, node_info, pod_info
 from fleet.sim.scheduler import Cluster, schedule_pods
@@ -63,6 +64,8 @@ __all__ = ["Operator"]
 log = logging.getLogger("fleet.sim.operator")
 
 _COMPONENT: Final = "ascend-operator"
+#: Messages are written for the first kind and spelt for the job's own by :meth:`Operator._transition`.
+_KIND_WORD: Final = SIM_KINDS[0].resource.kind
 _SCHEDULER: Final = "volcano"
 _NPU_DEVICE_PREFIX: Final = "Ascend910-"
 
@@ -74,6 +77,7 @@ class _Job:
     key: Key
     uid: str
     created: float
+    kind: SimKind = SIM_KINDS[0]
     pods: list[str] = field(default_factory=list)
     need: int = 0
     running_since: float | None = None
@@ -87,7 +91,11 @@ class _Job:
     def reference(self) -> Obj:
         """Enough of the job for an Event's involvedObject, without reading it."""
         meta = {"name": self.key[1], "namespace": self.key[0], "uid": self.uid}
-        return {"apiVersion": ASCENDJOB.api_version, "kind": ASCENDJOB.kind, "metadata": meta}
+        return {
+            "apiVersion": self.kind.resource.api_version,
+            "kind": self.kind.resource.kind,
+            "metadata": meta,
+        }
 
 
 class Operator:
@@ -176,8 +184,24 @@ class Operator:
             self._on_pod(event.type, event.object)
 
     async def _watch_jobs(self, synced: asyncio.Event) -> None:
-        stream = self.store.watch(ASCENDJOB, None, resource_version=None)
-        await self._drain_initial(ASCENDJOB, synced, self._on_job)
+        """Every kind's jobs, one watch each; ``synced`` once each listed what exists."""
+        each = [asyncio.Event() for _ in SIM_KINDS]
+        watches = [
+            asyncio.ensure_future(self._watch_kind(k.resource, e))
+            for k, e in zip(SIM_KINDS, each, strict=True)
+        ]
+        try:
+            for event in each:
+                await event.wait()
+            synced.set()
+            await asyncio.gather(*watches)
+        finally:
+            for watch in watches:
+                watch.cancel()
+
+    async def _watch_kind(self, rt: ResourceType, synced: asyncio.Event) -> None:
+        stream = self.store.watch(rt, None, resource_version=None)
+        await self._drain_initial(rt, synced, self._on_job)
         async for event in stream:
             self._on_job(event.type, event.object)
 
@@ -258,7 +282,7 @@ class Operator:
             self._forget(key)
         if state(job) in (Condition.SUCCEEDED, Condition.FAILED):
             return
-        self._jobs[key] = _Job(key, uid, self.clock())
+        self._jobs[key] = _Job(key, uid, self.clock(), sim_kind(job))
         self._new.append(key)
 
     def _timer(self, due: float, key: Key) -> None:
@@ -314,16 +338,20 @@ class Operator:
 
     # --- steps ---------------------------------------------------------------------------------
 
+    def _kind(self, key: Key) -> SimKind:
+        known = self._jobs.get(key)
+        return known.kind if known is not None else SIM_KINDS[0]
+
     async def _job(self, key: Key) -> Obj | None:
         try:
-            return await self.store.get(ASCENDJOB, key[0], key[1], copy=False)
+            return await self.store.get(self._kind(key).resource, key[0], key[1], copy=False)
         except NotFound:
             self._forget(key)
             return None
 
     async def _write_status(self, job: Obj) -> Obj | None:
         try:
-            return await self.store.update(ASCENDJOB, job, subresource="status", copy=False)
+            return await self.store.update(sim_kind(job).resource, job, subresource="status", copy=False)
         except NotFound:
             self._forget(job_key(job))
             return None
@@ -338,6 +366,9 @@ class Operator:
         job = body if body is not None else await self._job(key)
         if job is None:
             return None
+        sim = sim_kind(job)
+        reason = sim.reason(reason)
+        message = message.replace(_KIND_WORD, sim.resource.kind, 1)
         now = now_rfc3339()
         status = dict(job.get("status") or {})
         status.setdefault("startTime", now)
@@ -347,8 +378,9 @@ class Operator:
             status["completionTime"] = now
         written = await self._write_status({**job, "metadata": _unversioned(job), "status": status})
         if written is not None and changed:
-            warning = reason in (Reason.JOB_FAILED, Reason.POD_GROUP_PENDING, Reason.JOB_VALID_FAILED)
-            source = _SCHEDULER if reason == Reason.POD_GROUP_PENDING else _COMPONENT
+            warnings = (Reason.JOB_FAILED, Reason.POD_GROUP_PENDING, Reason.JOB_VALID_FAILED)
+            warning = reason in {sim.reason(r) for r in warnings}
+            source = _SCHEDULER if reason == Reason.POD_GROUP_PENDING else sim.component
             await self._event(written, "Warning" if warning else "Normal", reason, message, source)
             if self.metrics is not None:
                 self.metrics.transitions.labels(self.member, kind).inc()
@@ -419,7 +451,7 @@ class Operator:
                 key,
                 Condition.CREATED,
                 Reason.JOB_CREATED,
-                f"AscendJob {namespace}/{name} is created.",
+                f"{_KIND_WORD} {namespace}/{name} is created.",
                 body=job,
             )
         self._queue.append(key)
@@ -467,7 +499,7 @@ class Operator:
                     self._queue.remove(key)
             elif key not in self._running and result.message != job.pending_message:
                 job.pending_message = result.message
-                message = f"AscendJob {key[0]}/{key[1]} is pending: {result.message}"
+                message = f"{_KIND_WORD} {key[0]}/{key[1]} is pending: {result.message}"
                 await self._transition(key, Condition.CREATED, Reason.POD_GROUP_PENDING, message)
         if self.metrics is not None:
             self.metrics.schedule_seconds.labels(self.member).observe(time.perf_counter() - started)
@@ -539,7 +571,7 @@ class Operator:
             job.key,
             Condition.RUNNING,
             Reason.JOB_RUNNING,
-            f"AscendJob {namespace}/{name} is running.",
+            f"{_KIND_WORD} {namespace}/{name} is running.",
             body=body,
             replicaStatuses=statuses,
         )
@@ -593,7 +625,7 @@ class Operator:
             job.key,
             Condition.SUCCEEDED,
             Reason.JOB_SUCCEEDED,
-            f"AscendJob {namespace}/{name} successfully completed.",
+            f"{_KIND_WORD} {namespace}/{name} successfully completed.",
             body=body,
             replicaStatuses=replica_statuses(body, pods),
         )

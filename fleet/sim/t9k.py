@@ -74,7 +74,7 @@ _COMPONENT: Final = "t9k-job-controller"
 KILLED: Final = 137
 _FINISHED: Final = (T9kPhase.SUCCEEDED, T9kPhase.FAILED)
 Key = tuple[str, str, str]  # kind, namespace, name
-#: The kinds this controller runs, which a member serves for it.
+#: The kinds this controller runs (every member serves them: :data:`fleet.sim.kinds.SERVED`).
 T9K_KINDS: Final = (T9K_TFJOB, T9K_MPIJOB)
 
 

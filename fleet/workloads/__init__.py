@@ -1,34 +1,49 @@
-"""Workload adapters: one per job kind; see :mod:`fleet.workloads.base` for the interface."""
+"""Workload adapters: one per job kind, listed in :mod:`fleet.workloads.registry`; see
+:mod:`fleet.workloads.base` for the interface and :mod:`fleet.workloads.replicas` for the base
+the replica-spec kinds share."""
 
 from fleet.workloads.ascendjob import AscendJobAdapter, ascendjob
 from fleet.workloads.base import (
     FieldError,
     InvalidWorkload,
+    Outcome,
     UnknownKind,
     WorkloadAdapter,
     WorkloadStatus,
-    adapter_for,
-    register,
+    member_resource,
 )
 from fleet.workloads.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
-from fleet.workloads.t9k import MPIJobAdapter, TensorFlowTrainingJobAdapter, t9k_mpijob, t9k_tfjob
+from fleet.workloads.registry import (
+    KINDS,
+    JobRef,
+    adapter_by_resource,
+    adapter_for,
+    job_key,
+    job_ref,
+    kind_tag,
+    ref_for,
+)
 
 __all__ = [
     "ATTEMPT_LABEL",
     "JOB_NAMESPACE_LABEL",
     "JOB_NAME_LABEL",
     "JOB_UID_LABEL",
+    "KINDS",
     "AscendJobAdapter",
     "FieldError",
     "InvalidWorkload",
-    "MPIJobAdapter",
-    "TensorFlowTrainingJobAdapter",
+    "JobRef",
+    "Outcome",
     "UnknownKind",
     "WorkloadAdapter",
     "WorkloadStatus",
+    "adapter_by_resource",
     "adapter_for",
     "ascendjob",
-    "register",
-    "t9k_mpijob",
-    "t9k_tfjob",
+    "job_key",
+    "job_ref",
+    "kind_tag",
+    "member_resource",
+    "ref_for",
 ]

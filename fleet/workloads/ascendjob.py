@@ -42,13 +42,13 @@ pod templates and the member copy carries them unchanged.
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Final
+from collections.abc import Mapping
+from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+from pydantic import Field, StrictStr, ValidationError
 
 from fleet.apiserver.pods import validate_pod_template
+from fleet.apiserver.resources import PrinterColumn, ResourceType
 from fleet.apiserver.validation import DNS1035_LABEL_MAX_LENGTH, dns1035_label
 from fleet.ascend import (
     ASCENDJOB_GROUP,
@@ -56,22 +56,19 @@ from fleet.ascend import (
     ASCENDJOB_PLURAL,
     ASCENDJOB_VERSION,
     FRAMEWORK_LABEL,
+    JOB_NAME_LABEL,
+    Reason,
 )
-from fleet.placement.demand import Demand, DemandError, ReplicaTemplate, build_demand
+from fleet.placement.demand import Demand, DemandError, build_demand
 from fleet.workloads.base import (
     FieldError,
     InvalidWorkload,
-    PriorityRequest,
-    WorkloadStatus,
-    fleet_labels,
-    member_metadata,
-    pin_to_nodes,
-    register,
-    run_policy_priority_class,
 )
+from fleet.workloads.models import RESTART_POLICIES, Int32, Int64, Open, pydantic_errors
+from fleet.workloads.replicas import ReplicaSpecAdapter
 from queues.quantity import QuantityError, parse
 
-__all__ = ["ASCEND_CONTAINER", "FRAMEWORKS", "MAX_REPLICAS", "AscendJobAdapter", "ascendjob"]
+__all__ = ["ASCENDJOB", "ASCEND_CONTAINER", "FRAMEWORKS", "MAX_REPLICAS", "AscendJobAdapter", "ascendjob"]
 
 #: The container the ascend-operator configures (``name: ascend # do not modify``).
 ASCEND_CONTAINER: Final = "ascend"
@@ -91,35 +88,28 @@ SCALING_LABELS: Final = ("mind-cluster/group-name", "jobID")
 #: The ``huawei.com/`` requests the operator counts as a pod's NPUs (``getContainerResourceReq``).
 NPU_RESOURCE_PREFIX: Final = "huawei.com/"
 
-Int32 = Annotated[StrictInt, Field(ge=-(2**31), le=2**31 - 1)]
-Int64 = Annotated[StrictInt, Field(ge=-(2**63), le=2**63 - 1)]
 
-
-class _Open(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-
-
-class Container(_Open):
+class Container(Open):
     name: str
     image: str | None = None
 
 
-class PodSpec(_Open):
+class PodSpec(Open):
     containers: list[Container] = Field(min_length=1)
 
 
-class PodTemplate(_Open):
+class PodTemplate(Open):
     metadata: dict[str, Any] = Field(default_factory=dict)
     spec: PodSpec
 
 
-class ReplicaSpec(_Open):
+class ReplicaSpec(Open):
     replicas: Int32 = 1
     restart_policy: StrictStr | None = Field(default=None, alias="restartPolicy")
     template: PodTemplate
 
 
-class SchedulingPolicy(_Open):
+class SchedulingPolicy(Open):
     min_available: Int32 | None = Field(default=None, alias="minAvailable")
     queue: StrictStr | None = None
     #: The PriorityClass of the job (the ascend-operator copies it into the PodGroup's
@@ -127,7 +117,7 @@ class SchedulingPolicy(_Open):
     priority_class: StrictStr | None = Field(default=None, alias="priorityClass")
 
 
-class RunPolicy(_Open):
+class RunPolicy(Open):
     scheduling_policy: SchedulingPolicy | None = Field(default=None, alias="schedulingPolicy")
     backoff_limit: Int32 | None = Field(default=None, alias="backoffLimit")
     active_deadline_seconds: Int64 | None = Field(default=None, alias="activeDeadlineSeconds")
@@ -135,21 +125,21 @@ class RunPolicy(_Open):
     clean_pod_policy: StrictStr | None = Field(default=None, alias="cleanPodPolicy")
 
 
-class Spec(_Open):
+class Spec(Open):
     replica_specs: dict[str, ReplicaSpec] = Field(alias="replicaSpecs")
     run_policy: RunPolicy | None = Field(default=None, alias="runPolicy")
     success_policy: StrictStr | None = Field(default=None, alias="successPolicy")
     scheduler_name: StrictStr | None = Field(default=None, alias="schedulerName")
 
 
-class Metadata(_Open):
+class Metadata(Open):
     name: str = Field(min_length=1)
     namespace: str = "default"
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
 
 
-class AscendJob(_Open):
+class AscendJob(Open):
     api_version: str = Field(alias="apiVersion")
     kind: str
     metadata: Metadata
@@ -159,57 +149,6 @@ class AscendJob(_Open):
     def min_available(self) -> int | None:
         run = self.spec.run_policy
         return run.scheduling_policy.min_available if run and run.scheduling_policy else None
-
-
-_RESTART_POLICIES = frozenset({"Always", "OnFailure", "Never", "ExitCode"})
-
-_PYDANTIC_MESSAGES = {
-    "missing": "is required",
-    "int_type": "must be an integer",
-    "int_parsing": "must be an integer",
-    "string_type": "must be a string",
-    "dict_type": "must be an object",
-    "list_type": "must be a list",
-    "model_type": "must be an object",
-    "too_short": "must not be empty",
-}
-
-
-def _path(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def _json_shown(value: Any) -> str:
-    """A wrongly typed input as the user wrote it: ``a string ("2")``, ``a boolean (true)``."""
-    if isinstance(value, bool):
-        return f"a boolean ({str(value).lower()})"
-    if isinstance(value, str):
-        return f'a string ("{value}")'
-    if isinstance(value, float):
-        return f"a number ({value})"
-    if isinstance(value, list):
-        return "a list"
-    return "an object" if isinstance(value, dict) else repr(value)
-
-
-def _pydantic_message(error: Any) -> str:
-    kind = error["type"]
-    if kind in ("int_type", "string_type") and "input" in error:
-        expected = "an integer" if kind == "int_type" else "a string"
-        return f"must be {expected}, not {_json_shown(error['input'])}"
-    if kind == "greater_than_equal":
-        return f"must be at least {error['ctx']['ge']}"
-    if kind == "less_than_equal":
-        return f"must be at most {error['ctx']['le']}"
-    message: str = error["msg"]
-    return _PYDANTIC_MESSAGES.get(kind, message[:1].lower() + message[1:])
-
-
-def _pydantic_errors(exc: ValidationError) -> list[FieldError]:
-    return [FieldError(_path(e["loc"]), _pydantic_message(e)) for e in exc.errors()]
 
 
 def _npu_request(template: Mapping[str, Any]) -> int:
@@ -310,34 +249,44 @@ def _unparsed_errors(obj: Mapping[str, Any], reported: set[str]) -> list[FieldEr
     return [e for e in errors if e.path not in reported]
 
 
-def _replica_templates(obj: Mapping[str, Any], job: AscendJob, leader: str) -> list[ReplicaTemplate]:
-    """The leader first, then the others by name; templates as the user wrote them."""
-    order = sorted(job.spec.replica_specs, key=lambda t: (t != leader, t))
-    raw = obj["spec"]["replicaSpecs"]
-    return [
-        ReplicaTemplate(
-            name=t,
-            replicas=job.spec.replica_specs[t].replicas,
-            template=raw[t]["template"],
-            path=f"spec.replicaSpecs.{t}.template",
-        )
-        for t in order
-    ]
+#: AscendJob as MindCluster's CRD serves it in a member (short name ``acjob``).
+ASCENDJOB: Final = ResourceType(
+    group=ASCENDJOB_GROUP,
+    version=ASCENDJOB_VERSION,
+    kind=ASCENDJOB_KIND,
+    plural=ASCENDJOB_PLURAL,
+    singular=ASCENDJOB_KIND.lower(),
+    namespaced=True,
+    short_names=("acjob",),
+    printer_columns=(
+        PrinterColumn("Name", "string", ".metadata.name", "Name of the job."),
+        PrinterColumn(
+            "State", "string", ".status.conditions[-1].type", "The state of the job: its last condition."
+        ),
+        PrinterColumn("Age", "date", ".metadata.creationTimestamp", "Time since the job was created."),
+    ),
+    has_status=True,
+    categories=("all",),
+    description="A distributed training job on Ascend NPUs, run by the MindCluster ascend-operator.",
+)
 
 
-class AscendJobAdapter:
-    api_version = f"{ASCENDJOB_GROUP}/{ASCENDJOB_VERSION}"
-    kind = ASCENDJOB_KIND
-    plural = ASCENDJOB_PLURAL
+class AscendJobAdapter(ReplicaSpecAdapter):
+    """MindCluster's AscendJob: the Kubeflow job shape under ``spec.replicaSpecs``; a
+    ``JobValidFailed`` failure is the user's, ``PodGroupPending`` the gang waiting (the
+    ascend-operator's reasons, :class:`fleet.ascend.Reason`)."""
 
-    def matches(self, obj: Mapping[str, Any]) -> bool:
-        return obj.get("apiVersion") == self.api_version and obj.get("kind") == self.kind
+    resource = ASCENDJOB
+    leaders = tuple(FRAMEWORKS.values())
+    user_error_reasons = frozenset({Reason.JOB_VALID_FAILED})
+    pending_reasons = frozenset({Reason.POD_GROUP_PENDING})
+    pod_job_label = JOB_NAME_LABEL
 
     def _parse(self, obj: Mapping[str, Any]) -> tuple[AscendJob | None, list[FieldError]]:
         try:
             job = AscendJob.model_validate(obj)
         except ValidationError as exc:
-            return None, _pydantic_errors(exc)
+            return None, pydantic_errors(exc)
         errors: list[FieldError] = []
         if job.api_version != self.api_version:
             errors.append(FieldError("apiVersion", f"must be {self.api_version}"))
@@ -383,10 +332,10 @@ class AscendJobAdapter:
                 errors.append(FieldError(f"{path}.replicas", f"must be 1 for the {framework} leader"))
             elif not 1 <= spec.replicas <= MAX_REPLICAS:
                 errors.append(FieldError(f"{path}.replicas", f"must be between 1 and {MAX_REPLICAS}"))
-            if spec.restart_policy is not None and spec.restart_policy not in _RESTART_POLICIES:
+            if spec.restart_policy is not None and spec.restart_policy not in RESTART_POLICIES:
                 errors.append(
                     FieldError(
-                        f"{path}.restartPolicy", f"must be one of {', '.join(sorted(_RESTART_POLICIES))}"
+                        f"{path}.restartPolicy", f"must be one of {', '.join(sorted(RESTART_POLICIES))}"
                     )
                 )
             if not any(c.name == ASCEND_CONTAINER for c in spec.template.spec.containers):
@@ -410,9 +359,9 @@ class AscendJobAdapter:
             return None, errors
         demand: Demand | None = None
         try:
+            counts = {t: spec.replicas for t, spec in job.spec.replica_specs.items()}
             demand = build_demand(
-                job.metadata.name,
-                _replica_templates(obj, job, leader or ""),
+                self.replica_templates(obj, counts),
                 min_available=min_available if not errors else None,
                 annotations=job.metadata.annotations,
             )
@@ -426,50 +375,6 @@ class AscendJobAdapter:
             raise InvalidWorkload(errors)
         return demand
 
-    def priority_request(self, obj: Mapping[str, Any]) -> PriorityRequest:
-        """``spec.runPolicy.schedulingPolicy.priorityClass``, as MindCluster documents it."""
-        return run_policy_priority_class(obj)
 
-    def map_status(self, member_obj: Mapping[str, Any]) -> WorkloadStatus:
-        status = member_obj.get("status") or {}
-        conditions = [dict(c) for c in status.get("conditions") or [] if isinstance(c, Mapping)]
-        last = next((c for c in reversed(conditions) if c.get("status") == "True"), None)
-        return WorkloadStatus(
-            state=last.get("type") if last else None,
-            reason=last.get("reason") if last else None,
-            message=last.get("message") if last else None,
-            conditions=conditions,
-            replica_statuses=dict(status.get("replicaStatuses") or {}),
-            start_time=status.get("startTime"),
-            completion_time=status.get("completionTime"),
-        )
-
-    def member_copy(
-        self,
-        obj: Mapping[str, Any],
-        fleet_uid: str,
-        attempt: int,
-        *,
-        pin: Mapping[str, Sequence[str]] | None = None,
-    ) -> dict[str, Any]:
-        """Same name and namespace (the job's own anti-affinity names it), fleet labels on the
-        job and on every pod template, no status and no server-owned metadata; with ``pin``,
-        each replica type's pods restricted to its planned nodes."""
-        body: dict[str, Any] = {
-            "apiVersion": obj.get("apiVersion"),
-            "kind": obj.get("kind"),
-            "metadata": member_metadata(obj, fleet_uid, attempt),
-            "spec": copy.deepcopy(dict(obj.get("spec") or {})),
-        }
-        labels = fleet_labels(obj, fleet_uid, attempt)
-        for rtype, spec in (body["spec"].get("replicaSpecs") or {}).items():
-            template = spec.setdefault("template", {})
-            meta = template.setdefault("metadata", {})
-            meta["labels"] = {**(meta.get("labels") or {}), **labels}
-            if pin and pin.get(rtype):
-                pin_to_nodes(template.setdefault("spec", {}), pin[rtype])
-        return body
-
-
-#: The registered AscendJob adapter.
-ascendjob = register(AscendJobAdapter())
+#: The AscendJob adapter (registered in :mod:`fleet.workloads.registry`).
+ascendjob = AscendJobAdapter()

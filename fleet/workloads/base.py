@@ -2,20 +2,26 @@
 
 Everything Fleet does to a job that depends on its kind goes through its adapter: recognise it,
 validate it (every failure a :class:`FieldError` with the field path), read its demand for the
-gang fit, map the member copy's status to the fleet object's status, and build the member copy
-(labelled with :mod:`fleet.workloads.labels` so it can be traced back). The dispatcher, the API
-and ``fleet explain`` only ever call :func:`adapter_for`; adding PyTorchJob or MPIJob is adding
-an adapter, not touching them.
+gang fit, map the member copy's status to the fleet object's status, classify it (running,
+succeeded, the user's error, worth retrying elsewhere, stuck pending), and build the member copy
+(labelled with :mod:`fleet.workloads.labels` so it can be traced back). An adapter also owns the
+resource it serves (group, version, plural, kind, short names, printer columns: the upstream
+CRD's) and the selector of the pods its operator makes. The dispatcher, syncer, workers, API,
+authorisation and CLI iterate :mod:`fleet.workloads.registry`; adding a kind is adding an
+adapter (and its simulated controller) and one line there, not touching them.
 """
 
 from __future__ import annotations
 
 import copy
+import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 
+from fleet.apiserver.resources import ResourceType
 from fleet.apiserver.validation import label_value
+from fleet.members import Resource
 from fleet.placement.demand import Demand
 from fleet.workloads.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
 
@@ -24,18 +30,18 @@ __all__ = [
     "RUN_POLICY_PRIORITY_CLASS",
     "FieldError",
     "InvalidWorkload",
+    "Outcome",
     "Pausable",
     "PriorityRequest",
     "QueueNaming",
     "UnknownKind",
     "WorkloadAdapter",
     "WorkloadStatus",
-    "adapter_for",
     "fleet_label_errors",
     "fleet_labels",
     "member_metadata",
+    "member_resource",
     "pin_to_nodes",
-    "register",
     "run_policy_priority_class",
 ]
 
@@ -83,6 +89,23 @@ class UnknownKind(LookupError):
 #: The ``status`` fields besides conditions that some kind mirrors from its member copy; the fleet
 #: object drops one its member copy no longer has.
 MIRRORED_FIELDS: Final = ("phase", "tasks", "aggregate")
+
+
+class Outcome(enum.Enum):
+    """What a member copy's status means for Fleet, as its kind's adapter classifies it."""
+
+    #: Not running yet, nothing wrong (created, waiting for its pods).
+    STARTING = "Starting"
+    #: Running (or restarting its pods under its own restart policy).
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    #: Failed by the user's own doing (an invalid spec, a non-retriable exit): never retried.
+    USER_ERROR = "UserError"
+    #: Failed for a reason another attempt may not meet: failed over (application failover).
+    RETRIABLE = "Retriable"
+    #: Waiting for its gang in the member (``PodGroupPending``): the member could not run it;
+    #: failed over once past the policy's toleration.
+    STUCK_PENDING = "StuckPending"
 
 
 @dataclass(frozen=True)
@@ -152,9 +175,19 @@ def run_policy_priority_class(obj: Mapping[str, Any]) -> PriorityRequest:
 
 @runtime_checkable
 class WorkloadAdapter(Protocol):
-    api_version: str
-    kind: str
-    plural: str
+    @property
+    def resource(self) -> ResourceType:
+        """The resource as the kind's own CRD serves it in a member (names, short names, columns)."""
+        ...
+
+    @property
+    def api_version(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def plural(self) -> str: ...
 
     def matches(self, obj: Mapping[str, Any]) -> bool:
         """Whether this adapter handles ``obj`` (by apiVersion and kind)."""
@@ -175,6 +208,15 @@ class WorkloadAdapter(Protocol):
 
     def map_status(self, member_obj: Mapping[str, Any]) -> WorkloadStatus:
         """The member copy's status as the fleet object shows it."""
+        ...
+
+    def classify(self, status: WorkloadStatus) -> Outcome:
+        """What the member copy's mapped status means: running, succeeded, the user's error,
+        worth retrying elsewhere, or stuck waiting for its gang."""
+        ...
+
+    def pod_selector(self, namespace: str, name: str) -> str:
+        """The label selector of the pods the kind's operator makes for job ``name``."""
         ...
 
     def member_copy(
@@ -217,22 +259,9 @@ class QueueNaming(Protocol):
         ...
 
 
-_ADAPTERS: list[WorkloadAdapter] = []
-
-
-def register(adapter: WorkloadAdapter) -> WorkloadAdapter:
-    if not any(a.api_version == adapter.api_version and a.kind == adapter.kind for a in _ADAPTERS):
-        _ADAPTERS.append(adapter)
-    return adapter
-
-
-def adapter_for(obj: Mapping[str, Any]) -> WorkloadAdapter:
-    for adapter in _ADAPTERS:
-        if adapter.matches(obj):
-            return adapter
-    raise UnknownKind(
-        f"no workload adapter for apiVersion {obj.get('apiVersion')!r}, kind {obj.get('kind')!r}"
-    )
+def member_resource(rt: ResourceType) -> Resource:
+    """How member access names a job kind (:class:`fleet.members.Resource`)."""
+    return Resource(rt.plural, namespaced=True, group=rt.group, version=rt.version, kind=rt.kind)
 
 
 def pin_to_nodes(pod_spec: dict[str, Any], nodes: Sequence[str]) -> None:

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Annotated, Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
+from pydantic import Field, StrictBool, StrictInt, StrictStr, ValidationError
 
 from fleet.apiserver.pods import validate_pod_template
 from fleet.apiserver.validation import DNS1035_LABEL_MAX_LENGTH, dns1035_label
@@ -40,13 +41,11 @@ from fleet.t9k import (
     CLEAN_UP_POLICIES,
     LAUNCHER,
     MPI_WORKER_CONTAINER,
+    REPLICA_TYPE_LABEL,
     RESTART_POLICIES,
-    T9K_GROUP,
-    T9K_MPIJOB_KIND,
-    T9K_MPIJOB_PLURAL,
-    T9K_TFJOB_KIND,
-    T9K_TFJOB_PLURAL,
-    T9K_VERSION,
+    T9K_JOB_NAME_LABEL,
+    T9K_MPIJOB,
+    T9K_TFJOB,
     TF_REPLICA_TYPES,
     USER_FAILURE_REASONS,
     WORKER,
@@ -56,18 +55,16 @@ from fleet.t9k import (
     mode_enabled,
     retriable_exit,
 )
-from fleet.workloads.ascendjob import _pydantic_errors
 from fleet.workloads.base import (
+    MIRRORED_FIELDS,
     FieldError,
     InvalidWorkload,
+    Outcome,
     PriorityRequest,
     WorkloadStatus,
-    fleet_labels,
-    member_metadata,
-    pin_to_nodes,
-    register,
 )
-from fleet.workloads.labels import JOB_NAME_LABEL, JOB_NAMESPACE_LABEL
+from fleet.workloads.models import Int32, Int64, Open, pydantic_errors
+from fleet.workloads.replicas import ReplicaSpecAdapter
 from queues.tree import QUOTA_LABEL
 
 __all__ = [
@@ -78,7 +75,6 @@ __all__ = [
     "MPIJobAdapter",
     "T9kAdapter",
     "TensorFlowTrainingJobAdapter",
-    "Verdict",
     "t9k_mpijob",
     "t9k_tfjob",
 ]
@@ -102,12 +98,7 @@ _STATE_OF_PHASE: Final = {
     T9kPhase.UNKNOWN: T9kPhase.UNKNOWN,
 }
 
-Int32 = Annotated[StrictInt, Field(ge=-(2**31), le=2**31 - 1)]
-Int64 = Annotated[StrictInt, Field(ge=-(2**63), le=2**63 - 1)]
-
-
-class _Open(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+_Open = Open
 
 
 class _Metadata(_Open):
@@ -214,19 +205,6 @@ class _MpiJob(_Open):
     spec: _MpiSpec
 
 
-class Verdict:
-    """How Fleet reads a finished or stuck member copy (:meth:`T9kAdapter.classify`)."""
-
-    RUNNING: Final = "running"
-    SUCCEEDED: Final = "succeeded"
-    #: The job's own fault (its code, its spec, its deadline): the same on any member, not retried.
-    USER_ERROR: Final = "user-error"
-    #: The member's fault (the main replica killed by its environment): worth another member.
-    RETRIABLE: Final = "retriable"
-    PENDING: Final = "pending"
-    PAUSED: Final = "paused"
-
-
 def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     spec = obj.get("spec")
     return spec if isinstance(spec, Mapping) else {}
@@ -303,26 +281,19 @@ def _phase(member_obj: Mapping[str, Any]) -> str | None:
     return str(phase) if isinstance(phase, str) else None
 
 
-class T9kAdapter:
-    """What the two T9k kinds share; a subclass reads its own spec shape."""
+class T9kAdapter(ReplicaSpecAdapter):
+    """What the two T9k kinds share, on the replica-spec base; a subclass reads its own spec
+    shape (:meth:`replica_specs`) and checks its own rules (:meth:`_check`)."""
 
-    api_version: str = f"{T9K_GROUP}/{T9K_VERSION}"
-    group: str = T9K_GROUP
-    version: str = T9K_VERSION
-    kind: str
-    plural: str
-    short_names: tuple[str, ...] = ()
-
-    def matches(self, obj: Mapping[str, Any]) -> bool:
-        return obj.get("apiVersion") == self.api_version and obj.get("kind") == self.kind
+    pod_job_label = T9K_JOB_NAME_LABEL
 
     # -- per kind -------------------------------------------------------------------------------
 
     def _check(self, obj: Mapping[str, Any]) -> tuple[list[ReplicaTemplate], list[FieldError]]:
         raise NotImplementedError
 
-    def main_replica(self, obj: Mapping[str, Any]) -> str:
-        """The replica type whose index-0 pod decides success and failure."""
+    def main_replica(self, types: Sequence[str]) -> str:
+        """Of a job's replica types, the one whose pod 0 decides success and failure."""
         raise NotImplementedError
 
     # -- the adapter interface ------------------------------------------------------------------
@@ -341,8 +312,10 @@ class T9kAdapter:
         if errors:
             return None, errors
         meta = obj.get("metadata") or {}
+        name = str(meta.get("name"))
+        labelled = [replace(r, pod_labels=self.pod_labels(name, r.name)) for r in replicas]
         try:
-            demand = build_demand(str(meta.get("name")), replicas, annotations=meta.get("annotations") or {})
+            demand = build_demand(labelled, annotations=meta.get("annotations") or {})
         except DemandError as exc:
             return None, [FieldError(exc.path, exc.message)]
         return demand, []
@@ -353,6 +326,9 @@ class T9kAdapter:
         if errors or demand is None:
             raise InvalidWorkload(errors)
         return demand
+
+    def pod_labels(self, name: str, rtype: str) -> dict[str, str]:
+        return {T9K_JOB_NAME_LABEL: name, REPLICA_TYPE_LABEL: rtype}
 
     def priority_request(self, obj: Mapping[str, Any]) -> PriorityRequest:
         """``spec.scheduler.t9kScheduler.priority``: a raw value (0..100, default 0), as the
@@ -404,27 +380,19 @@ class T9kAdapter:
         """Whether the job runs in debug mode (environment up, training not started)."""
         return mode_enabled(obj, "debug")
 
-    def pod_selector(self, obj: Mapping[str, Any]) -> dict[str, str]:
-        """The labels every pod of the member copy carries (Fleet's, via the templates)."""
-        meta = obj.get("metadata") or {}
-        return {
-            JOB_NAMESPACE_LABEL: str(meta.get("namespace") or "default"),
-            JOB_NAME_LABEL: str(meta.get("name")),
-        }
-
     def map_status(self, member_obj: Mapping[str, Any]) -> WorkloadStatus:
         """The member's phase in Fleet's words as the state (a condition after T9k's own, which
         are kept as the member wrote them); ``phase``, ``tasks``, ``aggregate`` carried over."""
         status = member_obj.get("status")
         status = status if isinstance(status, Mapping) else {}
         native = [dict(c) for c in status.get("conditions") or [] if isinstance(c, Mapping)]
-        phase = _phase(member_obj)
+        phase = status.get("phase") if isinstance(status.get("phase"), str) else None
         state = _STATE_OF_PHASE.get(phase) if phase else None
         conditions = list(native)
         reason: str | None = None
         message: str | None = None
         if state is not None and phase is not None:
-            reason, message = self._reason(phase, native, status)
+            reason, message = _reason(phase, native)
             stamp = max((str(c.get("lastTransitionTime") or "") for c in native), default="")
             conditions.append(
                 {
@@ -435,7 +403,7 @@ class T9kAdapter:
                     **({"lastTransitionTime": stamp} if stamp else {}),
                 }
             )
-        extra = {k: copy.deepcopy(status[k]) for k in ("phase", "tasks", "aggregate") if k in status}
+        extra = {k: copy.deepcopy(status[k]) for k in MIRRORED_FIELDS if k in status}
         return WorkloadStatus(
             state=state,
             reason=reason,
@@ -447,60 +415,37 @@ class T9kAdapter:
             extra=extra,
         )
 
-    @staticmethod
-    def _reason(phase: str, native: list[dict[str, Any]], status: Mapping[str, Any]) -> tuple[str, str]:
-        """The reason and message of the state: the true native condition that says it."""
-        wanted = {
-            T9kPhase.SUCCEEDED: T9kCondition.COMPLETED,
-            T9kPhase.FAILED: T9kCondition.FAILED,
-            T9kPhase.PAUSED: T9kCondition.PAUSED,
-            T9kPhase.RUNNING: T9kCondition.RUNNING,
-        }.get(phase)
-        found = next((c for c in native if c.get("type") == wanted and c.get("status") == "True"), None)
-        if found is None and phase == T9kPhase.PENDING:
-            failure = next((c for c in native if c.get("type") == T9kCondition.REPLICA_FAILURE), None)
-            if failure is not None and failure.get("status") == "True":
-                found = failure
-        reason = str(found.get("reason") or phase) if found else phase
-        if reason in ("", "-"):
-            reason = phase
-        message = str(found.get("message") or "") if found else ""
-        return reason, message or f"phase {phase}"
-
-    def classify(self, member_obj: Mapping[str, Any]) -> str:
-        """A :class:`Verdict` on the member copy. A failed job is the user's fault unless the
-        main replica's last exit was one the seed calls the environment's (130, 137, 138, 143:
-        killed, interrupted, or asking for a restart) and not a deadline's: then another member
-        may run it."""
-        phase = _phase(member_obj)
+    def classify(self, status: WorkloadStatus) -> Outcome:
+        """A failed job is the user's fault (not retried elsewhere) unless the main replica's last
+        exit was one the seed calls the environment's (130, 137, 138, 143: killed, interrupted,
+        or asking for a restart) and not a deadline's. A job whose pods all exist and none is
+        bound waits for its gang (stuck pending, failed over past the policy's toleration)."""
+        phase = status.extra.get("phase")
         if phase == T9kPhase.SUCCEEDED:
-            return Verdict.SUCCEEDED
-        if phase == T9kPhase.PAUSED:
-            return Verdict.PAUSED
-        if phase in (T9kPhase.PENDING, T9kPhase.RESUMING, None):
-            return Verdict.PENDING
-        if phase != T9kPhase.FAILED:
-            return Verdict.RUNNING
-        status = member_obj.get("status")
-        native = status.get("conditions") if isinstance(status, Mapping) else None
-        for condition in native if isinstance(native, list) else []:
-            if (
-                isinstance(condition, Mapping)
-                and condition.get("type") == T9kCondition.FAILED
-                and condition.get("status") == "True"
-                and condition.get("reason") in USER_FAILURE_REASONS
-            ):
-                return Verdict.USER_ERROR
-        code = self.main_exit_code(member_obj)
-        return Verdict.RETRIABLE if code is not None and retriable_exit(code) else Verdict.USER_ERROR
+            return Outcome.SUCCEEDED
+        if phase == T9kPhase.RUNNING:
+            return Outcome.RUNNING
+        if phase == T9kPhase.FAILED:
+            failed = [c for c in status.conditions if c.get("type") == T9kCondition.FAILED]
+            if any(c.get("status") == "True" and c.get("reason") in USER_FAILURE_REASONS for c in failed):
+                return Outcome.USER_ERROR
+            code = self.main_exit_code(status)
+            return Outcome.RETRIABLE if code is not None and retriable_exit(code) else Outcome.USER_ERROR
+        aggregate = status.extra.get("aggregate")
+        if phase == T9kPhase.PENDING and isinstance(aggregate, Mapping):
+            waiting = aggregate.get("pending", 0)
+            others = sum(v for k, v in aggregate.items() if k != "pending" and isinstance(v, int))
+            if isinstance(waiting, int) and waiting > 0 and others == 0:
+                return Outcome.STUCK_PENDING
+        return Outcome.STARTING
 
-    def main_exit_code(self, member_obj: Mapping[str, Any]) -> int | None:
+    def main_exit_code(self, status: WorkloadStatus) -> int | None:
         """The exit code in ``status.tasks`` of the main replica's pod 0, when it exited."""
-        main = self.main_replica(member_obj)
-        status = member_obj.get("status")
-        tasks = status.get("tasks") if isinstance(status, Mapping) else None
-        for task in tasks if isinstance(tasks, list) else []:
-            if not isinstance(task, Mapping) or task.get("type") != main:
+        tasks = status.extra.get("tasks")
+        tasks = [t for t in tasks if isinstance(t, Mapping)] if isinstance(tasks, list) else []
+        main = self.main_replica([str(t.get("type")) for t in tasks])
+        for task in tasks:
+            if task.get("type") != main:
                 continue
             replicas = task.get("replicas") or task.get("status") or []
             first = replicas[0] if isinstance(replicas, list) and replicas else None
@@ -511,44 +456,41 @@ class T9kAdapter:
                     return code
         return None
 
-    def member_copy(
-        self,
-        obj: Mapping[str, Any],
-        fleet_uid: str,
-        attempt: int,
-        *,
-        pin: Mapping[str, Sequence[str]] | None = None,
-    ) -> dict[str, Any]:
-        """Same name and namespace, Fleet's labels on the job and its pod templates, no status;
-        with ``pin``, each replica type's pods restricted to the nodes Fleet reserved for them."""
-        body: dict[str, Any] = {
-            "apiVersion": obj.get("apiVersion"),
-            "kind": obj.get("kind"),
-            "metadata": member_metadata(obj, fleet_uid, attempt),
-            "spec": copy.deepcopy(dict(obj.get("spec") or {})),
-        }
-        labels = fleet_labels(obj, fleet_uid, attempt)
-        for rtype, template in self._templates(body["spec"]):
-            meta = template.setdefault("metadata", {})
-            meta["labels"] = {**(meta.get("labels") or {}), **labels}
-            if pin and pin.get(rtype):
-                pin_to_nodes(template.setdefault("spec", {}), pin[rtype])
-        return body
 
-    def _templates(self, spec: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-        raise NotImplementedError
+def _reason(phase: str, native: list[dict[str, Any]]) -> tuple[str, str]:
+    """The reason and message of the fleet state: the true native condition that says it."""
+    wanted = {
+        T9kPhase.SUCCEEDED: T9kCondition.COMPLETED,
+        T9kPhase.FAILED: T9kCondition.FAILED,
+        T9kPhase.PAUSED: T9kCondition.PAUSED,
+        T9kPhase.RUNNING: T9kCondition.RUNNING,
+    }.get(phase)
+    found = next((c for c in native if c.get("type") == wanted and c.get("status") == "True"), None)
+    reason = str(found.get("reason") or phase) if found else phase
+    if reason in ("", "-"):
+        reason = phase
+    message = str(found.get("message") or "") if found else ""
+    return reason, message or f"phase {phase}"
 
 
 class TensorFlowTrainingJobAdapter(T9kAdapter):
-    kind = T9K_TFJOB_KIND
-    plural = T9K_TFJOB_PLURAL
-    short_names = ()
+    resource = T9K_TFJOB
+
+    def replica_specs(self, spec: Mapping[str, Any]) -> list[tuple[str, Any]]:
+        """``spec.replicaSpecs`` is a list; each entry names its ``type``."""
+        specs = spec.get("replicaSpecs")
+        if not isinstance(specs, list):
+            return []
+        return [(str(s.get("type")), s) for s in specs if isinstance(s, Mapping)]
+
+    def replica_path(self, rtype: str) -> str:
+        return f"spec.replicaSpecs[type={rtype}]"
 
     def _check(self, obj: Mapping[str, Any]) -> tuple[list[ReplicaTemplate], list[FieldError]]:
         try:
             job = _TfJob.model_validate(obj)
         except ValidationError as exc:
-            return [], _pydantic_errors(exc)
+            return [], pydantic_errors(exc)
         spec = job.spec
         errors = _common_errors(
             job.metadata, spec.run_policy, spec.run_mode, [r.type for r in spec.replica_specs]
@@ -608,30 +550,26 @@ class TensorFlowTrainingJobAdapter(T9kAdapter):
         replicas.sort(key=lambda r: order.get(r.name, len(order)))
         return replicas, errors
 
-    def main_replica(self, obj: Mapping[str, Any]) -> str:
-        for replica in _spec(obj).get("replicaSpecs") or []:
-            if isinstance(replica, Mapping) and replica.get("type") == CHIEF and replica.get("replicas", 1):
-                return CHIEF
-        return WORKER
-
-    def _templates(self, spec: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-        out = []
-        for replica in spec.get("replicaSpecs") or []:
-            if isinstance(replica, dict):
-                out.append((str(replica.get("type")), replica.setdefault("template", {})))
-        return out
+    def main_replica(self, types: Sequence[str]) -> str:
+        return CHIEF if CHIEF in types else WORKER
 
 
 class MPIJobAdapter(T9kAdapter):
-    kind = T9K_MPIJOB_KIND
-    plural = T9K_MPIJOB_PLURAL
-    short_names = ()
+    resource = T9K_MPIJOB
+
+    def replica_specs(self, spec: Mapping[str, Any]) -> list[tuple[str, Any]]:
+        """One ``spec.worker``; the launcher is the controller's, not written in the spec."""
+        worker = spec.get("worker")
+        return [(WORKER, worker)] if isinstance(worker, Mapping) else []
+
+    def replica_path(self, rtype: str) -> str:
+        return "spec.worker"
 
     def _check(self, obj: Mapping[str, Any]) -> tuple[list[ReplicaTemplate], list[FieldError]]:
         try:
             job = _MpiJob.model_validate(obj)
         except ValidationError as exc:
-            return [], _pydantic_errors(exc)
+            return [], pydantic_errors(exc)
         spec = job.spec
         errors = _common_errors(job.metadata, spec.run_policy, spec.run_mode, [LAUNCHER, WORKER])
         if spec.run_policy is not None:
@@ -666,18 +604,10 @@ class MPIJobAdapter(T9kAdapter):
         workers = ReplicaTemplate(WORKER, max(worker.replicas, 0), raw, "spec.worker.template")
         return [launcher, workers], errors
 
-    def main_replica(self, obj: Mapping[str, Any]) -> str:
+    def main_replica(self, types: Sequence[str]) -> str:
         return LAUNCHER
 
-    def _templates(self, spec: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-        worker = spec.get("worker")
-        if not isinstance(worker, dict):
-            return []
-        return [(WORKER, worker.setdefault("template", {}))]
 
-
-#: The registered T9k adapters.
+#: The T9k adapters (listed in :mod:`fleet.workloads.registry`).
 t9k_tfjob = TensorFlowTrainingJobAdapter()
 t9k_mpijob = MPIJobAdapter()
-register(t9k_tfjob)
-register(t9k_mpijob)

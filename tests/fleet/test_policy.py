@@ -9,7 +9,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from fleet.policy import DEFAULT_POLICY, PropagationPolicy, PurgeMode, select_policy
+from fleet.dispatch.context import DEFAULT_POLICY
+from fleet.policy import PropagationPolicy, PurgeMode, select_policy
 
 SAMPLES = Path(__file__).resolve().parents[2] / "config" / "samples"
 ACJOB = {"apiVersion": "mindxdl.gitee.com/v1", "kind": "AscendJob"}

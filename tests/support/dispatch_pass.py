@@ -11,11 +11,11 @@ from typing import Any
 
 import redis
 
-from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import set_state
 from fleet.state import Objects, record_event
 from queues import Ledger
+from tests.support.kinds import FLEET_ASCENDJOB
 
 __all__ = ["dispatch_once"]
 

@@ -16,9 +16,9 @@ import threading
 import time
 from typing import Any
 
-from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.jobs import current_state
 from fleet.state import Objects
+from tests.support.kinds import FLEET_ASCENDJOB
 
 __all__ = ["JobClock"]
 

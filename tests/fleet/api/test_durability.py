@@ -29,13 +29,13 @@ from typing import Any
 import pytest
 import redis
 
-from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.state import Objects
 from queues import Ledger
 from queues.records import JobState
 from tests.fleet.api.conftest import JOBS
 from tests.fleet.api.test_process import sample_job
 from tests.support.api_process import Replica, request, start_replica, stop
+from tests.support.kinds import FLEET_ASCENDJOB
 from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.integration

@@ -15,12 +15,13 @@ import pytest
 import redis
 import yaml
 
-from fleet.api.kinds import FLEET_ASCENDJOB, FLEET_EVENT
+from fleet.api.kinds import FLEET_EVENT
 from fleet.state import Objects
 from queues import Ledger
 from tests.fleet.api.conftest import JOB, JOB_NAME, JOBS, TREE, call
 from tests.support.dispatch_pass import dispatch_once
 from tests.support.fleet_api import FleetApiThread
+from tests.support.kinds import FLEET_ASCENDJOB
 from tests.support.kubectl import Kubectl, table
 
 pytestmark = pytest.mark.integration

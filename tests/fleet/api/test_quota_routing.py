@@ -24,13 +24,13 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from fleet.api.auth import parse_token_file
-from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.state import Objects
 from queues import AVAILABLE_ATTRIBUTE, QUOTA_LABEL, Ledger
 from queues.quantity import MAX_JOBS
 from tests.fleet.api.conftest import JOB, JOBS, call
 from tests.support.dispatch_pass import dispatch_once
 from tests.support.fleet_api import FleetApiThread
+from tests.support.kinds import FLEET_ASCENDJOB
 from tests.support.kubectl import Kubectl
 
 pytestmark = pytest.mark.integration

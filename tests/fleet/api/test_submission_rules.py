@@ -17,13 +17,13 @@ import pytest
 import redis
 import yaml
 
-from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.apiserver.validation import TOTAL_ANNOTATION_SIZE_LIMIT, validate_labels
 from fleet.state import Objects
 from fleet.workloads import ascendjob
 from queues import Ledger
 from tests.fleet.api.conftest import JOB, JOBS, TREE, call
 from tests.support.fleet_api import FleetApiThread
+from tests.support.kinds import FLEET_ASCENDJOB
 from tests.support.kubectl import Kubectl
 
 pytestmark = pytest.mark.integration

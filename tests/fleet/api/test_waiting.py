@@ -17,11 +17,11 @@ import yaml
 
 import fleet.api.computed
 import fleet.api.jobs
-from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.state import Objects
 from tests.fleet.api.conftest import JOB, JOBS, TREE, call
 from tests.support.dispatch_pass import dispatch_once
 from tests.support.fleet_api import FleetApiThread
+from tests.support.kinds import FLEET_ASCENDJOB
 from tests.support.kubectl import Kubectl
 
 pytestmark = pytest.mark.integration

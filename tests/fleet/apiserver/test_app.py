@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from dataclasses import replace
 
 import httpx
 import pytest
@@ -17,6 +18,7 @@ from fleet.apiserver import (
     member_registry,
 )
 from tests.support.apiserver import ApiServerThread
+from tests.support.kinds import ASCENDJOB
 
 pytestmark = pytest.mark.integration
 
@@ -88,7 +90,7 @@ def test_pluggable_validation_and_strictness() -> None:
             return [Cause("spec.replicaSpecs", "Required value", "FieldValueRequired")]
         return []
 
-    server = ApiServerThread(registry=member_registry(validate_ascendjob=needs_replicas)).start()
+    server = ApiServerThread(registry=member_registry([replace(ASCENDJOB, validate=needs_replicas)])).start()
     try:
         with httpx.Client(base_url=server.url) as http:
             refused = http.post(JOBS, json={"metadata": {"name": "j"}, "spec": {}})
@@ -131,7 +133,12 @@ def test_token_authentication() -> None:
 
 def test_openapi_documents_kubectl_reads(http: httpx.Client) -> None:
     index = http.get("/openapi/v3").json()
-    assert set(index["paths"]) == {"api/v1", "apis/mindxdl.gitee.com/v1"}
+    assert set(index["paths"]) == {
+        "api/v1",
+        "apis/mindxdl.gitee.com/v1",
+        "apis/kubeflow.org/v1",
+        "apis/kubeflow.org/v2beta1",
+    }
     document = http.get(index["paths"]["apis/mindxdl.gitee.com/v1"]["serverRelativeURL"]).json()
     patch = document["paths"]["/apis/mindxdl.gitee.com/v1/namespaces/{namespace}/ascendjobs/{name}"]["patch"]
     assert "application/strategic-merge-patch+json" not in patch["requestBody"]["content"]

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from fleet.apiserver import ASCENDJOB
 from tests.support.apiserver import ApiServerThread
+from tests.support.kinds import ASCENDJOB
 
 pytestmark = pytest.mark.integration
 

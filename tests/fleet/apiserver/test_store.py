@@ -9,7 +9,6 @@ from typing import Any, TypeVar
 import pytest
 
 from fleet.apiserver import (
-    ASCENDJOB,
     NAMESPACE,
     NODE,
     POD,
@@ -21,6 +20,7 @@ from fleet.apiserver import (
     NotFound,
     WatchEvent,
 )
+from tests.support.kinds import ASCENDJOB
 
 T = TypeVar("T")
 

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from fleet.apiserver import ASCENDJOB, NODE, POD
+from fleet.apiserver import NODE, POD
 from fleet.apiserver.tables import build_table, human_duration, json_path, wants_table
+from tests.support.kinds import ASCENDJOB
 
 
 @pytest.mark.parametrize(

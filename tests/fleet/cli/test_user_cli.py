@@ -24,7 +24,6 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from fleet.api.auth import ADMIN_GROUP, NAMESPACE_GROUP_PREFIX, Identity
-from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.api.members import members_from
 from fleet.cli import main
 from fleet.dispatch.health import MemberHealth, write_health
@@ -34,6 +33,7 @@ from fleet.workloads.labels import JOB_UID_LABEL
 from queues import Ledger, load
 from tests.support.dispatch_pass import dispatch_once
 from tests.support.fleet_api import FleetApiThread
+from tests.support.kinds import FLEET_ASCENDJOB
 from tests.support.sim import CARD_POOL, running_sim, small_topology
 
 pytestmark = pytest.mark.integration
@@ -164,7 +164,7 @@ def test_get_describe_queues_and_clusters_show_what_happened(fleet: Fleet) -> No
     per_member = fleet.fleet("get", "acjob", "-M")
     assert per_member.exit_code == 0, per_member.output
     table = rows(per_member.stdout)
-    assert table[0] == ["NAME", "CLUSTER", "STATE", "AGE"]
+    assert table[0] == ["NAME", "CLUSTER", "STATE", "AGE", "ADOPTION"]
     assert table[1][:2] == ["first", "member-1"] and table[1][2] != "Queued"
     assert table[2][:3] == ["second", "<none>", "Queued"]
 

@@ -13,19 +13,19 @@ from typing import Any
 import pytest
 import redis
 
-from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.connections import redis_from_url
 from fleet.dispatch.context import Context
 from fleet.jobs import current_state, submit
 from fleet.jobs.phases import FleetReason
 from fleet.jobs.status import set_state
-from fleet.members import JOBS, load_members
+from fleet.members import load_members
 from fleet.state import Objects
 from fleet.workloads.labels import JOB_UID_LABEL
 from queues import Ledger, load
 from tests.conftest import _require_redis_server
 from tests.fleet.placement.factory import job
 from tests.support.fleet import FleetProcesses
+from tests.support.kinds import FLEET_ASCENDJOB, JOBS
 from tests.support.redis_server import RedisServer
 from tests.support.sim import CARD_POOL, RunningSim, running_sim, small_topology
 

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 import redis
 
-from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.dispatch.context import Context, install
 from fleet.dispatch.handback import inflight_entry
 from fleet.dispatch.syncer import Syncer
 from fleet.dispatch.tasks import delete_copy
 from queues import JobState
 from tests.fleet.dispatch.conftest import admitted_on
+from tests.support.kinds import FLEET_ASCENDJOB
 from tests.support.sim import RunningSim
 
 

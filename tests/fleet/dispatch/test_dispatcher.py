@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS
 from fleet.jobs import cluster_of, current_state, prepare
 from fleet.members import load_members
@@ -23,6 +22,7 @@ from fleet.state import events_for
 from queues import load
 from tests.fleet.dispatch.conftest import RunningFleet
 from tests.fleet.placement.factory import sample_job
+from tests.support.kinds import FLEET_ASCENDJOB, JOBS
 
 pytestmark = pytest.mark.integration
 
@@ -66,7 +66,7 @@ def test_the_sample_job_lands_on_the_card_member_and_the_second_waits_for_max_jo
     # The copy exists in member-2, labelled after the fleet job.
     members = load_members(fleet.sim.kubeconfig)
     try:
-        copy_ = members["member-2"].get_job("default", "default-test-pytorch")
+        copy_ = members["member-2"].get_job(JOBS, "default", "default-test-pytorch")
     finally:
         for m in members.values():
             m.close()

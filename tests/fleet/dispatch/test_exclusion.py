@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import redis
 
-from fleet.api.kinds import FLEET_ASCENDJOB, PROPAGATION_POLICY
-from fleet.dispatch.context import Context
+from fleet.api.kinds import PROPAGATION_POLICY
+from fleet.dispatch.context import DEFAULT_POLICY, Context
 from fleet.dispatch.handback import (
     EXCLUDED_FIRMLY,
     Blame,
@@ -28,9 +28,10 @@ from fleet.dispatch.handback import (
 from fleet.jobs import submit
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import attempt_of, current_state, set_state
-from fleet.policy import DEFAULT_POLICY, Failover
+from fleet.policy import Failover
 from queues import JobState
 from tests.fleet.placement.factory import job
+from tests.support.kinds import FLEET_ASCENDJOB
 
 DEFAULTS = DEFAULT_POLICY.spec.failover
 

@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from fleet.api.kinds import FLEET_ASCENDJOB, PRIORITY_CLASS
+from fleet.api.kinds import PRIORITY_CLASS
 from fleet.jobs import current_state
 from fleet.state import events_for
 from tests.fleet.dispatch.conftest import MODULE_POOL, RunningFleet
 from tests.fleet.placement.factory import job
+from tests.support.kinds import FLEET_ASCENDJOB
 
 pytestmark = pytest.mark.integration
 

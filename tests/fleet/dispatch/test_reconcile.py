@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 import redis
 
-from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.dispatch.context import Context
 from fleet.dispatch.dispatcher import Dispatcher
 from fleet.dispatch.handback import inflight_entry
@@ -20,6 +19,7 @@ from fleet.placement import Placer
 from fleet.state import Objects
 from queues import JobState
 from tests.fleet.placement.factory import job
+from tests.support.kinds import FLEET_ASCENDJOB
 
 
 @pytest.fixture

@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 import redis
 
-from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.ascend import NPU_RESOURCE
 from fleet.dispatch.context import Context, install
 from fleet.dispatch.tasks import propagate_batch
@@ -33,6 +32,7 @@ from fleet.state import events_for
 from queues import Ledger, load
 from tests.fleet.dispatch.conftest import MODULE_POOL, TREE, RunningFleet
 from tests.fleet.placement.factory import job
+from tests.support.kinds import FLEET_ASCENDJOB
 from tests.support.sim import CARD_POOL, RunningSim, running_sim, small_topology
 
 MEMBERS = ("m1", "m2", "m3")

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from fleet.api.kinds import FLEET_ASCENDJOB, PROPAGATION_POLICY
+from fleet.api.kinds import PROPAGATION_POLICY
 from fleet.dispatch import degraded
 from fleet.dispatch.health import parse
 from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS
@@ -25,6 +25,7 @@ from fleet.jobs.phases import FleetReason
 from tests.fleet.dispatch.conftest import A800_POOL, MODULE_POOL, RunningFleet
 from tests.fleet.placement.factory import job
 from tests.support.job_clock import JobClock
+from tests.support.kinds import FLEET_ASCENDJOB
 from tests.support.sim import CARD_POOL
 
 pytestmark = pytest.mark.integration

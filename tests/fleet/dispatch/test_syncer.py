@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
-from fleet.api.kinds import FLEET_ASCENDJOB, PROPAGATION_POLICY
+from fleet.api.kinds import PROPAGATION_POLICY
 from fleet.jobs import cluster_of, current_state
 from fleet.state import events_for
 from tests.fleet.dispatch.conftest import A800_POOL, MODULE_POOL, RunningFleet
 from tests.fleet.placement.factory import job
+from tests.support.kinds import FLEET_ASCENDJOB
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis
 
-from fleet.api.kinds import FLEET_ASCENDJOB, PROPAGATION_POLICY
+from fleet.api.kinds import PROPAGATION_POLICY
 from fleet.dispatch import degraded
 from fleet.dispatch.context import Context, install
 from fleet.dispatch.tasks import CREATE_CONCURRENCY, LANE_WAIT, Claim, _lanes, propagate_batch
@@ -20,6 +20,7 @@ from fleet.jobs.phases import FleetReason, Phase
 from fleet.members import MemberSettings
 from fleet.workloads.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 from tests.fleet.dispatch.conftest import admitted_on
+from tests.support.kinds import FLEET_ASCENDJOB, JOBS
 from tests.support.sim import CARD_POOL, RunningSim, running_sim, small_topology
 
 
@@ -36,7 +37,7 @@ def test_a_batch_is_created_concurrently_with_one_outcome_per_item_in_order(
         items[5] = (items[5][0], items[5][1], 2, "m1", None)  # an attempt the job is not at
         outcomes = propagate_batch(items)
         assert outcomes == ["created"] * 5 + ["superseded"] + ["created"] * (count - 6)
-        copies = {c["metadata"]["name"]: c for c in ctx.member("m1").list_jobs(namespace="default")}
+        copies = {c["metadata"]["name"]: c for c in ctx.member("m1").list_jobs(JOBS, namespace="default")}
         assert sorted(copies) == sorted(f"t{i}" for i in range(count) if i != 5)
         for i, obj in enumerate(objs):
             stored = ctx.objects.get(FLEET_ASCENDJOB, "default", f"t{i}")
@@ -49,7 +50,7 @@ def test_a_batch_is_created_concurrently_with_one_outcome_per_item_in_order(
         # Run again (a task that ran twice): the copies are adopted, nothing is created twice.
         again = propagate_batch([items[0], items[1]])
         assert again == ["adopted", "adopted"]
-        assert len(ctx.member("m1").list_jobs(namespace="default")) == count - 1
+        assert len(ctx.member("m1").list_jobs(JOBS, namespace="default")) == count - 1
     finally:
         ctx.close()
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import redis
 
-from fleet.api.kinds import FLEET_ASCENDJOB, PRIORITY_CLASS
+from fleet.api.kinds import PRIORITY_CLASS
 from fleet.jobs import PriorityClasses, PriorityClassNotFound, job_priority, submit
 from fleet.jobs.priority import (
     PRIORITY_ANNOTATION,
@@ -22,6 +22,7 @@ from fleet.state import Objects
 from fleet.workloads import InvalidWorkload
 from queues import Ledger
 from tests.fleet.placement import factory
+from tests.support.kinds import FLEET_ASCENDJOB
 
 FIELD = "spec.runPolicy.schedulingPolicy.priorityClass"
 

@@ -6,7 +6,6 @@ from typing import Any
 
 import redis
 
-from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.jobs import current_state, submit
 from fleet.jobs.phases import FleetReason
 from fleet.jobs.submit import prepare, queue_accepted
@@ -14,6 +13,7 @@ from fleet.state import Objects, events_for
 from queues import JobState, Ledger
 from tests.fleet.placement import factory
 from tests.queues.support import make_tree
+from tests.support.kinds import FLEET_ASCENDJOB
 
 
 def job(name: str, **kwargs: Any) -> dict[str, Any]:

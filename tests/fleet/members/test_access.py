@@ -24,6 +24,7 @@ from fleet.members.guard import CircuitOpen, State
 from tests.fleet.members.conftest import FAST, MemberServer, member_for, state_of
 from tests.fleet.members.kubeconfig import TOKEN, write_kubeconfig
 from tests.fleet.members.objects import job, names, node, pod, sample_job
+from tests.support.kinds import JOBS
 
 pytestmark = pytest.mark.integration
 
@@ -33,14 +34,14 @@ JOBS_PATH = "/apis/mindxdl.gitee.com/v1/namespaces/default/ascendjobs"
 def test_job_crud_creates_the_namespace_first(member: Member, member_server: MemberServer) -> None:
     sample = sample_job()
     name = sample["metadata"]["name"]
-    created = member.create_job("team-a", sample)
+    created = member.create_job(JOBS, "team-a", sample)
     assert created["metadata"]["namespace"] == "team-a"
     assert created["metadata"]["uid"]
     assert (
         member_server.call(member_server.store.get(NAMESPACE, None, "team-a"))["metadata"]["name"] == "team-a"
     )
 
-    fetched = member.get_job("team-a", name)
+    fetched = member.get_job(JOBS, "team-a", name)
     assert fetched["metadata"]["uid"] == created["metadata"]["uid"]
     assert fetched["spec"] == sample["spec"]
     latency = REGISTRY.get_sample_value(
@@ -48,43 +49,43 @@ def test_job_crud_creates_the_namespace_first(member: Member, member_server: Mem
     )
     assert latency is not None and latency >= 1
 
-    patched = member.patch_job("team-a", name, {"metadata": {"labels": {"fleet.io/attempt": "2"}}})
+    patched = member.patch_job(JOBS, "team-a", name, {"metadata": {"labels": {"fleet.io/attempt": "2"}}})
     assert patched["metadata"]["labels"]["fleet.io/attempt"] == "2"
     assert patched["metadata"]["labels"]["framework"] == "pytorch"  # merge patch keeps the rest
 
-    member.create_job("team-a", job("other", framework="mindspore"))
-    member.create_job("team-b", job("elsewhere", framework="pytorch"))
-    assert sorted(names(member.list_jobs("framework=pytorch"))) == ["default-test-pytorch", "elsewhere"]
-    assert names(member.list_jobs("framework=pytorch", namespace="team-a")) == [name]
-    assert len(member.list_jobs()) == 3
+    member.create_job(JOBS, "team-a", job("other", framework="mindspore"))
+    member.create_job(JOBS, "team-b", job("elsewhere", framework="pytorch"))
+    assert sorted(names(member.list_jobs(JOBS, "framework=pytorch"))) == ["default-test-pytorch", "elsewhere"]
+    assert names(member.list_jobs(JOBS, "framework=pytorch", namespace="team-a")) == [name]
+    assert len(member.list_jobs(JOBS)) == 3
 
-    assert member.delete_job("team-a", name) is True
-    assert member.delete_job("team-a", name) is False  # already gone: fine
+    assert member.delete_job(JOBS, "team-a", name) is True
+    assert member.delete_job(JOBS, "team-a", name) is False  # already gone: fine
     with pytest.raises(NotFound) as caught:
-        member.get_job("team-a", name)
+        member.get_job(JOBS, "team-a", name)
     assert caught.value.code == 404
 
 
 def test_delete_with_uid_spares_a_newer_copy(member: Member) -> None:
-    stale = member.create_job("default", job("attempt"))
-    assert member.delete_job("default", "attempt", uid=stale["metadata"]["uid"]) is True
-    fresh = member.create_job("default", job("attempt"))
+    stale = member.create_job(JOBS, "default", job("attempt"))
+    assert member.delete_job(JOBS, "default", "attempt", uid=stale["metadata"]["uid"]) is True
+    fresh = member.create_job(JOBS, "default", job("attempt"))
     with pytest.raises(Conflict) as caught:
-        member.delete_job("default", "attempt", uid=stale["metadata"]["uid"])
+        member.delete_job(JOBS, "default", "attempt", uid=stale["metadata"]["uid"])
     assert "Precondition failed" in caught.value.message
-    assert member.get_job("default", "attempt")["metadata"]["uid"] == fresh["metadata"]["uid"]
-    assert member.delete_job("default", "attempt", uid=fresh["metadata"]["uid"]) is True
-    assert member.delete_job("default", "attempt", uid=fresh["metadata"]["uid"]) is False
+    assert member.get_job(JOBS, "default", "attempt")["metadata"]["uid"] == fresh["metadata"]["uid"]
+    assert member.delete_job(JOBS, "default", "attempt", uid=fresh["metadata"]["uid"]) is True
+    assert member.delete_job(JOBS, "default", "attempt", uid=fresh["metadata"]["uid"]) is False
 
 
 def test_namespace_deleted_behind_our_back_is_created_again(
     member: Member, member_server: MemberServer
 ) -> None:
-    member.create_job("team-c", job("first"))
+    member.create_job(JOBS, "team-c", job("first"))
     member_server.delete(NAMESPACE, None, "team-c")
-    created = member.create_job("team-c", job("second"))
+    created = member.create_job(JOBS, "team-c", job("second"))
     assert created["metadata"]["namespace"] == "team-c"
-    assert names(member.list_jobs(namespace="team-c")) == ["second"]
+    assert names(member.list_jobs(JOBS, namespace="team-c")) == ["second"]
 
 
 def test_bad_job_bodies_are_refused_before_any_request(member: Member, member_server: MemberServer) -> None:
@@ -97,17 +98,17 @@ def test_bad_job_bodies_are_refused_before_any_request(member: Member, member_se
     ]
     for body, message in cases:
         with pytest.raises(ValueError, match=message):
-            member.create_job("default", body)
+            member.create_job(JOBS, "default", body)
     with pytest.raises(ValueError, match="namespace: must be a non-empty string"):
-        member.create_job("", job("x"))
+        member.create_job(JOBS, "", job("x"))
     assert len(member_server.faults.requests) == before
 
 
 def test_existing_job_is_a_conflict_and_not_retried(member: Member, member_server: MemberServer) -> None:
-    member.create_job("default", job("twice"))
+    member.create_job(JOBS, "default", job("twice"))
     before = member_server.faults.hits(JOBS_PATH, "POST")
     with pytest.raises(Conflict) as caught:
-        member.create_job("default", job("twice"))
+        member.create_job(JOBS, "default", job("twice"))
     assert (caught.value.code, caught.value.reason) == (409, "AlreadyExists")
     assert member_server.faults.hits(JOBS_PATH, "POST") - before == 1
 
@@ -115,7 +116,7 @@ def test_existing_job_is_a_conflict_and_not_retried(member: Member, member_serve
 def test_invalid_object_is_refused_with_field_causes(member: Member, member_server: MemberServer) -> None:
     before = member_server.faults.hits(JOBS_PATH, "POST")
     with pytest.raises(MemberRefused) as caught:
-        member.create_job("default", job("Not_A_DNS_Name"))
+        member.create_job(JOBS, "default", job("Not_A_DNS_Name"))
     assert (caught.value.code, caught.value.reason) == (422, "Invalid")
     assert any(cause.startswith("metadata.name:") for cause in caught.value.causes)
     assert member_server.faults.hits(JOBS_PATH, "POST") - before == 1
@@ -128,12 +129,12 @@ def test_permanent_refusals_are_typed_and_not_retried(
     member.ensure_namespace("default")
     member_server.faults.fail(code, times=-1, path=JOBS_PATH, method="POST")
     with pytest.raises(MemberRefused) as caught:
-        member.create_job("default", job("refused"))
+        member.create_job(JOBS, "default", job("refused"))
     assert caught.value.code == code
     assert caught.value.message == f"injected {code}"
     assert member_server.faults.hits(JOBS_PATH, "POST") == 1
     member_server.faults.clear()
-    assert member.list_jobs() == []
+    assert member.list_jobs(JOBS) == []
 
 
 def _retries(operation: str) -> float:
@@ -150,24 +151,24 @@ def test_transient_errors_are_retried_then_succeed(
     member.ensure_namespace("default")
     member_server.faults.fail(code, times=2, path=JOBS_PATH, method="POST")
     retries_before = _retries("create_job")
-    created = member.create_job("default", job("eventually"))
+    created = member.create_job(JOBS, "default", job("eventually"))
     assert created["metadata"]["name"] == "eventually"
     assert member_server.faults.hits(JOBS_PATH, "POST") == 3
     assert _retries("create_job") - retries_before == 2
-    assert names(member.list_jobs()) == ["eventually"]
+    assert names(member.list_jobs(JOBS)) == ["eventually"]
 
 
 def test_retry_after_is_honoured(member: Member, member_server: MemberServer) -> None:
     member_server.faults.fail(429, times=1, path="/ascendjobs", method="GET", retry_after=0.09)
     start = time.monotonic()
-    assert member.list_jobs() == []
+    assert member.list_jobs(JOBS) == []
     assert time.monotonic() - start >= 0.09
 
 
 def test_trouble_that_persists_is_unavailable(member: Member, member_server: MemberServer) -> None:
     member_server.faults.fail(503, times=-1, path="/ascendjobs", method="GET")
     with pytest.raises(MemberUnavailable) as caught:
-        member.list_jobs()
+        member.list_jobs(JOBS)
     assert caught.value.status == 503
     assert member_server.faults.hits("/ascendjobs", "GET") == FAST.attempts
 
@@ -239,15 +240,15 @@ def test_credentials_never_reach_the_logs(
     member: Member, member_server: MemberServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    watcher = member.watch_jobs(lambda event: None)
+    watcher = member.watch_jobs(JOBS, lambda event: None)
     assert watcher.wait_synced(5.0)
     member_server.faults.fail(503, times=1, path=JOBS_PATH, method="POST")
-    member.create_job("default", job("logged"))
+    member.create_job(JOBS, "default", job("logged"))
     with pytest.raises(Conflict) as conflict:
-        member.create_job("default", job("logged"))
+        member.create_job(JOBS, "default", job("logged"))
     member_server.stop_listener()
     with pytest.raises(MemberUnavailable) as unavailable:
-        member.get_job("default", "logged")
+        member.get_job(JOBS, "default", "logged")
     member_server.start_listener()
     watcher.stop()
     assert "member=m1 operation=create_job event=retry" in caplog.text

@@ -20,6 +20,7 @@ from fleet.members import (
 )
 from fleet.members.errors import classify, is_transient, retry_after
 from tests.fleet.members.kubeconfig import write_kubeconfig
+from tests.support.kinds import JOBS
 from tests.support.net import free_port
 
 
@@ -104,7 +105,7 @@ def test_connection_refused_is_retried_then_reported_unavailable(tmp_path: Path)
     member = load_members(path, settings=settings)["refusing"]
     before = _errors("refusing", "get_job")
     with pytest.raises(MemberUnavailable, match="member refusing: get_job: unavailable") as caught:
-        member.get_job("default", "job")
+        member.get_job(JOBS, "default", "job")
     assert caught.value.status is None
     assert _errors("refusing", "get_job") - before == 3
     probe = member.probe()

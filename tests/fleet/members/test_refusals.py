@@ -20,6 +20,7 @@ from fleet.members.errors import classify
 from fleet.members.refusals import describe
 from fleet.sim.faults import REFUSALS
 from tests.fleet.placement.factory import job
+from tests.support.kinds import JOBS
 from tests.support.sim import CARD_POOL, RunningSim, running_sim, small_topology
 
 NAME = "train"
@@ -214,13 +215,13 @@ def test_the_simulated_members_refusals_as_fleet_reads_them(
         body = job(name, workers=0, npus=1)
         body["metadata"]["namespace"] = "default"
         with pytest.raises(MemberRefused) as refused:
-            member.create_job("default", body)
+            member.create_job(JOBS, "default", body)
         assert refused.value.code == code
         assert scope_of(refused.value, kind=ASCENDJOB_KIND) is scope
         # Only that job is refused: another one is created.
         other = job(f"{name}-other", workers=0, npus=1)
         other["metadata"]["namespace"] = "default"
-        assert member.create_job("default", other)["metadata"]["name"] == f"{name}-other"
+        assert member.create_job(JOBS, "default", other)["metadata"]["name"] == f"{name}-other"
     finally:
         for m in members.values():
             m.close()
@@ -241,10 +242,10 @@ def test_a_refusal_for_every_job_ends_with_ok_and_a_bad_one_is_refused(refusing_
         body = job("any-job", workers=0, npus=1)
         body["metadata"]["namespace"] = "default"
         with pytest.raises(MemberRefused) as refused:
-            members["m1"].create_job("default", body)
+            members["m1"].create_job(JOBS, "default", body)
         assert refused.value.code == 404
         assert refusing_member.fault("m1", "ok")["refusals"] == {}
-        assert members["m1"].create_job("default", body)["metadata"]["name"] == "any-job"
+        assert members["m1"].create_job(JOBS, "default", body)["metadata"]["name"] == "any-job"
     finally:
         for m in members.values():
             m.close()

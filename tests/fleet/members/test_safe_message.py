@@ -22,6 +22,7 @@ from fleet.members import MemberError, MemberRefused, MemberSettings, MemberUnav
 from fleet.members.errors import MESSAGE_LIMIT, classify, redact, safe_message
 from tests.fleet.members.conftest import FAST, MemberServer, member_for
 from tests.fleet.members.kubeconfig import TOKEN, write_kubeconfig
+from tests.support.kinds import JOBS
 from tests.support.net import free_port
 
 ONCE = MemberSettings(
@@ -129,7 +130,7 @@ def _failure(server: str, tmp_path: Path) -> MemberError:
     member = load_members(write_kubeconfig(tmp_path / "kc", {"m": server}), settings=ONCE)["m"]
     try:
         with pytest.raises(MemberError) as caught:
-            member.get_job("team-a", "job")
+            member.get_job(JOBS, "team-a", "job")
         return caught.value
     finally:
         member.close()
@@ -162,7 +163,7 @@ def test_a_member_in_trouble_is_described_by_its_answer(member_server: MemberSer
     member = member_for(member_server, tmp_path, FAST)
     member_server.faults.fail(503, times=FAST.attempts, path="/ascendjobs")
     with pytest.raises(MemberUnavailable) as caught:
-        member.list_jobs()
+        member.list_jobs(JOBS)
     message = safe_message(caught.value)
     assert message.startswith("list_ascendjobs: unavailable: 503 ServiceUnavailable")
     _no_address(message, str(member_server.port))

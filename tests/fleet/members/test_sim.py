@@ -20,6 +20,7 @@ from fleet.members import (
 )
 from tests.fleet.members.objects import sample_job
 from tests.fleet.members.recording import Recorder
+from tests.support.kinds import JOBS
 from tests.support.sim import CARD_POOL, RunningSim, running_sim, small_topology
 
 pytestmark = pytest.mark.integration
@@ -64,11 +65,11 @@ def test_sample_job_runs_and_is_followed_through_watches(members: dict[str, Memb
     nodes = cards.list_nodes("accelerator-type=card-910b-2")
     assert len(nodes) == 4
     jobs, pods = Recorder(), Recorder()
-    job_watcher = cards.watch_jobs(jobs, label_selector="framework=pytorch")
+    job_watcher = cards.watch_jobs(JOBS, jobs, label_selector="framework=pytorch")
     pod_watcher = cards.watch_pods(pods, label_selector="job-name=default-test-pytorch")
     try:
         assert job_watcher.wait_synced(5.0) and pod_watcher.wait_synced(5.0)
-        created = cards.create_job("team-sim", sample_job())  # the member has no such namespace yet
+        created = cards.create_job(JOBS, "team-sim", sample_job())  # the member has no such namespace yet
         assert created["metadata"]["namespace"] == "team-sim"
         running = jobs.wait(
             lambda events: any(e.object and _state(e.object) == Condition.RUNNING for e in events)
@@ -81,8 +82,8 @@ def test_sample_job_runs_and_is_followed_through_watches(members: dict[str, Memb
             )
         )
         assert all(e.type != SYNC or not e.objects for e in bound[:1])
-        assert _state(cards.get_job("team-sim", "default-test-pytorch")) == Condition.RUNNING
-        assert cards.delete_job("team-sim", "default-test-pytorch") is True
+        assert _state(cards.get_job(JOBS, "team-sim", "default-test-pytorch")) == Condition.RUNNING
+        assert cards.delete_job(JOBS, "team-sim", "default-test-pytorch") is True
         jobs.wait(lambda events: events[-1].type == DELETED)
     finally:
         job_watcher.stop()

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from fleet.apiserver import ASCENDJOB, NODE, POD
+from fleet.apiserver import NODE, POD
 from fleet.members import ADDED, DELETED, MODIFIED, NODES, SYNC, Member, Watcher, WatchEvent
 from tests.fleet.members.conftest import MemberServer, member_for
 from tests.fleet.members.objects import job, names, node, pod
 from tests.fleet.members.recording import Recorder, event_name
+from tests.support.kinds import ASCENDJOB, JOBS
 
 pytestmark = pytest.mark.integration
 
@@ -42,19 +43,19 @@ def watchers() -> Iterator[list[Watcher]]:
 def test_lists_then_delivers_changes(
     member: Member, member_server: MemberServer, watchers: list[Watcher]
 ) -> None:
-    member.create_job("default", job("before", team="a"))
+    member.create_job(JOBS, "default", job("before", team="a"))
     recorder = Recorder()
-    watchers.append(member.watch_jobs(recorder, label_selector="team=a"))
+    watchers.append(member.watch_jobs(JOBS, recorder, label_selector="team=a"))
     first = recorder.wait(lambda events: len(events) >= 1)[0]
     assert first.type == SYNC
     assert (first.member, first.resource) == ("m1", "ascendjobs")
     assert names(first.objects) == ["before"]
     assert first.vanished == ()
 
-    member.create_job("default", job("new", team="a"))
-    member.create_job("default", job("other", team="b"))  # outside the selector
-    member.patch_job("default", "new", {"spec": {"runPolicy": {"backoffLimit": 3}}})
-    member.delete_job("default", "before")
+    member.create_job(JOBS, "default", job("new", team="a"))
+    member.create_job(JOBS, "default", job("other", team="b"))  # outside the selector
+    member.patch_job(JOBS, "default", "new", {"spec": {"runPolicy": {"backoffLimit": 3}}})
+    member.delete_job(JOBS, "default", "before")
     recorder.wait(lambda events: len(events) >= 4)
     time.sleep(0.1)
     assert recorder.changes() == [(ADDED, "new"), (MODIFIED, "new"), (DELETED, "before")]
@@ -66,10 +67,10 @@ def test_lists_then_delivers_changes(
 def test_resumes_after_an_outage_without_losing_events(
     member: Member, member_server: MemberServer, watchers: list[Watcher]
 ) -> None:
-    member.create_job("default", job("keep"))
-    member.create_job("default", job("doomed"))
+    member.create_job(JOBS, "default", job("keep"))
+    member.create_job(JOBS, "default", job("doomed"))
     recorder = Recorder()
-    watcher = member.watch_jobs(recorder)
+    watcher = member.watch_jobs(JOBS, recorder)
     watchers.append(watcher)
     assert watcher.wait_synced(5.0)
     _wait(lambda: watcher.connected)
@@ -102,10 +103,10 @@ def test_gone_relists_and_reports_what_vanished(tmp_path: Path, watchers: list[W
     server.start()
     try:
         member = member_for(server, tmp_path)
-        member.create_job("default", job("a"))
-        member.create_job("default", job("b"))
+        member.create_job(JOBS, "default", job("a"))
+        member.create_job(JOBS, "default", job("b"))
         recorder = Recorder()
-        watcher = member.watch_jobs(recorder)
+        watcher = member.watch_jobs(JOBS, recorder)
         watchers.append(watcher)
         assert watcher.wait_synced(5.0)
         _wait(lambda: watcher.connected)
@@ -131,7 +132,7 @@ def test_gone_relists_and_reports_what_vanished(tmp_path: Path, watchers: list[W
         assert sorted(names(resync.objects)) == ["b", "c0", "c1", "c2", "c3", "c4", "c5"]
         assert _metric("fleet_member_watch_relists_total", resource="ascendjobs", cause="gone") == relists + 1
 
-        member.create_job("default", job("after"))  # and it keeps following
+        member.create_job(JOBS, "default", job("after"))  # and it keeps following
         recorder.wait(lambda events: events[-1].type == ADDED and event_name(events[-1]) == "after")
         member.close()
     finally:
@@ -144,14 +145,14 @@ def test_rides_out_503s_while_reconnecting(
     member: Member, member_server: MemberServer, watchers: list[Watcher]
 ) -> None:
     recorder = Recorder()
-    watcher = member.watch_jobs(recorder)
+    watcher = member.watch_jobs(JOBS, recorder)
     watchers.append(watcher)
     assert watcher.wait_synced(5.0)
     _wait(lambda: watcher.connected)
     member_server.faults.fail(503, times=3, path="/ascendjobs", method="GET")
     member_server.stop_listener()  # cut the stream; the reconnects then meet three 503s
     member_server.start_listener()
-    member.create_job("default", job("after-503"))
+    member.create_job(JOBS, "default", job("after-503"))
     recorder.wait(lambda events: (ADDED, "after-503") in [(e.type, event_name(e)) for e in events])
     assert member_server.faults.injected == 3
     assert len(recorder.syncs()) == 1
@@ -161,7 +162,7 @@ def test_rides_out_503s_while_reconnecting(
 def test_failing_callback_gets_the_whole_state_again(
     member: Member, member_server: MemberServer, watchers: list[Watcher], failing: str
 ) -> None:
-    member.create_job("default", job("old"))
+    member.create_job(JOBS, "default", job("old"))
     failed: list[bool] = []
 
     def fail_once(event: WatchEvent) -> bool:
@@ -171,12 +172,12 @@ def test_failing_callback_gets_the_whole_state_again(
         return False
 
     recorder = Recorder(fail=fail_once)
-    watchers.append(member.watch_jobs(recorder))
+    watchers.append(member.watch_jobs(JOBS, recorder))
     recorder.wait(lambda events: len(events) == 1)
     if failing == ADDED:
-        member.create_job("default", job("new"))
+        member.create_job(JOBS, "default", job("new"))
     else:
-        member.delete_job("default", "old")
+        member.delete_job(JOBS, "default", "old")
     # The event the consumer choked on is not lost: a fresh list replaces its whole state.
     resync = recorder.wait(lambda events: any(e.cause == "callback-error" for e in events))[-1]
     assert resync.type == SYNC
@@ -241,7 +242,7 @@ def test_stop_is_prompt_while_the_member_is_down(member: Member, member_server: 
 
 def test_member_close_stops_its_watchers(member_server: MemberServer, tmp_path: Path) -> None:
     member = member_for(member_server, tmp_path)
-    jobs, nodes = member.watch_jobs(Recorder()), member.watch_nodes(Recorder())
+    jobs, nodes = member.watch_jobs(JOBS, Recorder()), member.watch_nodes(Recorder())
     assert jobs.wait_synced(5.0) and nodes.wait_synced(5.0)
     start = time.monotonic()
     member.close()
@@ -281,13 +282,13 @@ def test_changes_arriving_together_are_delivered_together_in_order(
         first_batch_seen.set()
         release.wait(5)  # meanwhile the next changes pile up on the socket
 
-    watchers.append(member.watch_jobs(syncs, on_batch=on_batch))
+    watchers.append(member.watch_jobs(JOBS, syncs, on_batch=on_batch))
     syncs.wait(lambda events: len(events) == 1)
-    member.create_job("default", job("j-00"))
+    member.create_job(JOBS, "default", job("j-00"))
     assert first_batch_seen.wait(5)
     for i in range(1, 20):
-        member.create_job("default", job(f"j-{i:02d}"))
-    member.delete_job("default", "j-00")
+        member.create_job(JOBS, "default", job(f"j-{i:02d}"))
+    member.delete_job(JOBS, "default", "j-00")
     release.set()
     _wait(lambda: sum(len(b) for b in batches) >= 21)
     delivered = [(e.type, e.object["metadata"]["name"]) for b in batches for e in b if e.object]
@@ -298,7 +299,7 @@ def test_changes_arriving_together_are_delivered_together_in_order(
 
 
 def test_a_failing_batch_gets_the_whole_state_again(member: Member, watchers: list[Watcher]) -> None:
-    member.create_job("default", job("old"))
+    member.create_job(JOBS, "default", job("old"))
     syncs = Recorder()
     failed: list[bool] = []
 
@@ -307,8 +308,8 @@ def test_a_failing_batch_gets_the_whole_state_again(member: Member, watchers: li
             failed.append(True)
             raise RuntimeError("consumer failed")
 
-    watchers.append(member.watch_jobs(syncs, on_batch=on_batch))
+    watchers.append(member.watch_jobs(JOBS, syncs, on_batch=on_batch))
     syncs.wait(lambda events: len(events) == 1)
-    member.create_job("default", job("new"))
+    member.create_job(JOBS, "default", job("new"))
     resync = syncs.wait(lambda events: any(e.cause == "callback-error" for e in events))[-1]
     assert resync.type == SYNC and sorted(names(resync.objects)) == ["new", "old"]

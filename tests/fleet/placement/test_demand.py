@@ -47,15 +47,19 @@ def test_hostname_anti_affinity_against_the_jobs_own_pods_means_one_pod_per_node
     for affinity, exclusive in cases:
         spec = {"containers": [{"name": "ascend"}], **({"affinity": affinity} if affinity else {})}
         replica = ReplicaTemplate(
-            "Worker", 2, _template(spec, {"app": "train"}), "spec.replicaSpecs.Worker.template"
+            "Worker",
+            2,
+            _template(spec, {"app": "train"}),
+            "spec.replicaSpecs.Worker.template",
+            pod_labels={"job-name": "j"},  # what the ascend-operator labels them with
         )
-        assert build_demand("j", [replica]).shapes[0].exclusive is exclusive, affinity
+        assert build_demand([replica]).shapes[0].exclusive is exclusive, affinity
 
 
 def test_the_gang_is_the_first_min_available_pods_leader_first() -> None:
     master = ReplicaTemplate("Master", 1, _template({"containers": [{"name": "ascend"}]}), "m")
     worker = ReplicaTemplate("Worker", 4, _template({"containers": [{"name": "ascend"}]}), "w")
-    demand = build_demand("j", [master, worker], min_available=3)
+    demand = build_demand([master, worker], min_available=3)
     assert demand.pods == 5 and demand.gang == 3
     assert [(s.replica_type, s.count) for s in demand.gang_shapes()] == [("Master", 1), ("Worker", 2)]
 
@@ -90,5 +94,5 @@ def test_the_gang_is_the_first_min_available_pods_leader_first() -> None:
 def test_bad_pod_fields_name_their_path(spec: dict[str, Any], message: str) -> None:
     replica = ReplicaTemplate("Worker", 1, _template(spec), "spec.replicaSpecs.Worker.template")
     with pytest.raises(DemandError) as raised:
-        build_demand("j", [replica])
+        build_demand([replica])
     assert str(raised.value) == message

@@ -13,6 +13,7 @@ from fleet.placement import MemoryReservations, Placer, job_pod_key
 from fleet.placement.feeder import CapacityFeeder
 from fleet.workloads import ascendjob
 from tests.fleet.placement.factory import sample_job
+from tests.support.kinds import JOBS
 from tests.support.sim import CARD_POOL, RunningSim, running_sim, small_topology
 
 pytestmark = pytest.mark.integration
@@ -58,7 +59,7 @@ def test_a_placed_job_is_held_until_its_member_pods_are_bound(two_members: Runni
         # Held: the two pods' NPUs are gone from the fit before anything exists in the member.
         assert placer.member("cards").free_total(NPU_RESOURCE) == 4
         copy = ascendjob.member_copy(sample_job(), "uid-1", 0)
-        members["cards"].create_job("default", copy)
+        members["cards"].create_job(JOBS, "default", copy)
         # The simulated operator creates the pods, its scheduler binds them, the watch delivers
         # them: the hold ends and the real usage takes its place.
         _eventually(lambda: not store.reservations("cards", time.time()))

@@ -6,11 +6,12 @@ import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from fleet.apiserver import ASCENDJOB, EVENT, NODE, POD, MemoryStore
+from fleet.apiserver import EVENT, NODE, POD, MemoryStore
 from fleet.apiserver.resources import Obj
 from fleet.sim.operator import Operator
 from fleet.sim.topology import Simulation
 from tests.fleet.sim.builders import node, sample_job, simple_job
+from tests.support.kinds import ASCENDJOB
 
 FAST = Simulation(job_duration_seconds=0.3, tick_seconds=0.01, failure_delay_seconds=0.05)
 CARDS = [

@@ -8,9 +8,10 @@ import asyncio
 import pytest
 import redis.asyncio
 
-from fleet.apiserver import ASCENDJOB, Gone, WatchEvent
+from fleet.apiserver import Gone, WatchEvent
 from fleet.state import DEFAULT_STATE_KEYS, Objects, RedisStore
 from tests.fleet.state.conftest import RedisLane
+from tests.support.kinds import ASCENDJOB
 from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.integration

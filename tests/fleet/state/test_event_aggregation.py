@@ -13,13 +13,13 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from fleet.api.kinds import FLEET_ASCENDJOB
-from fleet.apiserver import ASCENDJOB, EVENT
+from fleet.apiserver import EVENT
 from fleet.cli import main
 from fleet.connections import run_scripts
 from fleet.state import Objects, event_call, event_name, events_for, record_event, record_events
 from fleet.state import events as events_module
 from tests.support.fleet_api import FleetApiThread
+from tests.support.kinds import ASCENDJOB, FLEET_ASCENDJOB
 
 
 @pytest.fixture

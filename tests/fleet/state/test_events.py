@@ -7,8 +7,9 @@ import re
 import pytest
 import redis
 
-from fleet.apiserver import ASCENDJOB, EVENT, NODE
+from fleet.apiserver import EVENT, NODE
 from fleet.state import Fence, Fenced, Objects, events_for, record_event, record_events
+from tests.support.kinds import ASCENDJOB
 
 
 def test_an_event_has_the_shape_describe_reads(redis_client: redis.Redis) -> None:

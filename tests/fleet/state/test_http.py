@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 from kubernetes import client, watch
 
-from fleet.apiserver import ASCENDJOB, Store
+from fleet.apiserver import Store
 from fleet.ascend import ASCENDJOB_GROUP, ASCENDJOB_PLURAL, ASCENDJOB_VERSION
 from fleet.state import Objects
 from fleet.state.aio import RedisStore
 from tests.fleet.state.conftest import RedisLane
 from tests.support.apiserver import ApiServerThread
+from tests.support.kinds import ASCENDJOB
 
 pytestmark = pytest.mark.integration
 

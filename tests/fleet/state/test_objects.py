@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 import redis
 
-from fleet.apiserver import ASCENDJOB, EVENT, NODE, AlreadyExists, Conflict, Gone, Invalid, NotFound
+from fleet.apiserver import EVENT, NODE, AlreadyExists, Conflict, Gone, Invalid, NotFound
 from fleet.state import Fence, Fenced, Objects
 from fleet.state.keys import INVOLVED_INDEX
+from tests.support.kinds import ASCENDJOB
 
 
 def job(name: str, namespace: str = "team-a", **labels: str) -> dict[str, Any]:

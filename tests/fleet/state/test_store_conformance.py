@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from fleet.apiserver import (
-    ASCENDJOB,
     EVENT,
     NODE,
     POD,
@@ -30,6 +29,7 @@ from fleet.apiserver import (
 )
 from fleet.state.aio import RedisStore
 from tests.fleet.state.conftest import Lane, RedisLane
+from tests.support.kinds import ASCENDJOB
 
 
 def run(scenario: Callable[[], Awaitable[None]]) -> None:

@@ -11,10 +11,10 @@ from typing import Any
 
 import yaml
 
-from fleet.api.kinds import FLEET_ASCENDJOB
 from fleet.state import Objects
 from fleet.state.keys import field_name, kind_name
 from tests.fleet.state.conftest import RedisLane
+from tests.support.kinds import FLEET_ASCENDJOB
 
 SAMPLE = Path(__file__).resolve().parents[3] / "config" / "samples" / "pytorch_multinodes_acjob_910b.yaml"
 

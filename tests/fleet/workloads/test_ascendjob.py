@@ -367,9 +367,11 @@ def test_whole_npus_written_either_way_are_valid() -> None:
         assert ascendjob.demand(job).npus == 4
 
 
-def test_other_kinds_have_no_adapter() -> None:
-    with pytest.raises(UnknownKind, match="kind 'PyTorchJob'"):
-        adapter_for({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob"})
+def test_kinds_fleet_does_not_serve_have_no_adapter() -> None:
+    with pytest.raises(UnknownKind, match="kind 'XGBoostJob'"):
+        adapter_for({"apiVersion": "kubeflow.org/v1", "kind": "XGBoostJob"})
+    with pytest.raises(UnknownKind, match="kind 'PyTorchJob'"):  # a served kind at another version
+        adapter_for({"apiVersion": "kubeflow.org/v2", "kind": "PyTorchJob"})
 
 
 def test_member_copy_is_labelled_and_carries_no_server_fields() -> None:

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from fleet.workloads import adapter_for
-from fleet.workloads.base import InvalidWorkload
-from fleet.workloads.t9k import Verdict, t9k_mpijob, t9k_tfjob
+from fleet.workloads.base import InvalidWorkload, Outcome
+from fleet.workloads.t9k import t9k_mpijob, t9k_tfjob
 from queues.tree import QUOTA_LABEL
 
 SAMPLES = Path(__file__).resolve().parents[3] / "config" / "samples"
@@ -163,20 +163,20 @@ def test_map_status_puts_the_phase_in_fleet_words_last_and_mirrors_tasks_and_agg
 @pytest.mark.parametrize(
     ("phase", "code", "reason", "verdict"),
     [
-        ("Failed", 137, "Failed", Verdict.RETRIABLE),
-        ("Failed", 1, "Failed", Verdict.USER_ERROR),
-        ("Failed", 137, "DeadlineExceeded", Verdict.USER_ERROR),
-        ("Failed", None, "InvalidSpec", Verdict.USER_ERROR),
-        ("Succeeded", 0, "Succeeded", Verdict.SUCCEEDED),
-        ("Running", None, "-", Verdict.RUNNING),
-        ("Paused", None, "Paused", Verdict.PAUSED),
+        ("Failed", 137, "Failed", Outcome.RETRIABLE),
+        ("Failed", 1, "Failed", Outcome.USER_ERROR),
+        ("Failed", 137, "DeadlineExceeded", Outcome.USER_ERROR),
+        ("Failed", None, "InvalidSpec", Outcome.USER_ERROR),
+        ("Succeeded", 0, "Succeeded", Outcome.SUCCEEDED),
+        ("Running", None, "-", Outcome.RUNNING),
+        ("Paused", None, "Paused", Outcome.STARTING),
     ],
 )
 def test_failures_are_the_users_unless_the_environment_killed_the_main_replica(
-    phase: str, code: int | None, reason: str, verdict: str
+    phase: str, code: int | None, reason: str, verdict: Outcome
 ) -> None:
     member = _member(phase, [("Failed" if phase == "Failed" else "Running", "True", reason)], code)
-    assert t9k_tfjob.classify(member) == verdict
+    assert t9k_tfjob.classify(t9k_tfjob.map_status(member)) is verdict
 
 
 def test_the_member_copy_labels_and_pins_each_replica_type() -> None:
@@ -188,3 +188,11 @@ def test_the_member_copy_labels_and_pins_each_replica_type() -> None:
     terms = template["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert terms["nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["n-1"]
     assert "status" not in body and body["metadata"]["labels"]["fleet.io/job-uid"] == "uid-1"
+
+
+def test_a_job_whose_pods_all_wait_for_their_gang_is_stuck_pending() -> None:
+    member = _member("Pending", [("Initialized", "True", "-")])
+    member["status"]["aggregate"] = {"creating": 0, "pending": 4, "running": 0, "succeeded": 0}
+    assert t9k_tfjob.classify(t9k_tfjob.map_status(member)) is Outcome.STUCK_PENDING
+    member["status"]["aggregate"] = {"creating": 0, "pending": 1, "running": 3}
+    assert t9k_tfjob.classify(t9k_tfjob.map_status(member)) is Outcome.STARTING

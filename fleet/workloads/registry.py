@@ -1,0 +1,115 @@
+"""The job kinds Fleet serves: one line per kind, and the job key that names a job of any kind.
+
+Everything that handles jobs of every kind (the dispatcher, syncer, workers, API, authorisation,
+CLI) iterates :data:`KINDS` or looks an adapter up here; nothing else names a kind.
+
+The job key (the ledger's member, RQ payloads, reservations) carries the kind:
+``<plural>.<group>:<namespace>/<name>`` (``pytorchjobs.kubeflow.org:default/train``), so jobs of
+two kinds with one name in one namespace never collide. The first kind, AscendJob, keeps the key
+Fleet wrote before it served other kinds, ``<namespace>/<name>``: every key stored before stays
+valid as it is (no migration), and a key without a kind names an AscendJob. Namespaces and names
+are DNS labels and subdomains: neither holds a ``:`` nor a ``/``, so the key parses back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from fleet.workloads.ascendjob import ascendjob
+from fleet.workloads.base import UnknownKind, WorkloadAdapter
+from fleet.workloads.kubeflow import mpijob, pytorchjob, tfjob
+from fleet.workloads.t9k import t9k_mpijob, t9k_tfjob
+
+__all__ = [
+    "KINDS",
+    "JobRef",
+    "adapter_by_resource",
+    "adapter_for",
+    "job_key",
+    "job_ref",
+    "kind_tag",
+    "ref_for",
+]
+
+#: Every job kind, one line each. The first one's keys carry no kind (see the module doc).
+KINDS: Final[tuple[WorkloadAdapter, ...]] = (
+    ascendjob,
+    pytorchjob,
+    tfjob,
+    mpijob,
+    t9k_tfjob,
+    t9k_mpijob,
+)
+
+_BY_RESOURCE: Final = {(a.resource.group, a.resource.plural): a for a in KINDS}
+_BY_TYPE: Final = {(a.api_version, a.kind): a for a in KINDS}
+_BY_TAG: Final = {f"{a.resource.plural}.{a.resource.group}": a for a in KINDS}
+
+
+def adapter_for(obj: Mapping[str, Any]) -> WorkloadAdapter:
+    """The adapter of ``obj``'s apiVersion and kind; :class:`UnknownKind` when Fleet serves none."""
+    adapter = _BY_TYPE.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
+    if adapter is None:
+        raise UnknownKind(
+            f"no workload adapter for apiVersion {obj.get('apiVersion')!r}, kind {obj.get('kind')!r}"
+        )
+    return adapter
+
+
+def adapter_by_resource(group: str, plural: str) -> WorkloadAdapter | None:
+    """The adapter serving ``plural`` in ``group``, if it is a job kind."""
+    return _BY_RESOURCE.get((group, plural))
+
+
+def kind_tag(adapter: WorkloadAdapter) -> str:
+    """``pytorchjobs.kubeflow.org``: how a job key and logs name a kind."""
+    return f"{adapter.resource.plural}.{adapter.resource.group}"
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """A job of any kind: its adapter, namespace and name, and its key."""
+
+    adapter: WorkloadAdapter
+    namespace: str
+    name: str
+
+    @property
+    def tag(self) -> str:
+        """The kind as the key writes it: empty for the first kind (see the module doc)."""
+        return "" if self.adapter is KINDS[0] else kind_tag(self.adapter)
+
+    @property
+    def key(self) -> str:
+        plain = f"{self.namespace}/{self.name}"
+        return f"{self.tag}:{plain}" if self.tag else plain
+
+    @property
+    def names(self) -> tuple[str, str]:
+        return self.namespace, self.name
+
+
+def ref_for(tag: str, namespace: str, name: str) -> JobRef:
+    """The job of kind ``tag`` (:attr:`JobRef.tag`; empty: the first kind) named ``namespace/name``."""
+    adapter = _BY_TAG.get(tag) if tag else KINDS[0]
+    if adapter is None:
+        raise UnknownKind(f"no job kind {tag!r}")
+    return JobRef(adapter, namespace, name)
+
+
+def job_ref(key: str) -> JobRef:
+    """The job a key names; a key without a kind names the first kind's job. ``UnknownKind`` when
+    the key names a kind Fleet does not serve."""
+    tag, sep, rest = key.partition(":")
+    if not sep:
+        tag, rest = "", key
+    namespace, _, name = rest.partition("/")
+    return ref_for(tag, namespace, name)
+
+
+def job_key(obj: Mapping[str, Any]) -> str:
+    """The key of job ``obj`` (of any kind Fleet serves)."""
+    meta = obj.get("metadata") or {}
+    return JobRef(adapter_for(obj), str(meta.get("namespace") or "default"), str(meta.get("name"))).key

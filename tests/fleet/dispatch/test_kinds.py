@@ -1,0 +1,122 @@
+"""Jobs of several kinds through one fleet: a Kubeflow PyTorchJob runs to Succeeded on a member
+as its operator runs it, beside an AscendJob of the same name in the same namespace, and both
+kinds spend one leaf's quota."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fleet.jobs import cluster_of, current_state
+from fleet.members import load_members
+from fleet.state import events_for
+from tests.fleet.dispatch.conftest import MODULE_POOL, RunningFleet
+from tests.fleet.placement.factory import job
+from tests.support.kinds import FLEET_ASCENDJOB, FLEET_PYTORCHJOB, PYTORCHJOBS
+from tests.support.sim import CARD_POOL
+
+#: One leaf for team-a that admits two jobs at a time, whatever their kind.
+TREE = """
+apiVersion: scheduling.sigs.k8s.io/v1beta1
+kind: ElasticQuotaTree
+metadata: {name: elasticquotatree, namespace: kube-system}
+spec:
+  root:
+    name: root
+    max: {huawei.com/Ascend910: 1000, kube-queue/max-jobs: 100}
+    min: {huawei.com/Ascend910: 1000, kube-queue/max-jobs: 100}
+    children:
+    - name: team-a
+      max: {huawei.com/Ascend910: 64, kube-queue/max-jobs: 2}
+      namespaces: [team-a]
+"""
+
+
+def pytorchjob(name: str, *, workers: int = 2, npus: int = 8, seconds: float = 3.0) -> dict[str, Any]:
+    """A PyTorchJob as Kubeflow's users write it: a Master and Workers, container ``pytorch``."""
+
+    def replica(replicas: int) -> dict[str, Any]:
+        container = {
+            "name": "pytorch",
+            "image": "kubeflow/pytorch-dist-mnist:latest",
+            "command": ["python3", "/opt/mnist/src/mnist.py", "--epochs=1"],
+            "resources": {"limits": {"huawei.com/Ascend910": str(npus)}},
+        }
+        return {
+            "replicas": replicas,
+            "restartPolicy": "OnFailure",
+            "template": {"spec": {"containers": [container], "nodeSelector": {"host-arch": "huawei-arm"}}},
+        }
+
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {
+            "name": name,
+            "namespace": "team-a",
+            "annotations": {"sim.fleet.io/duration-seconds": str(seconds)},
+        },
+        "spec": {
+            "nprocPerNode": "8",
+            "runPolicy": {"cleanPodPolicy": "None", "schedulingPolicy": {"minAvailable": workers + 1}},
+            "pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(workers)},
+        },
+    }
+
+
+def _state(fleet: RunningFleet, rt: Any, name: str) -> str | None:
+    obj = fleet.objects.try_get(rt, "team-a", name)
+    return current_state(obj) if obj is not None else None
+
+
+def test_a_pytorchjob_and_an_ascendjob_of_one_name_both_run_and_share_their_leaf(
+    fleet_factory: Callable[..., RunningFleet],
+) -> None:
+    fleet = fleet_factory(members={"member-1": MODULE_POOL, "member-2": CARD_POOL}, workers=1, tree=TREE)
+    ascend = job("train", workers=1, npus=2, selector={"accelerator-type": "card-910b-2"})
+    ascend["metadata"]["namespace"] = "team-a"
+    ascend["metadata"]["annotations"] = {"sim.fleet.io/duration-seconds": "30"}
+    fleet.submit(ascend)
+    fleet.submit(pytorchjob("train", seconds=3.0))
+    third = pytorchjob("later", workers=1, seconds=1.0)
+    fleet.submit(third)
+
+    def both_running() -> bool:
+        return _state(fleet, FLEET_ASCENDJOB, "train") == "Running" and _state(
+            fleet, FLEET_PYTORCHJOB, "train"
+        ) in ("Running", "Succeeded")
+
+    fleet.wait_for("the AscendJob and the PyTorchJob named train both running", both_running, 60)
+    torch = fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "train")
+    assert cluster_of(torch) == "member-1"
+    assert cluster_of(fleet.objects.get(FLEET_ASCENDJOB, "team-a", "train")) == "member-2"
+    # The leaf admits two jobs of any kind: the third waits for one of them.
+    later = fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "later")
+    assert current_state(later) == "Queued", later["status"]
+    assert "kube-queue/max-jobs" in str(later["status"]["conditions"][-1].get("message"))
+
+    # The member runs the PyTorchJob as Kubeflow's operator would: its pods carry the
+    # training.kubeflow.org labels, its conditions the PyTorchJob reasons.
+    members = load_members(fleet.sim.kubeconfig)
+    try:
+        copy = members["member-1"].get_job(PYTORCHJOBS, "team-a", "train")
+        pods = members["member-1"].list_pods("training.kubeflow.org/job-name=train", namespace="team-a")
+    finally:
+        for member in members.values():
+            member.close()
+    types = {p["metadata"]["labels"]["training.kubeflow.org/replica-type"] for p in pods}
+    assert types == {"master", "worker"}
+    assert copy["status"]["conditions"][0]["reason"] == "PyTorchJobCreated"
+
+    fleet.wait_for(
+        "the PyTorchJob to succeed and the queued one to run",
+        lambda: _state(fleet, FLEET_PYTORCHJOB, "train") == "Succeeded"
+        and _state(fleet, FLEET_PYTORCHJOB, "later") in ("Running", "Succeeded"),
+        60,
+    )
+    done = fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "train")
+    assert done["status"]["conditions"][-1]["reason"] == "PyTorchJobSucceeded"
+    assert set(done["status"]["replicaStatuses"]) == {"Master", "Worker"}
+    reasons = [e["reason"] for e in events_for(fleet.objects, done)]
+    assert "Admitted" in reasons and "Dispatched" in reasons
+    assert _state(fleet, FLEET_ASCENDJOB, "train") == "Running"  # untouched by its namesake
