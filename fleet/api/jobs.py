@@ -58,7 +58,8 @@ from fleet.jobs.priority import PRIORITY_ANNOTATION, PriorityClassNotFound, prio
 from fleet.jobs.status import current_state
 from fleet.jobs.submit import Prepared, prepare, queue_accepted
 from fleet.state import Objects, RedisStore
-from fleet.workloads import InvalidWorkload, UnknownKind, job_ref
+from fleet.workloads import InvalidWorkload, UnknownKind, adapter_for, job_ref
+from fleet.workloads.base import QueueNaming
 from queues import InvalidRequest, Ledger, QuotaNotAvailable, UnboundJob
 from queues.records import request_args, score_of
 
@@ -72,6 +73,18 @@ class Timeout(ApiError):
 
     code: ClassVar[int] = 504
     reason: ClassVar[str] = "Timeout"
+
+
+def _quota_field(obj: Mapping[str, Any], error: UnboundJob) -> tuple[str, str]:
+    """The field a quota refusal names, and its message: the namespace, the quota label, or, for
+    a kind that names its queue in its spec (T9k), that field when the label came from it."""
+    if error.label is None:
+        return "metadata.namespace", str(error)
+    own = (obj.get("metadata") or {}).get("labels") or {}
+    adapter = adapter_for(obj)
+    if error.label not in own and isinstance(adapter, QueueNaming):
+        return adapter.queue_field, f"{adapter.queue_field} names the job's quota leaf: {error}"
+    return f"metadata.labels[{error.label}]", str(error)
 
 
 class JobBackend:
@@ -113,11 +126,11 @@ class JobBackend:
             raise invalid(rt, dict(obj), [Cause("kind", str(error), "FieldValueNotSupported")]) from None
         except QuotaNotAvailable as error:
             name = str((obj.get("metadata") or {}).get("name") or "")
-            field = f"metadata.labels[{error.label}]"
-            raise refused(rt, name, str(error), [Cause(field, str(error), "FieldValueForbidden")]) from None
+            field, message = _quota_field(obj, error)
+            raise refused(rt, name, message, [Cause(field, message, "FieldValueForbidden")]) from None
         except UnboundJob as error:
-            field = "metadata.namespace" if error.label is None else f"metadata.labels[{error.label}]"
-            raise invalid(rt, dict(obj), [Cause(field, str(error))]) from None
+            field, message = _quota_field(obj, error)
+            raise invalid(rt, dict(obj), [Cause(field, message)]) from None
         try:
             score_of(prepared.priority)
         except InvalidRequest as error:

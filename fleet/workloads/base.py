@@ -254,6 +254,9 @@ class Pausable(Protocol):
 class QueueNaming(Protocol):
     """A kind that names its queue in its spec (T9k ``spec.scheduler.t9kScheduler.queue``)."""
 
+    #: Where the job names its queue, for the errors that refuse it.
+    queue_field: str
+
     def quota_labels(self, obj: Mapping[str, Any]) -> dict[str, str]:
         """The labels the quota tree binds the job by (:meth:`queues.ElasticQuotaTree.leaf_for`)."""
         ...

@@ -286,6 +286,7 @@ class T9kAdapter(ReplicaSpecAdapter):
     shape (:meth:`replica_specs`) and checks its own rules (:meth:`_check`)."""
 
     pod_job_label = T9K_JOB_NAME_LABEL
+    queue_field = QUEUE_FIELD
 
     # -- per kind -------------------------------------------------------------------------------
 
