@@ -382,8 +382,9 @@ class T9kAdapter(ReplicaSpecAdapter):
         return mode_enabled(obj, "debug")
 
     def map_status(self, member_obj: Mapping[str, Any]) -> WorkloadStatus:
-        """The member's phase in Fleet's words as the state (a condition after T9k's own, which
-        are kept as the member wrote them); ``phase``, ``tasks``, ``aggregate`` carried over."""
+        """T9k's conditions, and the member's phase in Fleet's words as the state: the last
+        condition (T9k's own of that type when true, else one Fleet writes); ``phase``,
+        ``tasks``, ``aggregate`` carried over."""
         status = member_obj.get("status")
         status = status if isinstance(status, Mapping) else {}
         native = [dict(c) for c in status.get("conditions") or [] if isinstance(c, Mapping)]
@@ -394,16 +395,18 @@ class T9kAdapter(ReplicaSpecAdapter):
         message: str | None = None
         if state is not None and phase is not None:
             reason, message = _reason(phase, native)
+            # T9k's own condition of the state's type (Running, Failed, Paused) goes last when
+            # true; otherwise one in Fleet's words stands for the phase (Created, Succeeded).
+            same = next((c for c in native if c.get("type") == state and c.get("status") == "True"), None)
             stamp = max((str(c.get("lastTransitionTime") or "") for c in native), default="")
-            conditions.append(
-                {
-                    "type": state,
-                    "status": "True",
-                    "reason": reason,
-                    "message": message,
-                    **({"lastTransitionTime": stamp} if stamp else {}),
-                }
-            )
+            last = same or {
+                "type": state,
+                "status": "True",
+                "reason": reason,
+                "message": message,
+                **({"lastTransitionTime": stamp} if stamp else {}),
+            }
+            conditions = [c for c in native if c.get("type") != state] + [last]
         extra = {k: copy.deepcopy(status[k]) for k in MIRRORED_FIELDS if k in status}
         return WorkloadStatus(
             state=state,

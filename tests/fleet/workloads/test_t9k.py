@@ -156,7 +156,15 @@ def test_map_status_puts_the_phase_in_fleet_words_last_and_mirrors_tasks_and_agg
     assert seen.extra["phase"] == "Succeeded"
     assert seen.extra["aggregate"] == {"running": 0, "succeeded": 1}
     assert seen.extra["tasks"][0]["type"] == "worker"
-    assert t9k_tfjob.map_status(_member("Paused", [("Paused", "True", "Paused")])).state == "Paused"
+    paused = t9k_tfjob.map_status(
+        _member("Paused", [("Paused", "True", "Paused"), ("Running", "False", "-")])
+    )
+    assert paused.state == "Paused"
+    assert [(c["type"], c["status"]) for c in paused.conditions] == [("Running", "False"), ("Paused", "True")]
+    failed = t9k_tfjob.map_status(
+        _member("Failed", [("Failed", "True", "Failed"), ("ReplicaFailure", "True", "x")])
+    )
+    assert [c["type"] for c in failed.conditions] == ["ReplicaFailure", "Failed"]  # T9k's own, no duplicate
     assert t9k_tfjob.map_status(_member("Pending", [])).state == "Created"
 
 
