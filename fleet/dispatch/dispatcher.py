@@ -92,6 +92,9 @@ __all__ = ["Dispatcher", "DispatcherSettings"]
 
 log = logging.getLogger("fleet.dispatch.dispatcher")
 
+ADMITTED_JOBS = Counter(
+    "fleet_jobs_admitted_total", "Jobs admitted and placed on a member, by job kind.", ["job_kind"]
+)
 DECISIONS = Counter("fleet_dispatch_decisions_total", "Dispatch decisions by outcome.", ["outcome"])
 REFUSALS = Counter(
     "fleet_quota_refusals_total",
@@ -555,6 +558,7 @@ class Dispatcher:
             self._misses.pop(plan.candidate.key, None)
             self._said.pop(plan.candidate.key, None)
             DECISIONS.labels("placed").inc()
+            ADMITTED_JOBS.labels(job_ref(plan.candidate.key).adapter.kind).inc()
             created = _queued_at(stored)
             if created is not None:
                 queue = str((stored.get("status") or {}).get("queue") or "")
