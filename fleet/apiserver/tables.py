@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 TABLE_MEDIA: Final = "as=Table"
-_SEGMENT = re.compile(r"([^.\[\]]+)|\[(-?\d+)\]")
+_SEGMENT = re.compile(r"([^.\[\]]+)|\[(-?\d+:?)\]")
 
 
 def wants_table(accept: str) -> bool:
@@ -44,21 +44,34 @@ def wants_table(accept: str) -> bool:
 
 
 def json_path(obj: Any, path: str) -> Any:
-    """Evaluate ``.a.b[0].c`` / ``.status.conditions[-1].type``; ``None`` when anything is missing."""
-    node = obj
+    """Evaluate ``.a.b[0].c`` / ``.status.conditions[-1].type``; ``None`` when anything is missing.
+
+    A slice to the end (``[-1:]``, as the Kubeflow CRDs write their State column) selects the
+    elements from there on, and what follows applies to each; one element left is shown as itself,
+    as kubectl's JSONPath printer shows it."""
+    nodes: list[Any] = [obj]
+    sliced = False
     for name, index in _SEGMENT.findall(path):
-        if name:
-            if not isinstance(node, dict) or name not in node:
-                return None
-            node = node[name]
-        else:
-            if not isinstance(node, list):
-                return None
-            position = int(index)
-            if not -len(node) <= position < len(node):
-                return None
-            node = node[position]
-    return node
+        found: list[Any] = []
+        for node in nodes:
+            if name:
+                if isinstance(node, dict) and name in node:
+                    found.append(node[name])
+            elif not isinstance(node, list):
+                continue
+            elif index.endswith(":"):
+                sliced = True
+                found.extend(node[int(index[:-1]) :])
+            else:
+                position = int(index)
+                if -len(node) <= position < len(node):
+                    found.append(node[position])
+        nodes = found
+        if not nodes:
+            return None
+    if sliced and len(nodes) != 1:
+        return nodes
+    return nodes[0]
 
 
 def human_duration(seconds: float) -> str:

@@ -27,6 +27,7 @@ from typing import Any, Final
 
 import click
 import urllib3
+import yaml
 from kubernetes.client.exceptions import ApiException
 
 from fleet.api.kinds import MEMBER_CLUSTER, QUEUE, amounts
@@ -34,6 +35,7 @@ from fleet.apiserver.tables import since
 from fleet.cli.endpoint import (
     REQUEST_TIMEOUT,
     Endpoint,
+    EndpointError,
     as_dict,
     connect,
     context_option,
@@ -170,6 +172,7 @@ def _get_jobs(
     namespace: str | None,
     all_namespaces: bool,
     members: bool,
+    only: str | None = None,
 ) -> None:
     endpoint = connect(kubeconfig, context)
     try:
@@ -178,6 +181,48 @@ def _get_jobs(
             jobs = _list_jobs(endpoint, adapter, where)
     finally:
         endpoint.close()
+    if only is not None:
+        jobs = [j for j in jobs if _name(j) == only]
+        if not jobs:
+            raise EndpointError(f'{adapter.resource.plural}.{adapter.resource.group} "{only}" not found')
+    _print_jobs(adapter, kubeconfig, context, jobs, where, members=members)
+
+
+def _get_one(
+    adapter: WorkloadAdapter, kubeconfig: Path, context: str, *, namespace: str | None, name: str, output: str
+) -> None:
+    """One job as ``context`` (the fleet, or a member with ``-m``) stores it, whole."""
+    endpoint = connect(kubeconfig, context)
+    group, version, plural = _coordinates(adapter)
+    try:
+        with endpoint_errors(endpoint.server):
+            obj = as_dict(
+                endpoint.custom.get_namespaced_custom_object(
+                    group,
+                    version,
+                    namespace or endpoint.namespace,
+                    plural,
+                    name,
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
+            )
+    finally:
+        endpoint.close()
+    if output == "json":
+        click.echo(json.dumps(obj, indent=4))
+    else:
+        click.echo(yaml.safe_dump(obj, sort_keys=False, default_flow_style=False), nl=False)
+
+
+def _print_jobs(
+    adapter: WorkloadAdapter,
+    kubeconfig: Path,
+    context: str,
+    jobs: list[dict[str, Any]],
+    where: str | None,
+    *,
+    members: bool,
+) -> None:
     if not jobs:
         click.echo("No resources found" + ("." if where is None else f" in {where} namespace."), err=True)
         return
@@ -217,15 +262,41 @@ def _get_command(adapter: WorkloadAdapter, name: str, *, hidden: bool) -> click.
     @kubeconfig_path_option
     @context_option
     @_namespace_option
+    @click.argument("job", required=False)
     @click.option("-A", "--all-namespaces", is_flag=True, help="Jobs of every namespace.")
     @click.option(
         "-M", "--members", is_flag=True, help="One row per member copy: NAME CLUSTER STATE AGE ADOPTION."
     )
+    @click.option("-m", "--member", default=None, help="With JOB: the copy in this member cluster.")
+    @click.option(
+        "-o", "--output", type=click.Choice(["yaml", "json"]), default=None, help="With JOB: print it whole."
+    )
     def command(
-        kubeconfig: Path, context: str, namespace: str | None, all_namespaces: bool, members: bool
+        *,
+        kubeconfig: Path,
+        context: str,
+        namespace: str | None,
+        job: str | None,
+        all_namespaces: bool,
+        members: bool,
+        member: str | None,
+        output: str | None,
     ) -> None:
+        if job is not None and (member is not None or output is not None):
+            _get_one(
+                adapter, kubeconfig, member or context, namespace=namespace, name=job, output=output or "yaml"
+            )
+            return
+        if member is not None or output is not None:
+            raise click.UsageError("-m and -o print one job: name it (fleet get KIND NAME -m MEMBER -o yaml)")
         _get_jobs(
-            adapter, kubeconfig, context, namespace=namespace, all_namespaces=all_namespaces, members=members
+            adapter,
+            kubeconfig,
+            context,
+            namespace=namespace,
+            all_namespaces=all_namespaces,
+            members=members,
+            only=job,
         )
 
     command.help = (
@@ -237,6 +308,102 @@ def _get_command(adapter: WorkloadAdapter, name: str, *, hidden: bool) -> click.
 for _adapter in KINDS:
     for _i, _alias in enumerate(kind_names(_adapter)):
         get.add_command(_get_command(_adapter, _alias, hidden=_i > 0))
+
+
+def _pod_row(pod: Mapping[str, Any]) -> tuple[str, str, str]:
+    """READY, STATUS and RESTARTS of a pod, as ``kubectl get pod`` shows them."""
+    status = pod.get("status") or {}
+    containers = status.get("containerStatuses") or []
+    total = len((pod.get("spec") or {}).get("containers") or []) or len(containers)
+    ready = sum(1 for c in containers if c.get("ready"))
+    restarts = sum(int(c.get("restartCount") or 0) for c in containers)
+    shown = str(status.get("phase") or "Pending")
+    for c in containers:
+        waiting = (c.get("state") or {}).get("waiting") or {}
+        terminated = (c.get("state") or {}).get("terminated") or {}
+        if waiting.get("reason"):
+            shown = str(waiting["reason"])
+        elif terminated.get("reason") and shown not in ("Succeeded", "Failed"):
+            shown = str(terminated["reason"])
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        shown = "Terminating"
+    return f"{ready}/{total}", shown, str(restarts)
+
+
+@get.command("pod")
+@kubeconfig_path_option
+@context_option
+@_namespace_option
+@click.option("-A", "--all-namespaces", is_flag=True, help="Pods of every namespace.")
+@click.option(
+    "-M", "--members", is_flag=True, required=True, help="The pods of the member copies (required)."
+)
+def get_pod(
+    kubeconfig: Path, context: str, namespace: str | None, all_namespaces: bool, members: bool
+) -> None:
+    """The pods of Fleet's member copies, in every member: NAME CLUSTER READY STATUS RESTARTS AGE
+    (``kubectl amc get pod -M``). Pods live in the members, so -M is required."""
+    endpoint = connect(kubeconfig, context)
+    where = None if all_namespaces else namespace or endpoint.namespace
+    endpoint.close()
+    try:
+        names = KubeconfigClients(kubeconfig, fleet_context=context).members()
+    except MemberConfigError as error:
+        raise EndpointError(str(error)) from None
+    rows: list[list[str]] = []
+    for member in names:
+        try:
+            client = connect(kubeconfig, member)
+        except click.ClickException as error:
+            click.echo(f"warning: {member}: {error.format_message()}", err=True)
+            continue
+        try:
+            if where is None:
+                listing = client.core.list_pod_for_all_namespaces(
+                    label_selector=JOB_UID_LABEL, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+                )
+            else:
+                listing = client.core.list_namespaced_pod(
+                    where,
+                    label_selector=JOB_UID_LABEL,
+                    _preload_content=False,
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
+            response: Any = listing  # ``_preload_content=False``: the raw response, whatever the stubs say
+            pods = _items(json.loads(response.data or b"{}"))
+        except (ApiException, urllib3.exceptions.HTTPError) as error:
+            reason = getattr(error, "reason", None) or type(error).__name__
+            click.echo(f"warning: {member}: cannot list its pods ({reason})", err=True)
+            continue
+        finally:
+            client.close()
+        for pod in pods:
+            ready, shown, restarts = _pod_row(pod)
+            ns = [str(pod["metadata"].get("namespace", ""))] if where is None else []
+            rows.append([*ns, _name(pod), member, ready, shown, restarts, _age(pod)])
+    if not rows:
+        click.echo("No resources found" + ("." if where is None else f" in {where} namespace."), err=True)
+        return
+    rows.sort(key=lambda r: (r[0], r[1]))
+    headers = [
+        *(["NAMESPACE"] if where is None else []),
+        "NAME",
+        "CLUSTER",
+        "READY",
+        "STATUS",
+        "RESTARTS",
+        "AGE",
+    ]
+    status_column = headers.index("STATUS")
+    click.echo(render_table(headers, rows, {status_column: state_style}), color=None)
+
+
+for _alias in ("pods", "po"):
+    get.add_command(
+        click.Command(
+            _alias, callback=get_pod.callback, params=get_pod.params, hidden=True, help=get_pod.help
+        )
+    )
 
 
 @click.group()

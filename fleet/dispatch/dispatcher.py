@@ -92,6 +92,9 @@ __all__ = ["Dispatcher", "DispatcherSettings"]
 
 log = logging.getLogger("fleet.dispatch.dispatcher")
 
+ADMITTED_JOBS = Counter(
+    "fleet_jobs_admitted_total", "Jobs admitted and placed on a member, by job kind.", ["job_kind"]
+)
 DECISIONS = Counter("fleet_dispatch_decisions_total", "Dispatch decisions by outcome.", ["outcome"])
 REFUSALS = Counter(
     "fleet_quota_refusals_total",
@@ -172,6 +175,19 @@ class _Candidate:
     pick: Pick
     #: Members it is excluded from that it is placed among anyway: no other member fits now.
     gave_way: frozenset[str] = frozenset()
+
+
+#: Who records the binding Event (the scheduler's name in ACK One's, as the seed shows it).
+BINDING_COMPONENT: Final = "default-scheduler"
+
+
+def binding_message(plan: _Plan) -> str:
+    """``Binding has been scheduled successfully. Result: {member-1:0,[{master 1} {worker 2}]}``:
+    the member and the replicas of each type, worded as ACK One's binding Event (the seed)."""
+    replicas = " ".join(
+        f"{{{shape.replica_type.lower()} {shape.count}}}" for shape in plan.candidate.demand.shapes
+    )
+    return f"Binding has been scheduled successfully. Result: {{{plan.member}:0,[{replicas}]}}"
 
 
 @dataclass
@@ -542,6 +558,7 @@ class Dispatcher:
             self._misses.pop(plan.candidate.key, None)
             self._said.pop(plan.candidate.key, None)
             DECISIONS.labels("placed").inc()
+            ADMITTED_JOBS.labels(job_ref(plan.candidate.key).adapter.kind).inc()
             created = _queued_at(stored)
             if created is not None:
                 queue = str((stored.get("status") or {}).get("queue") or "")
@@ -556,6 +573,11 @@ class Dispatcher:
             self.ctx.objects,
             [(obj, str(FleetReason.ADMITTED), p.message) for p, obj in sent],
             component=COMPONENT,
+        )
+        record_events(
+            self.ctx.objects,
+            [(obj, str(FleetReason.SCHEDULE_BINDING_SUCCEED), binding_message(p)) for p, obj in sent],
+            component=BINDING_COMPONENT,
         )
         return len(sent)
 

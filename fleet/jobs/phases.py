@@ -49,6 +49,8 @@ class FleetReason:
     QUOTA_EXCEEDED: Final = "QuotaExceeded"
     NO_FIT: Final = "NoFittingCluster"
     ADMITTED: Final = "Admitted"
+    #: The binding Event of a placement, as ACK One's (Karmada's) scheduler words it.
+    SCHEDULE_BINDING_SUCCEED: Final = "ScheduleBindingSucceed"
     DISPATCHED: Final = "Dispatched"
     ADOPTED: Final = "Adopted"
     MEMBER_REFUSED: Final = "MemberRefused"

@@ -113,3 +113,13 @@ def test_ascendjob_state_is_the_last_condition_and_objects_are_included_on_reque
         "apiVersion": "meta.k8s.io/v1",
         "metadata": job["metadata"],
     }
+
+
+def test_a_slice_to_the_end_reads_as_kubectl_reads_the_kubeflow_state_column() -> None:
+    """Kubeflow's CRDs print State from ``.status.conditions[-1:].type``."""
+    from fleet.apiserver.tables import json_path
+
+    job = {"status": {"conditions": [{"type": "Created"}, {"type": "Running"}]}}
+    assert json_path(job, ".status.conditions[-1:].type") == "Running"
+    assert json_path(job, ".status.conditions[-2:].type") == ["Created", "Running"]
+    assert json_path({"status": {"conditions": []}}, ".status.conditions[-1:].type") is None

@@ -4,13 +4,16 @@ kinds spend one leaf's quota."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
+from fleet.api.kinds import PROPAGATION_POLICY
 from fleet.jobs import cluster_of, current_state
 from fleet.members import load_members
 from fleet.state import events_for
-from tests.fleet.dispatch.conftest import MODULE_POOL, RunningFleet
+from fleet.workloads.labels import JOB_UID_LABEL
+from tests.fleet.dispatch.conftest import A800_POOL, MODULE_POOL, RunningFleet
 from tests.fleet.placement.factory import job
 from tests.support.kinds import FLEET_ASCENDJOB, FLEET_PYTORCHJOB, PYTORCHJOBS
 from tests.support.sim import CARD_POOL
@@ -30,6 +33,9 @@ spec:
       max: {huawei.com/Ascend910: 64, kube-queue/max-jobs: 2}
       namespaces: [team-a]
 """
+
+
+FAST_PROBES = ("--probe-interval", "0.3", "--failure-threshold", "2")
 
 
 def pytorchjob(name: str, *, workers: int = 2, npus: int = 8, seconds: float = 3.0) -> dict[str, Any]:
@@ -110,13 +116,75 @@ def test_a_pytorchjob_and_an_ascendjob_of_one_name_both_run_and_share_their_leaf
 
     fleet.wait_for(
         "the PyTorchJob to succeed and the queued one to run",
-        lambda: _state(fleet, FLEET_PYTORCHJOB, "train") == "Succeeded"
-        and _state(fleet, FLEET_PYTORCHJOB, "later") in ("Running", "Succeeded"),
+        lambda: (
+            _state(fleet, FLEET_PYTORCHJOB, "train") == "Succeeded"
+            and _state(fleet, FLEET_PYTORCHJOB, "later") in ("Running", "Succeeded")
+        ),
         60,
     )
     done = fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "train")
     assert done["status"]["conditions"][-1]["reason"] == "PyTorchJobSucceeded"
     assert set(done["status"]["replicaStatuses"]) == {"Master", "Worker"}
-    reasons = [e["reason"] for e in events_for(fleet.objects, done)]
-    assert "Admitted" in reasons and "Dispatched" in reasons
+    events = {e["reason"]: e for e in events_for(fleet.objects, done)}
+    assert "Admitted" in events and "Dispatched" in events
+    binding = events["ScheduleBindingSucceed"]  # as ACK One's scheduler words it
+    assert binding["message"].endswith("Result: {member-1:0,[{master 1} {worker 2}]}")
     assert _state(fleet, FLEET_ASCENDJOB, "train") == "Running"  # untouched by its namesake
+
+
+def _copies(fleet: RunningFleet, uid: str) -> list[str]:
+    """The members that hold a copy of the PyTorchJob of fleet uid ``uid`` now."""
+    members = load_members(fleet.sim.kubeconfig)
+    try:
+        return sorted(
+            name
+            for name, member in members.items()
+            if member.list_jobs(PYTORCHJOBS, f"{JOB_UID_LABEL}={uid}", namespace="team-a")
+        )
+    finally:
+        for member in members.values():
+            member.close()
+
+
+def test_a_pytorchjob_is_failed_over_from_a_member_that_goes_down(
+    fleet_factory: Callable[..., RunningFleet],
+) -> None:
+    fleet = fleet_factory(
+        members={"member-1": MODULE_POOL, "member-3": A800_POOL},
+        workers=2,
+        tree=TREE,
+        syncer_args=FAST_PROBES,
+    )
+    policy = {
+        "apiVersion": "policy.one.alibabacloud.com/v1alpha1",
+        "kind": "PropagationPolicy",
+        "metadata": {"name": "pytorch", "namespace": "team-a"},
+        "spec": {
+            "failover": {
+                "application": {"decisionConditions": {"tolerationSeconds": 2}, "purgeMode": "Immediately"}
+            },
+            "resourceSelectors": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob"}],
+        },
+    }
+    fleet.objects.create(PROPAGATION_POLICY, policy)
+    submitted = fleet.submit(pytorchjob("mover", workers=1, seconds=600))
+    uid = str(submitted["metadata"]["uid"])
+    fleet.wait_for("the PyTorchJob to run", lambda: _state(fleet, FLEET_PYTORCHJOB, "mover") == "Running", 30)
+    first = cluster_of(fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "mover"))
+    assert first is not None
+    down_at = time.monotonic()
+    fleet.sim.fault(first, "down")
+
+    def moved() -> bool:
+        obj = fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "mover")
+        return cluster_of(obj) not in (None, first) and current_state(obj) == "Running"
+
+    fleet.wait_for("the PyTorchJob to run on the other member", moved, 40)
+    assert time.monotonic() - down_at > 2.0, "failed over before the toleration"
+    obj = fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "mover")
+    assert obj["status"]["attempt"] == 2
+    assert any(c["reason"] == "ClusterFailover" for c in obj["status"]["conditions"])
+    fleet.sim.fault(first, "up")
+    second = cluster_of(obj)
+    fleet.wait_for("the stale copy to be purged", lambda: _copies(fleet, uid) == [second], 30)
+    assert fleet.ledger.usages(["root"])["root"]["huawei.com/Ascend910"] == 16, "quota charged once"
