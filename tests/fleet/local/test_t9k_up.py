@@ -1,39 +1,111 @@
-"""T9k's samples end to end: ``fleet up`` as a process, driven only with the real kubectl.
+"""T9k's samples end to end: the README's T9k walkthrough against ``fleet up``, with the real
+kubectl, line by line as written (the harness of :mod:`tests.fleet.local.test_up`), then both
+samples applied again to run to their own terminal state.
 
-The admin applies the seed's quota tree (``default`` is bound to ``child-2``, one job at a time);
-a user applies T9k's two samples as the seeds write them (``config/samples/t9k-*.yaml``, cpu and
-memory only). The TensorFlowTrainingJob runs; the MPIJob waits for the quota. Pausing the first
+The walkthrough: the admin applies the seed's quota tree (``default`` is bound to ``child-2``, one
+job at a time); the TensorFlowTrainingJob runs; the MPIJob waits for the quota. Pausing the first
 (``kubectl patch``, as T9k lets a user flip ``spec.runMode.pause.enabled``) gives its quota back
-and deletes its copy in the member, so the MPIJob runs; resumed, the first waits for the quota
-again, and runs once the MPIJob has finished. Both end ``Succeeded``.
+and deletes its copy, so the MPIJob runs; resumed, the first waits for the quota again, and runs
+once the MPIJob is deleted. ``fleet up`` runs its jobs for :data:`JOB_SECONDS` here, so that
+after the walkthrough both samples, applied again under a tree that admits two jobs, end
+``Succeeded``.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.fleet.local.test_up import KUBECTL, ROOT, Up, kubectl_env, stop_up, table_rows, wait_ready
+from tests.fleet.local.test_up import (
+    ROOT,
+    Step,
+    Up,
+    contains,
+    has_row,
+    kubectl_env,
+    run_step,
+    stop_up,
+    table_rows,
+    wait_ready,
+)
 
 pytestmark = pytest.mark.integration
 
-SAMPLES = ROOT / "config" / "samples"
-TF = ("tensorflowtrainingjob", "tensorflow-example")
-MPI = ("mpijobs.batch.tensorstack.dev", "mpi-example")
-#: How long a simulated job runs: long enough to watch the MPIJob hold the quota.
-JOB_SECONDS = "6"
+#: How long a simulated job runs: longer than the walkthrough's steps between a job starting and
+#: its pause or deletion, short enough to see both samples finish.
+JOB_SECONDS = "20"
+TF = "tensorflowtrainingjob"
+MPI = "mpijobs.batch.tensorstack.dev"
+PAUSE = (
+    "kubectl patch tensorflowtrainingjob tensorflow-example --type merge -p "
+    """'{"spec":{"runMode":{"pause":{"enabled":%s}}}}'"""
+)
 
 
-def start_up(tmp_path: Path) -> Up:
-    kubeconfig = tmp_path / "fleet.kubeconfig"
-    state_dir = tmp_path / "state"
-    output = tmp_path / "up.out"
+def _on_a_member(state: str) -> Step:
+    def check(text: str) -> bool:
+        rows = [r for r in table_rows(text) if r.get("NAME") == "tensorflow-example"]
+        return any(r.get("STATE") == state and r.get("CLUSTER", "").startswith("member-") for r in rows)
+
+    return Step(f"kubectl get {TF} -w", check, watch=True)
+
+
+WALKTHROUGH: list[Step] = [
+    Step("export KUBECONFIG=$PWD/fleet.kubeconfig", lambda _: True),
+    Step("kubectl apply -f config/samples/elasticquotatree.yaml", contains("elasticquotatree")),
+    Step(
+        "kubectl apply -f config/samples/t9k-tensorflowtrainingjob.yaml",
+        contains("tensorflowtrainingjob.batch.tensorstack.dev/tensorflow-example created"),
+    ),
+    _on_a_member("Running"),
+    Step(
+        "kubectl apply -f config/samples/t9k-mpijob.yaml",
+        contains("mpijob.batch.tensorstack.dev/mpi-example created"),
+    ),
+    Step(f"kubectl describe {MPI} mpi-example", contains("QuotaExceeded", "kube-queue/max-jobs")),
+    Step(PAUSE % "true", contains("tensorflow-example patched")),
+    Step(f"kubectl get {TF}", has_row("tensorflow-example", STATE="Paused", CLUSTER="<none>")),
+    Step(f"kubectl get {MPI} -w", has_row("mpi-example", STATE="Running"), watch=True),
+    Step(PAUSE % "false", contains("tensorflow-example patched")),
+    Step(f"kubectl get {TF}", has_row("tensorflow-example", STATE="Queued")),
+    Step(f"kubectl delete {MPI} mpi-example", contains('"mpi-example" deleted')),
+    _on_a_member("Running"),
+    Step(
+        f"kubectl get {TF} tensorflow-example -o jsonpath='{{.status.phase}} {{.status.aggregate.running}}'",
+        lambda text: text.strip() == "Running 4",
+    ),
+    Step(f"kubectl delete {TF} tensorflow-example", contains('"tensorflow-example" deleted')),
+]
+
+
+def readme_t9k_walkthrough() -> list[str]:
+    """The commands of the README's T9k walkthrough block, trailing ``# comments`` dropped."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("### Walkthrough: T9k's TensorFlowTrainingJob and MPIJob", 1)[1]
+    block = re.search(r"```sh\n(.*?)```", section, re.S)
+    assert block is not None, "README.md: the T9k walkthrough has no ```sh block"
+    return [
+        command
+        for line in block.group(1).splitlines()
+        if (command := re.sub(r"\s+#.*$", "", line).strip()) and not command.startswith("#")
+    ]
+
+
+def test_readme_t9k_walkthrough_matches_the_steps_checked_here() -> None:
+    assert readme_t9k_walkthrough() == [step.command for step in WALKTHROUGH]
+
+
+@pytest.fixture
+def t9k_up(tmp_path: Path) -> Iterator[Up]:
+    """``fleet up`` as test_up starts it, its jobs running :data:`JOB_SECONDS`."""
+    kubeconfig, state_dir, output = tmp_path / "fleet.kubeconfig", tmp_path / "state", tmp_path / "up.out"
     with output.open("wb") as out:
         process = subprocess.Popen(
             [
@@ -46,84 +118,38 @@ def start_up(tmp_path: Path) -> Up:
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )  # fmt: skip
-    return Up(process, kubeconfig, state_dir, output)
+    up = Up(process, kubeconfig, state_dir, output)
+    yield up
+    if up.process.poll() is None:
+        stop_up(up)
 
 
-@pytest.fixture
-def fleet_up(tmp_path: Path) -> Iterator[tuple[Up, dict[str, str]]]:
-    up = start_up(tmp_path)
-    try:
-        env = kubectl_env(up.kubeconfig)
-        wait_ready(up, env)
-        yield up, env
-    finally:
-        code = stop_up(up)
-    assert code == 0, up.log()
+@pytest.mark.timeout(300)
+def test_the_t9k_walkthrough_then_both_samples_to_succeeded(t9k_up: Up) -> None:
+    env = kubectl_env(t9k_up.kubeconfig)
+    wait_ready(t9k_up, env)
+    for step in WALKTHROUGH[1:]:  # the export is what ``env`` already does
+        run_step(step, env, t9k_up.kubeconfig)
 
-
-def kubectl(env: dict[str, str], *args: str) -> str:
-    done = subprocess.run(
-        [KUBECTL, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=30, check=False
+    # With two jobs at a time in the leaf, both samples run at once and end as their kinds end.
+    two = "sed 's|kube-queue/max-jobs: 1 |kube-queue/max-jobs: 2 |' config/samples/elasticquotatree.yaml"
+    run_step(Step(f"{two} | kubectl apply -f -", contains("configured")), env, t9k_up.kubeconfig)
+    for sample in ("t9k-tensorflowtrainingjob.yaml", "t9k-mpijob.yaml"):
+        run_step(
+            Step(f"kubectl apply -f config/samples/{sample}", contains("created")), env, t9k_up.kubeconfig
+        )
+    for kind, name in ((TF, "tensorflow-example"), (MPI, "mpi-example")):
+        run_step(
+            Step(f"kubectl get {kind} -w", has_row(name, STATE="Succeeded"), watch=True, within=90.0),
+            env,
+            t9k_up.kubeconfig,
+        )
+    done = json.loads(
+        run_step(
+            Step(f"kubectl get {MPI} mpi-example -o json", contains("Succeeded")), env, t9k_up.kubeconfig
+        )
     )
-    assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stdout}{done.stderr}"
-    return done.stdout
-
-
-def row(env: dict[str, str], job: tuple[str, str]) -> dict[str, str]:
-    rows = [r for r in table_rows(kubectl(env, "get", job[0])) if r.get("NAME") == job[1]]
-    return rows[0] if rows else {}
-
-
-def eventually(
-    what: str, check: Callable[[], bool], up: Up, env: dict[str, str], within: float = 40.0
-) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() > deadline:
-            overview = "\n".join(kubectl(env, "get", kind, "-o", "wide") for kind, _ in (TF, MPI))
-            pytest.fail(f"{what} not seen in {within:g}s:\n{overview}\n--- fleet up ---\n{up.log()}")
-        time.sleep(0.3)
-
-
-def test_t9k_samples_run_pause_gives_the_quota_back_and_resume_takes_it_again(
-    fleet_up: tuple[Up, dict[str, str]],
-) -> None:
-    up, env = fleet_up
-    kubectl(env, "apply", "-f", str(SAMPLES / "elasticquotatree.yaml"))
-    assert "created" in kubectl(env, "apply", "-f", str(SAMPLES / "t9k-tensorflowtrainingjob.yaml"))
-    eventually("the TensorFlowTrainingJob Running", lambda: row(env, TF).get("STATE") == "Running", up, env)
-    member = row(env, TF)["CLUSTER"]
-    copy = kubectl(
-        env, "--context", member, "get", "tensorflowtrainingjob", "-o", "jsonpath={.items[*].status.phase}"
-    )
-    assert copy == "Running"
-    fleet_copy = kubectl(
-        env, "get", "tensorflowtrainingjob", TF[1], "-o", "jsonpath={.status.aggregate.running}"
-    )
-    assert fleet_copy == "4"  # status.aggregate mirrored from the member
-
-    assert "created" in kubectl(env, "apply", "-f", str(SAMPLES / "t9k-mpijob.yaml"))
-    eventually("the MPIJob Queued", lambda: row(env, MPI).get("STATE") == "Queued", up, env)
-    assert "kube-queue/max-jobs" in kubectl(env, "describe", *MPI)
-
-    pause = '{"spec":{"runMode":{"pause":{"enabled":%s}}}}'
-    kubectl(env, "patch", *TF, "--type", "merge", "-p", pause % "true")
-    eventually("the TensorFlowTrainingJob Paused", lambda: row(env, TF).get("STATE") == "Paused", up, env)
-    eventually("the MPIJob Running in its place", lambda: row(env, MPI).get("STATE") == "Running", up, env)
-    eventually(
-        "the paused job's copy deleted in its member",
-        lambda: not kubectl(env, "--context", member, "get", "tensorflowtrainingjob", "-o", "name").strip(),
-        up,
-        env,
-    )
-
-    kubectl(env, "patch", *TF, "--type", "merge", "-p", pause % "false")
-    eventually(
-        "the TensorFlowTrainingJob Queued again", lambda: row(env, TF).get("STATE") == "Queued", up, env
-    )
-    eventually("the MPIJob Succeeded", lambda: row(env, MPI).get("STATE") == "Succeeded", up, env)
-    eventually(
-        "the TensorFlowTrainingJob Succeeded", lambda: row(env, TF).get("STATE") == "Succeeded", up, env
-    )
-    phase = kubectl(env, "get", *TF, "-o", "jsonpath={.status.phase}")
-    assert phase == "Succeeded"
+    assert done["status"]["phase"] == "Succeeded"
+    assert [t["type"] for t in done["status"]["tasks"]] == ["launcher", "worker"]
+    assert done["status"]["aggregate"]["deleted"] == 6  # cleanUpWorkers: true, as the sample says
+    assert stop_up(t9k_up) == 0, t9k_up.log()
