@@ -948,10 +948,12 @@ class Dispatcher:
         """Make the ledger and the fleet objects agree, after a takeover or a crash.
 
         A stored job the ledger does not know is queued (the API died between storing and
-        queueing); an admitted job whose object says ``Queued`` is requeued (a dispatcher died
-        between admitting and recording); an ``Admitted`` job whose propagation is not in flight
-        gets it again (a dispatcher died before enqueueing it; one in flight is left to its
-        deadline, :meth:`_retry_inflight`); a ledger entry whose job is gone is released.
+        queueing); a ``Paused`` one it still holds is released (the API died between pausing and
+        releasing, :mod:`fleet.jobs.pause`); an admitted job whose object says ``Queued`` is
+        requeued (a dispatcher died between admitting and recording); an ``Admitted`` job whose
+        propagation is not in flight gets it again (a dispatcher died before enqueueing it; one in
+        flight is left to its deadline, :meth:`_retry_inflight`); a ledger entry whose job is gone
+        is released.
 
         The listing is not a snapshot of the ledger: jobs are submitted while it runs. So a
         ledger entry missing from the listing is released only if its object is still absent
@@ -985,6 +987,9 @@ class Dispatcher:
                     self._fail_invalid(key, obj, f"cannot be queued: {error}")
             elif state == Phase.QUEUED and ledger_state is JobState.ADMITTED:
                 ledger.requeue(key, fence=self._ledger_fence)
+                fixed += 1
+            elif state == Phase.PAUSED and ledger_state is not JobState.ABSENT:
+                ledger.release(key, fence=self._ledger_fence)  # paused, then a crash before its release
                 fixed += 1
             elif state == Phase.ADMITTED:
                 status = obj.get("status") or {}
