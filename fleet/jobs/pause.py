@@ -28,7 +28,7 @@ from fleet.jobs.status import current_state, set_state
 from fleet.jobs.submit import COMPONENT, enqueue, job_key
 from fleet.state import Objects, record_event
 from fleet.workloads import adapter_for
-from fleet.workloads.base import Pausable
+from fleet.workloads.base import MIRRORED_FIELDS, Pausable
 from queues import Ledger
 
 __all__ = ["PAUSED_MESSAGE", "SpecChanged", "apply", "mark_paused", "paused_at_submission", "switched"]
@@ -64,11 +64,13 @@ def paused_at_submission(obj: Mapping[str, Any]) -> bool:
 
 
 def mark_paused(status: dict[str, Any]) -> None:
-    """Make a status ``Paused``, no longer naming a member (the copy's attempt is over)."""
+    """Make a status ``Paused``, no longer naming a member (the copy's attempt is over, and with
+    it what the copy's status said: its phase, tasks and aggregate)."""
     member = status.pop("cluster", None)
     if member:
         status["lastCluster"] = member
-    status.pop("reservation", None)
+    for key in ("reservation", *MIRRORED_FIELDS):
+        status.pop(key, None)
     set_state(status, Phase.PAUSED, FleetReason.PAUSED, PAUSED_MESSAGE)
 
 

@@ -92,3 +92,18 @@ def test_pausing_a_running_job_returns_its_quota_and_lets_go_of_its_member(redis
     assert cluster_of(paused) is None and paused["status"]["lastCluster"] == "member-1"
     assert ledger.state(key) is JobState.ABSENT
     assert ledger.usage("root").get("cpu", 0) == 0
+
+
+def test_a_paused_job_no_longer_shows_its_copys_phase(redis_client: redis.Redis) -> None:
+    objects, ledger = Objects(redis_client), Ledger(redis_client)
+    stored = submitted(objects, ledger)
+
+    def running(obj: dict[str, Any]) -> dict[str, Any]:
+        obj["status"].update(cluster="member-1", attempt=1, phase="Running", aggregate={"running": 4})
+        return obj
+
+    placed = objects.mutate(T9K_TFJOB, "default", "tensorflow-example", running)
+    assert placed is not None
+    paused = apply(objects, ledger, T9K_TFJOB, placed, with_pause(placed, True), pause=True)
+    assert paused is not None
+    assert "phase" not in paused["status"] and "aggregate" not in paused["status"]
