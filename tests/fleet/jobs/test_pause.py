@@ -96,7 +96,7 @@ def test_pausing_a_running_job_returns_its_quota_and_lets_go_of_its_member(redis
 
 def test_a_paused_job_no_longer_shows_its_copys_phase(redis_client: redis.Redis) -> None:
     objects, ledger = Objects(redis_client), Ledger(redis_client)
-    stored = submitted(objects, ledger)
+    submitted(objects, ledger)
 
     def running(obj: dict[str, Any]) -> dict[str, Any]:
         obj["status"].update(cluster="member-1", attempt=1, phase="Running", aggregate={"running": 4})
