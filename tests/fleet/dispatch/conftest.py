@@ -18,14 +18,16 @@ from fleet.dispatch.context import Context
 from fleet.jobs import current_state, submit
 from fleet.jobs.phases import FleetReason
 from fleet.jobs.status import set_state
+from fleet.jobs.store import list_jobs
 from fleet.members import load_members
 from fleet.state import Objects
+from fleet.workloads import job_key
 from fleet.workloads.labels import JOB_UID_LABEL
 from queues import Ledger, load
 from tests.conftest import _require_redis_server
 from tests.fleet.placement.factory import job
 from tests.support.fleet import FleetProcesses
-from tests.support.kinds import FLEET_ASCENDJOB, JOBS
+from tests.support.kinds import FLEET_ASCENDJOB, JOBS, PYTORCHJOBS
 from tests.support.redis_server import RedisServer
 from tests.support.sim import CARD_POOL, RunningSim, running_sim, small_topology
 
@@ -68,15 +70,36 @@ spec:
 """
 
 
+def pytorch_job(name: str, *, workers: int, npus: int, selector: dict[str, str]) -> dict[str, Any]:
+    """A Kubeflow PyTorchJob (a Master and ``workers`` Workers of ``npus`` NPUs), as its users write it."""
+
+    def replica(replicas: int) -> dict[str, Any]:
+        container = {
+            "name": "pytorch",
+            "image": "kubeflow/pytorch-dist-mnist:latest",
+            "resources": {"limits": {"huawei.com/Ascend910": str(npus)}},
+        }
+        spec = {"containers": [container], "nodeSelector": dict(selector)}
+        return {"replicas": replicas, "restartPolicy": "OnFailure", "template": {"spec": spec}}
+
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(workers)}},
+    }
+
+
 def mixed_job(i: int, namespace: str, duration: float) -> dict[str, Any]:
-    """Job ``i`` of a mix: single pods of 1 or 2 NPUs, 8-NPU gangs on module nodes, 2-NPU card gangs."""
+    """Job ``i`` of a mix of kinds: AscendJobs of single pods of 1 or 2 NPUs and 2-NPU card gangs,
+    Kubeflow PyTorchJobs of 8-NPU gangs on module nodes."""
     kind = i % 4
     if kind == 0:
         obj = job(f"j{i}", workers=0, npus=1, exclusive=False)
     elif kind == 1:
         obj = job(f"j{i}", workers=0, npus=2, exclusive=False)
     elif kind == 2:
-        obj = job(f"j{i}", workers=1, npus=8, selector={"host-arch": "huawei-arm"})
+        obj = pytorch_job(f"j{i}", workers=1, npus=8, selector={"host-arch": "huawei-arm"})
     else:
         obj = job(f"j{i}", workers=1, npus=2, selector={"accelerator-type": "card-910b-2"})
     obj["metadata"]["namespace"] = namespace
@@ -101,8 +124,9 @@ class RunningFleet:
         return submit(self.objects, self.ledger, obj)
 
     def states(self) -> dict[str, str | None]:
-        items, _ = self.objects.list(FLEET_ASCENDJOB)
-        return {f"{o['metadata']['namespace']}/{o['metadata']['name']}": current_state(o) for o in items}
+        """Job key -> state, for the jobs of every kind."""
+        items, _ = list_jobs(self.objects)
+        return {job_key(o): current_state(o) for o in items}
 
     def wait_for(self, what: str, done: Callable[[], bool], timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -117,9 +141,10 @@ class RunningFleet:
         out: dict[str, list[str]] = {}
         try:
             for name, member in members.items():
-                for obj in member.list_objects(JOBS, label_selector=JOB_UID_LABEL).items:
-                    uid = obj["metadata"]["labels"][JOB_UID_LABEL]
-                    out.setdefault(uid, []).append(name)
+                for kind in (JOBS, PYTORCHJOBS):
+                    for obj in member.list_objects(kind, label_selector=JOB_UID_LABEL).items:
+                        uid = obj["metadata"]["labels"][JOB_UID_LABEL]
+                        out.setdefault(uid, []).append(name)
         finally:
             for member in members.values():
                 member.close()
