@@ -235,12 +235,22 @@ class T9kController:
         self.member = member
         self.clock = clock
         self._jobs: dict[Key, _Tracked] = {}
+        #: The unfinished jobs, as the watches report them: a pass reads only these.
+        self._active: dict[Key, ResourceType] = {}
         self._failures: set[tuple[str, str]] = set()
         self._tasks: list[asyncio.Task[None]] = []
+        #: Set by any node or pod change: waiting gangs are scheduled again only then (or when
+        #: their pods were just made), against one view of the member per pass.
+        self._capacity_changed = True
+        self._cluster: Cluster | None = None
 
     async def start(self) -> None:
         self._tasks = [
             asyncio.create_task(self._watch(rt), name=f"{self.member}-{rt.plural}") for rt in T9K_KINDS
+        ]
+        self._tasks += [
+            asyncio.create_task(self._watch_capacity(rt), name=f"{self.member}-t9k-{rt.plural}")
+            for rt in (NODE, POD)
         ]
         self._tasks.append(asyncio.create_task(self._loop(), name=f"{self.member}-t9k"))
 
@@ -258,14 +268,22 @@ class T9kController:
 
     async def _watch(self, rt: ResourceType) -> None:
         async for event in self.store.watch(rt, None, resource_version=None):
-            if event.type == DELETED:
-                meta = event.object["metadata"]
-                key = (rt.kind, meta.get("namespace") or "default", meta["name"])
-                if (tracked := self._jobs.get(key)) is not None and tracked.uid == meta.get("uid"):
-                    self._jobs.pop(key, None)
-                await self._delete_pods(
-                    event.object, [p["metadata"]["name"] for p in build_pods(event.object)]
-                )
+            meta = event.object["metadata"]
+            key = (rt.kind, meta.get("namespace") or "default", meta["name"])
+            if event.type != DELETED:
+                if (event.object.get("status") or {}).get("phase") in _FINISHED:
+                    self._active.pop(key, None)
+                else:
+                    self._active[key] = rt
+                continue
+            self._active.pop(key, None)
+            if (tracked := self._jobs.get(key)) is not None and tracked.uid == meta.get("uid"):
+                self._jobs.pop(key, None)
+            await self._delete_pods(event.object, [p["metadata"]["name"] for p in build_pods(event.object)])
+
+    async def _watch_capacity(self, rt: ResourceType) -> None:
+        async for _ in self.store.watch(rt, None, resource_version=None):
+            self._capacity_changed = True
 
     async def _loop(self) -> None:
         while True:
@@ -276,27 +294,31 @@ class T9kController:
             await asyncio.sleep(self.simulation.tick_seconds)
 
     async def reconcile(self) -> None:
-        """One pass over every T9k job of the member."""
-        for rt in T9K_KINDS:
-            jobs, _, _ = await self.store.list(rt, None)
-            for job in jobs:
-                if (job.get("status") or {}).get("phase") in _FINISHED:
-                    continue
-                try:
-                    await self._reconcile(rt, job)
-                except (KeyError, TypeError, ValueError, PodSpecError) as exc:
-                    await self._finish(
-                        rt,
-                        job,
-                        None,
-                        succeeded=False,
-                        reason=INVALID_SPEC,
-                        message=f"the job cannot run: {exc}",
-                    )
+        """One pass over the member's unfinished T9k jobs."""
+        self._cluster = None
+        schedule, self._capacity_changed = self._capacity_changed, False
+        for (_, namespace, name), rt in list(self._active.items()):
+            try:
+                job = await self.store.get(rt, namespace, name)
+            except NotFound:
+                continue
+            if (job.get("status") or {}).get("phase") in _FINISHED:
+                continue
+            try:
+                await self._reconcile(rt, job, schedule=schedule)
+            except (KeyError, TypeError, ValueError, PodSpecError) as exc:
+                await self._finish(
+                    rt,
+                    job,
+                    None,
+                    succeeded=False,
+                    reason=INVALID_SPEC,
+                    message=f"the job cannot run: {exc}",
+                )
 
     # -- one job ------------------------------------------------------------------------------------
 
-    async def _reconcile(self, rt: ResourceType, job: Obj) -> None:
+    async def _reconcile(self, rt: ResourceType, job: Obj, *, schedule: bool = True) -> None:
         meta = job["metadata"]
         key = (rt.kind, meta.get("namespace") or "default", meta["name"])
         tracked = self._jobs.get(key)
@@ -312,11 +334,12 @@ class T9kController:
             paused = {T9kCondition.PAUSED: ("Paused", message)}
             await self._write(rt, job, T9kPhase.PAUSED, paused, pods=[], tracked=tracked)
             return
+        created = len(await self._pods(job, wanted)) < len(wanted)
         pods = await self._ensure_pods(job, wanted, tracked)
         phase = T9kPhase.RESUMING if tracked.paused else T9kPhase.PENDING
         initialized = {T9kCondition.INITIALIZED: ("-", "The job has been initialized successfully.")}
         unbound = [p for p in pods if not (p.get("spec") or {}).get("nodeName")]
-        if unbound:
+        if unbound and (schedule or created):
             await self._schedule(job, unbound)
             pods = await self._pods(job, wanted)
         if any(not (p.get("spec") or {}).get("nodeName") for p in pods):
@@ -476,13 +499,25 @@ class T9kController:
             tracked.deleted.discard(pod["metadata"]["name"])
         return await self._pods(job, wanted)
 
+    async def _view(self) -> Cluster:
+        """The member as the scheduler sees it, read once per pass and kept up to date with the
+        pass's own bindings."""
+        if self._cluster is None:
+            nodes, _, _ = await self.store.list(NODE, None)
+            pods, _, _ = await self.store.list(POD, None)
+            bound = [p for p in pods if (p.get("spec") or {}).get("nodeName")]
+            self._cluster = Cluster.from_objects(nodes, bound)
+        return self._cluster
+
     async def _schedule(self, job: Obj, unbound: list[Obj]) -> None:
-        nodes, _, _ = await self.store.list(NODE, None)
-        pods, _, _ = await self.store.list(POD, None)
-        cluster = Cluster.from_objects(nodes, [p for p in pods if (p.get("spec") or {}).get("nodeName")])
-        result = schedule_pods(cluster, [pod_info(p) for p in unbound])
+        cluster = await self._view()
+        infos = [pod_info(p) for p in unbound]
+        result = schedule_pods(cluster, infos)
         if not result.fits:
             return
+        for info in infos:
+            if info.name in result.bindings:
+                cluster.bind(info, result.bindings[info.name])
         now = now_rfc3339()
         for pod in unbound:
             node = result.bindings.get(pod["metadata"]["name"])

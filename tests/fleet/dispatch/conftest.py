@@ -21,7 +21,8 @@ from fleet.jobs.status import set_state
 from fleet.jobs.store import list_jobs
 from fleet.members import load_members
 from fleet.state import Objects
-from fleet.workloads import job_key
+from fleet.t9k import T9K_TFJOB
+from fleet.workloads import job_key, member_resource
 from fleet.workloads.labels import JOB_UID_LABEL
 from queues import Ledger, load
 from tests.conftest import _require_redis_server
@@ -90,11 +91,42 @@ def pytorch_job(name: str, *, workers: int, npus: int, selector: dict[str, str])
     }
 
 
+#: T9k's TensorFlowTrainingJob as member access names it.
+T9K_TFJOBS = member_resource(T9K_TFJOB)
+
+
+def t9k_job(name: str, *, npus: int) -> dict[str, Any]:
+    """A T9k TensorFlowTrainingJob of one worker of ``npus`` NPUs, as T9k's users write it."""
+    container = {
+        "name": "tensorflow",
+        "image": "tensorflow/tensorflow:2.11.0",
+        "resources": {"limits": {"huawei.com/Ascend910": str(npus), "cpu": "1", "memory": "2Gi"}},
+    }
+    return {
+        "apiVersion": "batch.tensorstack.dev/v1beta1",
+        "kind": "TensorFlowTrainingJob",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "replicaSpecs": [
+                {
+                    "type": "worker",
+                    "replicas": 1,
+                    "restartPolicy": "OnFailure",
+                    "template": {"spec": {"containers": [container]}},
+                }
+            ]
+        },
+    }
+
+
 def mixed_job(i: int, namespace: str, duration: float) -> dict[str, Any]:
     """Job ``i`` of a mix of kinds: AscendJobs of single pods of 1 or 2 NPUs and 2-NPU card gangs,
-    Kubeflow PyTorchJobs of 8-NPU gangs on module nodes."""
+    Kubeflow PyTorchJobs of 8-NPU gangs on module nodes, T9k TensorFlowTrainingJobs of one 1-NPU
+    worker (every eighth job, in place of a card gang)."""
     kind = i % 4
-    if kind == 0:
+    if i % 8 == 7:
+        obj = t9k_job(f"j{i}", npus=1)
+    elif kind == 0:
         obj = job(f"j{i}", workers=0, npus=1, exclusive=False)
     elif kind == 1:
         obj = job(f"j{i}", workers=0, npus=2, exclusive=False)
@@ -141,7 +173,7 @@ class RunningFleet:
         out: dict[str, list[str]] = {}
         try:
             for name, member in members.items():
-                for kind in (JOBS, PYTORCHJOBS):
+                for kind in (JOBS, PYTORCHJOBS, T9K_TFJOBS):
                     for obj in member.list_objects(kind, label_selector=JOB_UID_LABEL).items:
                         uid = obj["metadata"]["labels"][JOB_UID_LABEL]
                         out.setdefault(uid, []).append(name)
