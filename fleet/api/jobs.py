@@ -51,7 +51,14 @@ from fleet.apiserver.errors import ApiError, Cause, NotFound
 from fleet.apiserver.resources import Obj, ResourceType
 from fleet.apiserver.store import WatchEvent, update_target
 from fleet.jobs.durability import Durability, NotDurable
-from fleet.jobs.pause import SpecChanged, mark_paused, paused_at_submission, switched
+from fleet.jobs.pause import (
+    SpecChanged,
+    mark_paused,
+    metadata_changed,
+    pausable,
+    paused_at_submission,
+    switched,
+)
 from fleet.jobs.pause import apply as pause_apply
 from fleet.jobs.phases import Phase
 from fleet.jobs.priority import PRIORITY_ANNOTATION, PriorityClassNotFound, priority_classes
@@ -240,6 +247,18 @@ class JobBackend:
                         )
                     ],
                 ) from None
+            if pausable(current) and (field := metadata_changed(current, obj)) is not None:
+                raise invalid(
+                    rt,
+                    obj,
+                    [
+                        Cause(
+                            f"metadata.{field}",
+                            "field is immutable: only spec.runMode.pause.enabled may change after submission",
+                            "FieldValueForbidden",
+                        )
+                    ],
+                )
             if pause is not None and not dry_run:
                 stored = await asyncio.to_thread(
                     pause_apply, self.objects, self.ledger, rt, current, obj, pause=pause

@@ -31,9 +31,24 @@ from fleet.workloads import adapter_for
 from fleet.workloads.base import MIRRORED_FIELDS, Pausable
 from queues import Ledger
 
-__all__ = ["PAUSED_MESSAGE", "SpecChanged", "apply", "mark_paused", "paused_at_submission", "switched"]
+__all__ = [
+    "LAST_APPLIED",
+    "PAUSED_MESSAGE",
+    "SpecChanged",
+    "apply",
+    "mark_paused",
+    "metadata_changed",
+    "pausable",
+    "paused_at_submission",
+    "switched",
+]
 
 PAUSED_MESSAGE = "paused: its replicas are removed and its quota is given back until it is resumed"
+
+
+#: ``kubectl apply``'s record of what it applied: it changes with every apply, so it may change
+#: when a user flips the pause switch by applying the job's file again.
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 class SpecChanged(ValueError):
@@ -55,6 +70,26 @@ def switched(current: Mapping[str, Any], new: Mapping[str, Any]) -> bool | None:
         raise SpecChanged("only spec.runMode.pause.enabled may change after submission")
     before, after = adapter.paused(current), adapter.paused(new)
     return None if before == after else after
+
+
+def pausable(obj: Mapping[str, Any]) -> bool:
+    """Whether ``obj``'s kind has a pause mode (its owners may then update it: the switch only)."""
+    return _pausable(obj) is not None
+
+
+def metadata_changed(current: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
+    """The metadata field (``labels``, ``annotations``, ``finalizers``, ``ownerReferences``) an
+    update of a pausable job changes, or None: its owners may flip the switch and nothing else
+    (not the finalizer that holds its quota, not the labels it was queued by)."""
+    before, after = current.get("metadata") or {}, new.get("metadata") or {}
+    for field in ("labels", "annotations", "finalizers", "ownerReferences"):
+        old, now = before.get(field) or {}, after.get(field) or {}
+        if field == "annotations" and isinstance(old, Mapping) and isinstance(now, Mapping):
+            old = {k: v for k, v in old.items() if k != LAST_APPLIED}
+            now = {k: v for k, v in now.items() if k != LAST_APPLIED}
+        if old != now:
+            return field
+    return None
 
 
 def paused_at_submission(obj: Mapping[str, Any]) -> bool:

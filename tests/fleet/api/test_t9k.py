@@ -9,13 +9,14 @@ from typing import Any, Final
 import redis
 import yaml
 
+from fleet.api.auth import parse_token_file
 from fleet.api.kinds import fleet_kind
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import set_state
 from fleet.jobs.submit import job_key
 from fleet.state import Objects
 from fleet.workloads.t9k import t9k_tfjob
-from queues import JobState, Ledger
+from queues import QUOTA_LABEL, JobState, Ledger
 from tests.fleet.api.conftest import SAMPLES, call
 from tests.support.fleet_api import FleetApiThread
 from tests.support.kubectl import Kubectl, table
@@ -147,3 +148,28 @@ def test_kubectl_gets_t9k_jobs_by_their_names_and_the_mpijob_by_its_group(kubect
     assert rows[1][:2] == ["tensorflow-example", "Queued"]
     rows = table(kubectl("get", "mpijobs.batch.tensorstack.dev").stdout)
     assert [r[0] for r in rows[1:]] == ["mpi-example"]
+
+
+def test_an_owner_may_flip_the_pause_switch_and_nothing_else(fleet_redis: redis.Redis) -> None:
+    tokens = parse_token_file('alice-token-t1,alice,u-1,"namespace:default"\n')
+    patch = {"spec": {"runMode": {"pause": {"enabled": True}}}}
+    with FleetApiThread(fleet_redis, tokens=tokens, members=lambda: ["member-1"]) as api:
+        code, stored = call(api, "POST", f"{T9K}/tensorflowtrainingjobs", tf_job(), token="alice-token-t1")
+        assert code == 201, stored
+        path = f"{T9K}/tensorflowtrainingjobs/tensorflow-example"
+        code, paused = call(api, "PATCH", path, patch, token="alice-token-t1", merge=True)
+        assert code == 200, paused
+        assert paused["status"]["conditions"][-1]["type"] == "Paused"
+        labelled = {"metadata": {"labels": {QUOTA_LABEL: "elsewhere"}}}
+        code, answer = call(api, "PATCH", path, labelled, token="alice-token-t1", merge=True)
+        assert code == 422, answer
+        assert answer["details"]["causes"][0]["field"] == "metadata.labels"
+        code, answer = call(
+            api,
+            "PATCH",
+            f"{T9K}/tensorflowtrainingjobs/tensorflow-example/status",
+            {},
+            token="alice-token-t1",
+            merge=True,
+        )
+        assert code == 403, answer
