@@ -188,3 +188,32 @@ def test_a_pytorchjob_is_failed_over_from_a_member_that_goes_down(
     second = cluster_of(obj)
     fleet.wait_for("the stale copy to be purged", lambda: _copies(fleet, uid) == [second], 30)
     assert fleet.ledger.usages(["root"])["root"]["huawei.com/Ascend910"] == 16, "quota charged once"
+
+
+def test_a_pytorchjob_that_fails_by_its_own_code_is_retried_then_failed(
+    fleet_factory: Callable[..., RunningFleet],
+) -> None:
+    fleet = fleet_factory(members={"member-1": MODULE_POOL, "member-3": A800_POOL}, workers=1, tree=TREE)
+    policy = {
+        "apiVersion": "policy.one.alibabacloud.com/v1alpha1",
+        "kind": "PropagationPolicy",
+        "metadata": {"name": "pytorch", "namespace": "team-a"},
+        "spec": {
+            "failover": {"backoffLimit": 1, "backoffSeconds": 0.3},
+            "resourceSelectors": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob"}],
+        },
+    }
+    fleet.objects.create(PROPAGATION_POLICY, policy)
+    doomed = pytorchjob("doomed", workers=1, seconds=0.1)
+    doomed["metadata"]["annotations"]["sim.fleet.io/exit-code"] = "1"  # fails by its own code, anywhere
+    doomed["spec"]["runPolicy"]["backoffLimit"] = 0  # no restart in the member: the attempt fails
+    fleet.submit(doomed)
+    fleet.wait_for(
+        "the job to fail for good", lambda: _state(fleet, FLEET_PYTORCHJOB, "doomed") == "Failed", 60
+    )
+    obj = fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "doomed")
+    # Each attempt failed in its member with the training operator's reason, then retries ran out.
+    failed = [c["reason"] for c in obj["status"]["conditions"] if c["type"] == "Failed"]
+    assert failed == ["PyTorchJobFailed", "PyTorchJobFailed", "BackoffLimitExceeded"]
+    assert obj["status"]["failures"] == 2
+    assert fleet.ledger.usages(["root"])["root"].get("huawei.com/Ascend910", 0) == 0
