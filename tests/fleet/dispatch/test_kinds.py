@@ -217,3 +217,28 @@ def test_a_pytorchjob_that_fails_by_its_own_code_is_retried_then_failed(
     assert failed == ["PyTorchJobFailed", "PyTorchJobFailed", "BackoffLimitExceeded"]
     assert obj["status"]["failures"] == 2
     assert fleet.ledger.usages(["root"])["root"].get("huawei.com/Ascend910", 0) == 0
+
+
+def test_jobs_of_two_kinds_with_one_name_are_kept_on_different_members(
+    fleet_factory: Callable[..., RunningFleet],
+) -> None:
+    """Their operators would name their pods alike (``twin-master-0``): one member cannot run both."""
+    fleet = fleet_factory(members={"member-1": MODULE_POOL, "member-3": A800_POOL}, workers=1, tree=TREE)
+    ascend = job("twin", workers=0, npus=8, selector={"host-arch": "huawei-arm"}, exclusive=False)
+    ascend["metadata"]["namespace"] = "team-a"
+    ascend["metadata"]["annotations"] = {"sim.fleet.io/duration-seconds": "60"}
+    fleet.submit(ascend)
+    fleet.submit(pytorchjob("twin", workers=0, seconds=60.0))
+
+    def both_running() -> bool:
+        return (
+            _state(fleet, FLEET_ASCENDJOB, "twin") == "Running"
+            and _state(fleet, FLEET_PYTORCHJOB, "twin") == "Running"
+        )
+
+    fleet.wait_for("both jobs named twin to run", both_running, 40)
+    members = {
+        cluster_of(fleet.objects.get(FLEET_ASCENDJOB, "team-a", "twin")),
+        cluster_of(fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "twin")),
+    }
+    assert members == {"member-1", "member-3"}
