@@ -3,8 +3,9 @@
 It follows the state machine of the T9k seeds (``t9k-tensorflowtrainingjob.zh.txt``,
 ``t9k-mpijob.zh.txt``), level-triggered, one pass per tick over the member's T9k jobs:
 
-* pods per replica: ``<job>-<type>-<index>`` for each ``spec.replicaSpecs`` entry; an MPIJob gets
-  ``<job>-launcher`` (which requests nothing: :func:`fleet.t9k.launcher_template`) and its workers;
+* pods per replica: ``<job>-<type>-<index>`` for each ``spec.replicaSpecs`` entry; an MPIJob
+  gets ``<job>-launcher`` (which requests nothing:
+  :func:`fleet.workloads.t9k_vocabulary.launcher_template`) and its workers;
   ``Initialized`` once they exist, phase ``Pending``;
 * the pods are bound as a gang (all of them, or none) by the simulator's own scheduler
   (:func:`fleet.sim.scheduler.schedule_pods`, never Fleet's placement code); bound: ``Running``;
@@ -46,7 +47,7 @@ from fleet.sim.jobs import DURATION_ANNOTATION, EXIT_CODE_ANNOTATION, _with_stri
 from fleet.sim.predicates import PodSpecError, pod_info
 from fleet.sim.scheduler import Cluster, schedule_pods
 from fleet.sim.topology import Simulation
-from fleet.t9k import (
+from fleet.workloads.t9k_vocabulary import (
     CHIEF,
     DEADLINE_EXCEEDED,
     INVALID_SPEC,

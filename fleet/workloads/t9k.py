@@ -8,7 +8,8 @@ reference (``t9k/user-docs``, ``docs/reference/api/build-console/jobs/``) descri
   OnFailure, Always or ExitCode; a pod ``template``); the chief, else worker 0, decides success;
 * an MPIJob has one ``spec.worker`` (``replicas``, ``cmd``, ``extraMPIArgs``, a template with a
   container named ``mpi-worker``), plus ``mca``, ``ssh``, ``mpiHome``; its controller adds one
-  launcher pod that runs ``mpirun`` (it requests nothing: :func:`fleet.t9k.launcher_template`);
+  launcher pod that runs ``mpirun`` (it requests nothing:
+  :func:`fleet.workloads.t9k_vocabulary.launcher_template`);
 * ``spec.runPolicy``: ``backoffLimit`` (restarts shared by all replicas), ``activeDeadlineSeconds``
   and the clean-up policy; ``spec.scheduler.t9kScheduler``: ``queue`` (required) and ``priority``
   (0 to 100); ``spec.runMode``: ``debug`` and ``pause``.
@@ -20,7 +21,7 @@ in pause mode holds no quota and no member capacity (:meth:`T9kAdapter.paused`).
 ``status.phase``, ``conditions``, ``tasks`` and ``aggregate`` are mirrored; the fleet's state is
 the phase in Fleet's words (:meth:`T9kAdapter.map_status`), and a failure is the user's (not
 retried elsewhere) unless the main replica was killed by its environment
-(:data:`fleet.t9k.RETRIABLE_EXIT_CODES`).
+(:data:`fleet.workloads.t9k_vocabulary.RETRIABLE_EXIT_CODES`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,17 @@ from fleet.apiserver.pods import validate_pod_template
 from fleet.apiserver.validation import DNS1035_LABEL_MAX_LENGTH, dns1035_label
 from fleet.ascend import Condition
 from fleet.placement.demand import Demand, DemandError, ReplicaTemplate, build_demand
-from fleet.t9k import (
+from fleet.workloads.base import (
+    MIRRORED_FIELDS,
+    FieldError,
+    InvalidWorkload,
+    Outcome,
+    PriorityRequest,
+    WorkloadStatus,
+)
+from fleet.workloads.models import Int32, Int64, Open, pydantic_errors
+from fleet.workloads.replicas import ReplicaSpecAdapter
+from fleet.workloads.t9k_vocabulary import (
     CHIEF,
     CLEAN_UP_POLICIES,
     LAUNCHER,
@@ -55,16 +66,6 @@ from fleet.t9k import (
     mode_enabled,
     retriable_exit,
 )
-from fleet.workloads.base import (
-    MIRRORED_FIELDS,
-    FieldError,
-    InvalidWorkload,
-    Outcome,
-    PriorityRequest,
-    WorkloadStatus,
-)
-from fleet.workloads.models import Int32, Int64, Open, pydantic_errors
-from fleet.workloads.replicas import ReplicaSpecAdapter
 from queues.tree import QUOTA_LABEL
 
 __all__ = [

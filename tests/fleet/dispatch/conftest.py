@@ -21,9 +21,9 @@ from fleet.jobs.status import set_state
 from fleet.jobs.store import list_jobs
 from fleet.members import load_members
 from fleet.state import Objects
-from fleet.t9k import T9K_TFJOB
 from fleet.workloads import job_key, member_resource
 from fleet.workloads.labels import JOB_UID_LABEL
+from fleet.workloads.t9k_vocabulary import T9K_TFJOB
 from queues import Ledger, load
 from tests.conftest import _require_redis_server
 from tests.fleet.placement.factory import job
