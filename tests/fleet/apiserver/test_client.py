@@ -17,6 +17,7 @@ from kubernetes import client, watch
 
 from fleet.apiserver import NODE
 from fleet.ascend import ASCENDJOB_GROUP, ASCENDJOB_PLURAL, ASCENDJOB_VERSION
+from fleet.sim.kinds import SERVED
 from tests.support.apiserver import ApiServerThread
 
 pytestmark = pytest.mark.integration
@@ -334,7 +335,9 @@ def test_discovery_and_version(apiserver: ApiServerThread, api: Any) -> None:
     assert by_name["nodes"].namespaced is False and by_name["pods"].short_names == ["po"]
     assert "pods/status" in by_name
     groups = client.ApisApi(api).get_api_versions()
-    assert [g.name for g in groups.groups] == [G]
+    # Every job kind's group, in the order a member serves them (AscendJob's first).
+    assert [g.name for g in groups.groups] == list(dict.fromkeys(rt.group for rt in SERVED))
+    assert groups.groups[0].name == G
     custom = httpx.get(f"{apiserver.url}/apis/{G}/{V}").json()
     acjob = next(r for r in custom["resources"] if r["name"] == P)
     assert acjob["shortNames"] == ["acjob"] and acjob["kind"] == "AscendJob" and "watch" in acjob["verbs"]
