@@ -27,7 +27,9 @@ The ledger is synchronous (``redis.Redis``); its calls run in worker threads, of
 Status is Fleet's: the dispatcher and syncers write it through :class:`fleet.state.Objects`;
 through the API only an admin may (the authorizer refuses the subresource to users). The spec
 is what was queued and charged, so an update may change metadata but not the spec (delete and
-submit again). ``delete`` marks the job (its finalizer holds it until the syncer has released its
+submit again), except for the pause switch of a kind that has one (:mod:`fleet.jobs.pause`:
+pausing gives back the job's quota and member copy, resuming queues it again). ``delete``
+marks the job (its finalizer holds it until the syncer has released its
 quota and purged its member copy, then the object goes).
 """
 
@@ -45,16 +47,26 @@ from fleet.api.computed import waiting_fields, without_waiting_fields
 from fleet.api.errors import invalid
 from fleet.api.keys import DEFAULT_API_KEYS, ApiKeys
 from fleet.api.priority_classes import refused
-from fleet.apiserver.errors import ApiError, Cause
+from fleet.apiserver.errors import ApiError, Cause, NotFound
 from fleet.apiserver.resources import Obj, ResourceType
 from fleet.apiserver.store import WatchEvent, update_target
 from fleet.jobs.durability import Durability, NotDurable
+from fleet.jobs.pause import (
+    SpecChanged,
+    mark_paused,
+    metadata_changed,
+    pausable,
+    paused_at_submission,
+    switched,
+)
+from fleet.jobs.pause import apply as pause_apply
 from fleet.jobs.phases import Phase
 from fleet.jobs.priority import PRIORITY_ANNOTATION, PriorityClassNotFound, priority_classes
 from fleet.jobs.status import current_state
 from fleet.jobs.submit import Prepared, prepare, queue_accepted
 from fleet.state import Objects, RedisStore
-from fleet.workloads import InvalidWorkload, UnknownKind, job_ref
+from fleet.workloads import InvalidWorkload, UnknownKind, adapter_for, job_ref
+from fleet.workloads.base import QueueNaming
 from queues import InvalidRequest, Ledger, QuotaNotAvailable, UnboundJob
 from queues.records import request_args, score_of
 
@@ -68,6 +80,18 @@ class Timeout(ApiError):
 
     code: ClassVar[int] = 504
     reason: ClassVar[str] = "Timeout"
+
+
+def _quota_field(obj: Mapping[str, Any], error: UnboundJob) -> tuple[str, str]:
+    """The field a quota refusal names, and its message: the namespace, the quota label, or, for
+    a kind that names its queue in its spec (T9k), that field when the label came from it."""
+    if error.label is None:
+        return "metadata.namespace", str(error)
+    own = (obj.get("metadata") or {}).get("labels") or {}
+    adapter = adapter_for(obj)
+    if error.label not in own and isinstance(adapter, QueueNaming):
+        return adapter.queue_field, f"{adapter.queue_field} names the job's quota leaf: {error}"
+    return f"metadata.labels[{error.label}]", str(error)
 
 
 class JobBackend:
@@ -109,11 +133,11 @@ class JobBackend:
             raise invalid(rt, dict(obj), [Cause("kind", str(error), "FieldValueNotSupported")]) from None
         except QuotaNotAvailable as error:
             name = str((obj.get("metadata") or {}).get("name") or "")
-            field = f"metadata.labels[{error.label}]"
-            raise refused(rt, name, str(error), [Cause(field, str(error), "FieldValueForbidden")]) from None
+            field, message = _quota_field(obj, error)
+            raise refused(rt, name, message, [Cause(field, message, "FieldValueForbidden")]) from None
         except UnboundJob as error:
-            field = "metadata.namespace" if error.label is None else f"metadata.labels[{error.label}]"
-            raise invalid(rt, dict(obj), [Cause(field, str(error))]) from None
+            field, message = _quota_field(obj, error)
+            raise invalid(rt, dict(obj), [Cause(field, message)]) from None
         try:
             score_of(prepared.priority)
         except InvalidRequest as error:
@@ -151,9 +175,14 @@ class JobBackend:
 
     async def create(self, rt: ResourceType, obj: Obj, *, dry_run: bool = False) -> Obj:
         prepared = await asyncio.to_thread(self._prepare, rt, obj)
+        if paused_at_submission(prepared.obj):  # stored Paused, not queued (fleet.jobs.pause)
+            mark_paused(prepared.obj["status"])
         if dry_run:
             return await self.store.create(rt, prepared.obj, dry_run=True)
         stored = await self.store.create(rt, prepared.obj)
+        if current_state(stored) == Phase.PAUSED:
+            log.info("event=submitted_paused job=%s leaf=%s", prepared.key, prepared.leaf)
+            return stored
         await asyncio.to_thread(self._queue, prepared, stored)
         log.info("event=submitted job=%s leaf=%s priority=%d", prepared.key, prepared.leaf, prepared.priority)
         return stored
@@ -202,7 +231,9 @@ class JobBackend:
         if subresource is None:
             namespace, name = update_target(rt, obj)
             current = await self.store.get(rt, namespace, name)
-            if obj.get("spec") != current.get("spec"):
+            try:
+                pause = switched(current, obj)
+            except SpecChanged:
                 raise invalid(
                     rt,
                     obj,
@@ -210,11 +241,31 @@ class JobBackend:
                         Cause(
                             "spec",
                             "field is immutable: the job was queued and charged with this spec; "
-                            "delete it and submit it again",
+                            "delete it and submit it again (a kind with a pause mode may flip "
+                            "spec.runMode.pause.enabled)",
+                            "FieldValueForbidden",
+                        )
+                    ],
+                ) from None
+            if pausable(current) and (field := metadata_changed(current, obj)) is not None:
+                raise invalid(
+                    rt,
+                    obj,
+                    [
+                        Cause(
+                            f"metadata.{field}",
+                            "field is immutable: only spec.runMode.pause.enabled may change after submission",
                             "FieldValueForbidden",
                         )
                     ],
                 )
+            if pause is not None and not dry_run:
+                stored = await asyncio.to_thread(
+                    pause_apply, self.objects, self.ledger, rt, current, obj, pause=pause
+                )
+                if stored is None:
+                    raise NotFound(f'{rt.plural}.{rt.group} "{name}" not found')
+                return stored
         if subresource == "status":
             obj = without_waiting_fields(obj)  # computed on read, never stored
         return await self.store.update(rt, obj, subresource=subresource, dry_run=dry_run)

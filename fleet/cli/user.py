@@ -60,9 +60,12 @@ _RED: Final = frozenset({"Failed", "False"})
 
 
 def kind_names(adapter: WorkloadAdapter) -> list[str]:
-    """The names a command takes for a job kind: short names, singular, plural (kubectl's)."""
+    """The names a command takes for a job kind: short names, singular, plural, and both
+    qualified by the group (kubectl's). Two kinds may share a bare name (Kubeflow's and T9k's
+    ``mpijob``): the first kind of the registry keeps it, the other is named with its group."""
     rt = adapter.resource
-    return list(dict.fromkeys([*rt.short_names, rt.singular, rt.plural]))
+    qualified = [f"{rt.plural}.{rt.group}", f"{rt.singular}.{rt.group}"]
+    return list(dict.fromkeys([*rt.short_names, rt.singular, rt.plural, *qualified]))
 
 
 def _coordinates(adapter: WorkloadAdapter) -> tuple[str, str, str]:
@@ -300,14 +303,16 @@ def _get_command(adapter: WorkloadAdapter, name: str, *, hidden: bool) -> click.
         )
 
     command.help = (
-        f"The {adapter.kind}s at the fleet: STATE, CLUSTER, QUEUE, AGE (or their member copies with -M)."
+        f"The {adapter.kind}s ({adapter.resource.group}) at the fleet: STATE, CLUSTER, QUEUE, AGE "
+        "(or their member copies with -M)."
     )
     return command
 
 
 for _adapter in KINDS:
     for _i, _alias in enumerate(kind_names(_adapter)):
-        get.add_command(_get_command(_adapter, _alias, hidden=_i > 0))
+        if _alias not in get.commands:
+            get.add_command(_get_command(_adapter, _alias, hidden=_i > 0))
 
 
 def _pod_row(pod: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -452,7 +457,8 @@ def _describe_command(adapter: WorkloadAdapter, alias: str, *, hidden: bool) -> 
         _describe_job(adapter, kubeconfig, context, namespace, name)
 
     command.help = (
-        f"One {adapter.kind}: its state and, while Queued, exactly why it waits; its conditions and events."
+        f"One {adapter.kind} ({adapter.resource.group}): its state and, while Queued, exactly why it "
+        "waits; its conditions and events."
     )
     return command
 
@@ -547,7 +553,8 @@ def _describe_job(
 
 for _adapter in KINDS:
     for _i, _alias in enumerate(kind_names(_adapter)):
-        describe.add_command(_describe_command(_adapter, _alias, hidden=_i > 0))
+        if _alias not in describe.commands:
+            describe.add_command(_describe_command(_adapter, _alias, hidden=_i > 0))
 
 
 def _list_cluster_kind(

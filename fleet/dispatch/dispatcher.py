@@ -67,13 +67,13 @@ from fleet.dispatch.preemption import PREEMPTED_BY, PREEMPTIONS, RUNNING_STATES,
 from fleet.dispatch.tasks import Propagation, propagate_batch
 from fleet.jobs import job_priority
 from fleet.jobs.phases import FINISHED, FleetReason, Phase
-from fleet.jobs.status import attempt_of, current_state, set_state
+from fleet.jobs.status import attempt_of, cluster_of, current_state, set_state
 from fleet.jobs.store import get_jobs, list_jobs, mutate_job, mutate_jobs
 from fleet.jobs.submit import enqueue, job_key
 from fleet.placement import Demand, Placer, PlaceRequest, job_pod_key, never_fits
 from fleet.policy import PropagationPolicy
 from fleet.state import Fence, Fenced, record_event, record_events
-from fleet.workloads import InvalidWorkload, UnknownKind, adapter_for, job_ref
+from fleet.workloads import KINDS, InvalidWorkload, JobRef, UnknownKind, adapter_for, job_ref
 from queues import JobState, LedgerError
 from queues.heads import RunningJob, class_request
 from queues.planner import (
@@ -92,6 +92,9 @@ __all__ = ["Dispatcher", "DispatcherSettings"]
 
 log = logging.getLogger("fleet.dispatch.dispatcher")
 
+ADMITTED_JOBS = Counter(
+    "fleet_jobs_admitted_total", "Jobs admitted and placed on a member, by job kind.", ["job_kind"]
+)
 DECISIONS = Counter("fleet_dispatch_decisions_total", "Dispatch decisions by outcome.", ["outcome"])
 REFUSALS = Counter(
     "fleet_quota_refusals_total",
@@ -439,14 +442,41 @@ class Dispatcher:
 
     # ---- deciding -----------------------------------------------------------------------------
 
+    def _namesakes(self, keys: list[str]) -> dict[str, frozenset[str]]:
+        """Job key -> the members holding a job of another kind with its namespace and name.
+
+        Two operators name their pods alike (``<name>-master-0``), so such a pair cannot run on
+        one member; each is kept off the other's member (one read per other kind)."""
+        refs = [job_ref(key) for key in keys]
+        others = [
+            (i, JobRef(a, r.namespace, r.name))
+            for i, r in enumerate(refs)
+            for a in KINDS
+            if a is not r.adapter
+        ]
+        found = get_jobs(self.ctx.objects, [ref.key for _, ref in others])
+        out: dict[str, set[str]] = {}
+        for (i, _), obj in zip(others, found, strict=True):
+            member = cluster_of(obj) if obj is not None else None
+            if member is not None:
+                out.setdefault(keys[i], set()).add(member)
+        return {key: frozenset(members) for key, members in out.items()}
+
     def _admit(self, picks: list[Pick], now: float, epoch: int) -> int:
         """Check the planner's picks against capacity, admit the fitting ones in one batch
         through the ledger (the authority), and place them."""
         policies = self._policies
         fitting: list[_Candidate] = []
         objs = get_jobs(self.ctx.objects, [p.job for p in picks])
+        namesakes = self._namesakes([p.job for p in picks])
+        names: set[tuple[str, str]] = set()
         for pick, obj in zip(picks, objs, strict=True):
             key = pick.job
+            name = job_ref(key).names
+            if name in names:  # its namesake of another kind is placed first: it knows where then
+                self._remember(key, _Miss("namesake", -1, now + 0.5))
+                continue
+            names.add(name)
             if obj is None or obj["metadata"].get("deletionTimestamp"):
                 # Deleted: the syncer releases it; until then it is not ours to place.
                 self._remember(key, _Miss("deleted", -1, now + 1.0))
@@ -487,6 +517,7 @@ class Dispatcher:
                 | set(refused)
                 | excluded_now(status, now, field=EXCLUDED_FIRMLY)
                 | set(policy.spec.suspension.dispatching_on_clusters.cluster_names)
+                | namesakes.get(key, frozenset())
             )
             avoid = never | excluded
             affinity = policy.spec.placement.cluster_affinity
@@ -569,6 +600,7 @@ class Dispatcher:
             self._misses.pop(plan.candidate.key, None)
             self._said.pop(plan.candidate.key, None)
             DECISIONS.labels("placed").inc()
+            ADMITTED_JOBS.labels(job_ref(plan.candidate.key).adapter.kind).inc()
             created = _queued_at(stored)
             if created is not None:
                 queue = str((stored.get("status") or {}).get("queue") or "")
@@ -959,10 +991,12 @@ class Dispatcher:
         """Make the ledger and the fleet objects agree, after a takeover or a crash.
 
         A stored job the ledger does not know is queued (the API died between storing and
-        queueing); an admitted job whose object says ``Queued`` is requeued (a dispatcher died
-        between admitting and recording); an ``Admitted`` job whose propagation is not in flight
-        gets it again (a dispatcher died before enqueueing it; one in flight is left to its
-        deadline, :meth:`_retry_inflight`); a ledger entry whose job is gone is released.
+        queueing); a ``Paused`` one it still holds is released (the API died between pausing and
+        releasing, :mod:`fleet.jobs.pause`); an admitted job whose object says ``Queued`` is
+        requeued (a dispatcher died between admitting and recording); an ``Admitted`` job whose
+        propagation is not in flight gets it again (a dispatcher died before enqueueing it; one in
+        flight is left to its deadline, :meth:`_retry_inflight`); a ledger entry whose job is gone
+        is released.
 
         The listing is not a snapshot of the ledger: jobs are submitted while it runs. So a
         ledger entry missing from the listing is released only if its object is still absent
@@ -996,6 +1030,9 @@ class Dispatcher:
                     self._fail_invalid(key, obj, f"cannot be queued: {error}")
             elif state == Phase.QUEUED and ledger_state is JobState.ADMITTED:
                 ledger.requeue(key, fence=self._ledger_fence)
+                fixed += 1
+            elif state == Phase.PAUSED and ledger_state is not JobState.ABSENT:
+                ledger.release(key, fence=self._ledger_fence)  # paused, then a crash before its release
                 fixed += 1
             elif state == Phase.ADMITTED:
                 status = obj.get("status") or {}

@@ -102,10 +102,14 @@ SYNC_SECONDS = Histogram(
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
 )
 FINISHED_JOBS = Counter(
-    "fleet_jobs_finished_total", "Jobs that finished, by state and reason.", ["state", "reason"]
+    "fleet_jobs_finished_total",
+    "Jobs that finished, by state, reason and job kind.",
+    ["state", "reason", "job_kind"],
 )
 FAILOVERS = Counter(
-    "fleet_failovers_total", "Attempts ended by failover, by kind and member.", ["kind", "member"]
+    "fleet_failovers_total",
+    "Attempts ended by failover, by kind of failover, member and job kind.",
+    ["kind", "member", "job_kind"],
 )
 PURGES = Counter("fleet_purges_enqueued_total", "Member copies sent to be purged, by why.", ["why"])
 MEMBER_READY = Gauge("fleet_member_ready", "1 while the member answers its health probes.", ["member"])
@@ -464,7 +468,7 @@ class Syncer:
                 reason = str(seen.reason or state)
                 events["Warning" if warning else "Normal"].append((stored, reason, message))
                 if state in FINISHED:
-                    FINISHED_JOBS.labels(str(state), str(seen.reason or "")).inc()
+                    FINISHED_JOBS.labels(str(state), str(seen.reason or ""), ident.ref.adapter.kind).inc()
                     log.info(
                         "event=finished job=%s state=%s member=%s attempt=%d",
                         ident.key,
@@ -528,7 +532,7 @@ class Syncer:
             exclude_for=0.0,
             count_failure=True,
         )
-        FAILOVERS.labels("vanished", member).inc()
+        FAILOVERS.labels("vanished", member, ident.ref.adapter.kind).inc()
 
     def _application_failover(
         self, ident: _Copy, obj: dict[str, Any], seen: WorkloadStatus | None, message: str, *, blame: Blame
@@ -549,7 +553,7 @@ class Syncer:
         with self._lock:
             self._pending_since.pop(ident, None)
         if outcome.changed:
-            FAILOVERS.labels("application", ident.member).inc()
+            FAILOVERS.labels("application", ident.member, ident.ref.adapter.kind).inc()
             log.info(
                 "event=application_failover job=%s member=%s attempt=%d failed=%s",
                 ident.key,
@@ -565,7 +569,12 @@ class Syncer:
     # -- stale copies ---------------------------------------------------------------------------
 
     def _stale_copy(self, ident: _Copy, obj: dict[str, Any]) -> None:
-        """A copy of an attempt the fleet job has left behind: purge it when its policy says."""
+        """A copy of an attempt the fleet job has left behind: purge it when its policy says
+        (a paused job's at once, whatever the policy: pausing is removing its replicas)."""
+        if current_state(obj) == Phase.PAUSED and attempt_of(obj) == ident.attempt:
+            finish(self.ctx, ident.key, ident.uid, ident.attempt, member=ident.member)
+            self._purge(ident, "paused")
+            return
         policy = self._failover_policy(obj)
         if policy.purge_mode == PurgeMode.IMMEDIATELY or attempt_of(obj) < ident.attempt:
             self._purge(ident, "stale")  # newer than the fleet knows: Redis lost it, never keep
@@ -691,7 +700,7 @@ class Syncer:
                 count_failure=False,
             )
             if outcome.changed:
-                FAILOVERS.labels("cluster", member).inc()
+                FAILOVERS.labels("cluster", member, adapter_for(obj).kind).inc()
                 log.warning(
                     "event=cluster_failover job=%s member=%s attempt=%d", job_key(obj), member, attempt
                 )

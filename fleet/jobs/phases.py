@@ -28,6 +28,9 @@ class Phase:
     FAILED: Final = Condition.FAILED
     #: Deleted at the fleet, waiting for its member copy to be confirmed gone (the finalizer holds).
     TERMINATING: Final = "Terminating"
+    #: Its kind's pause mode is on (T9k ``spec.runMode.pause``): no member copy, no quota, not
+    #: queued; turning it off queues the job again (:mod:`fleet.jobs.pause`).
+    PAUSED: Final = "Paused"
 
 
 #: Condition types that come from the member copy.
@@ -73,6 +76,9 @@ class FleetReason:
     MIRRORED: Final = "MemberStatus"
     #: Evicted to let a job of higher priority start, or to give a leaf its guaranteed quota.
     PREEMPTED: Final = "Preempted"
+    #: Its pause mode was turned on (``Paused``), or off again (``Queued``).
+    PAUSED: Final = "Paused"
+    RESUMED: Final = "Resumed"
     #: Terminating: the delete of the member copy was sent; the finalizer holds until it is gone.
     DELETING_COPY: Final = "DeletingMemberCopy"
     #: Terminating: the member could not be reached (or refused the delete); retried with backoff.

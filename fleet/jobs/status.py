@@ -17,6 +17,7 @@ The shape, on the fleet object::
                                # their own: never tried again for it; when no member is left, Failed
       notBefore: 1763900010.0  # backoff: not placed again before then
       replicaStatuses, startTime, completionTime   # mirrored from the member copy
+      phase, tasks, aggregate  # mirrored too, for the kinds that have them (T9k)
 
 Fleet's conditions (``Queued``, ``Admitted``, ``Dispatched``, ``Rescheduling``, terminal
 ``Failed``) and the member's (``Created``, ``Running``, ...) share one list: mirroring replaces
@@ -34,6 +35,7 @@ from typing import Any, Final
 
 from fleet.jobs.phases import FINISHED, Phase
 from fleet.workloads import WorkloadStatus
+from fleet.workloads.base import MIRRORED_FIELDS
 
 __all__ = [
     "MAX_CONDITIONS",
@@ -139,6 +141,11 @@ def mirror(status: MutableMapping[str, Any], member: WorkloadStatus, *, dispatch
     for key, value in (("startTime", member.start_time), ("completionTime", member.completion_time)):
         if value:
             status[key] = value
+        else:
+            status.pop(key, None)
+    for key in MIRRORED_FIELDS:
+        if key in member.extra:
+            status[key] = member.extra[key]
         else:
             status.pop(key, None)
     return dict(status) != before

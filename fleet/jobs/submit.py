@@ -41,6 +41,7 @@ from fleet.jobs.store import job_kind
 from fleet.placement import Demand
 from fleet.state import Objects, event_call, record_event
 from fleet.workloads import adapter_for, job_key, job_ref
+from fleet.workloads.base import QueueNaming
 from queues import ElasticQuotaTree, Ledger, leaf_in, queue_name
 
 __all__ = [
@@ -137,7 +138,10 @@ def _derive(
     obj: Mapping[str, Any], tree: ElasticQuotaTree | None, demand: Demand, priority: JobPriority
 ) -> Prepared:
     meta = obj.get("metadata") or {}
-    leaf = leaf_in(tree, str(meta.get("namespace") or "default"), meta.get("labels") or {})
+    adapter = adapter_for(obj)
+    # A kind that names its queue (T9k's t9kScheduler.queue) is bound by it as by the quota label.
+    labels = adapter.quota_labels(obj) if isinstance(adapter, QueueNaming) else meta.get("labels") or {}
+    leaf = leaf_in(tree, str(meta.get("namespace") or "default"), labels)
     body = dict(obj)
     metadata = dict(meta)
     finalizers = list(metadata.get("finalizers") or [])

@@ -68,6 +68,7 @@ async def apply_fault(member: SimMember, body: Mapping[str, Any]) -> dict[str, A
         if not namespace or not name:
             raise FaultRequestError(f"job: {job!r} must be NAMESPACE/NAME")
         member.operator.fail_job(namespace, name, always=bool(body.get("always")))
+        member.t9k.fail_job(namespace, name)
     elif fault == "refuse-create":
         refusal = body.get("refusal")
         if refusal not in REFUSALS:

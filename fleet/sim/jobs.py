@@ -82,8 +82,8 @@ def validate_job(job: Obj) -> str | None:
     if not isinstance(spec, Mapping):
         return "spec: is required"
     field = sim_kind(job).specs_field
-    specs = spec.get(field)
-    if not isinstance(specs, Mapping) or not specs:
+    specs = sim_kind(job).specs(job)
+    if not specs:
         return f"spec.{field}: at least one replica type is required"
     total = 0
     for kind, replica in specs.items():

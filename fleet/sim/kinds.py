@@ -62,7 +62,13 @@ class SimKind:
         return f"{self.resource.kind}{_KUBEFLOW_REASONS[reason]}"
 
     def specs(self, job: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Replica type -> its spec. A map as AscendJob and Kubeflow write it, or a list of specs
+        each naming its ``type`` (T9k's shape), read into the same map; anything else: empty."""
         specs = (job.get("spec") or {}).get(self.specs_field)
+        if isinstance(specs, list):
+            return {
+                str(s["type"]): s for s in specs if isinstance(s, Mapping) and isinstance(s.get("type"), str)
+            }
         return specs if isinstance(specs, Mapping) else {}
 
 

@@ -10,6 +10,7 @@ from fleet.sim.faults import FaultMiddleware, FaultState
 from fleet.sim.kinds import SERVED
 from fleet.sim.metrics import SimMetrics
 from fleet.sim.operator import Operator
+from fleet.sim.t9k import T9kController
 from fleet.sim.topology import Member, Simulation, node_objects, ready_condition
 
 __all__ = ["SimMember"]
@@ -34,6 +35,7 @@ class SimMember:
         )
         self.server = Server(app, host, port)
         self.operator = Operator(self.store, simulation, member=member.name, metrics=metrics)
+        self.t9k = T9kController(self.store, simulation, member=member.name)
 
     @property
     def url(self) -> str:
@@ -45,6 +47,7 @@ class SimMember:
             await self.store.create(NODE, node)
         self.metrics.nodes.labels(self.name).set(self.member.node_count)
         await self.operator.start()
+        await self.t9k.start()
         await self.server.start()
         self.metrics.up.labels(self.name).set(1)
         log.info(
@@ -54,6 +57,7 @@ class SimMember:
     async def stop(self) -> None:
         await self.server.stop()
         await self.operator.stop()
+        await self.t9k.stop()
         self.metrics.up.labels(self.name).set(0)
 
     async def down(self) -> None:

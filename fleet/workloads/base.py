@@ -26,11 +26,14 @@ from fleet.placement.demand import Demand
 from fleet.workloads.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
 
 __all__ = [
+    "MIRRORED_FIELDS",
     "RUN_POLICY_PRIORITY_CLASS",
     "FieldError",
     "InvalidWorkload",
     "Outcome",
+    "Pausable",
     "PriorityRequest",
+    "QueueNaming",
     "UnknownKind",
     "WorkloadAdapter",
     "WorkloadStatus",
@@ -83,6 +86,11 @@ class UnknownKind(LookupError):
     """No adapter handles this apiVersion and kind."""
 
 
+#: The ``status`` fields besides conditions that some kind mirrors from its member copy; the fleet
+#: object drops one its member copy no longer has.
+MIRRORED_FIELDS: Final = ("phase", "tasks", "aggregate")
+
+
 class Outcome(enum.Enum):
     """What a member copy's status means for Fleet, as its kind's adapter classifies it."""
 
@@ -111,6 +119,9 @@ class WorkloadStatus:
     replica_statuses: dict[str, Any] = field(default_factory=dict)
     start_time: str | None = None
     completion_time: str | None = None
+    #: Further top-level ``status`` fields the kind mirrors as the member wrote them (T9k:
+    #: ``phase``, ``tasks``, ``aggregate``); only keys of :data:`MIRRORED_FIELDS`.
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def finished(self) -> bool:
@@ -123,6 +134,7 @@ class WorkloadStatus:
             out["startTime"] = self.start_time
         if self.completion_time:
             out["completionTime"] = self.completion_time
+        out.update(self.extra)
         return out
 
 
@@ -220,6 +232,33 @@ class WorkloadAdapter(Protocol):
         ``pin`` (replica type -> node names, from the chosen placement) restricts each replica
         type's pods to the nodes Fleet reserved for them (see :func:`pin_to_nodes`).
         """
+        ...
+
+
+@runtime_checkable
+class Pausable(Protocol):
+    """A kind with a pause mode (T9k ``spec.runMode.pause``): paused, a job holds no replicas,
+    hence no member capacity and no quota; the switch is the one part of its spec a user may
+    change after submission (:mod:`fleet.jobs.pause`)."""
+
+    def paused(self, obj: Mapping[str, Any]) -> bool:
+        """Whether ``obj``'s pause mode is on."""
+        ...
+
+    def without_pause_switch(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """``obj``'s spec without the switch: two specs that differ only there compare equal."""
+        ...
+
+
+@runtime_checkable
+class QueueNaming(Protocol):
+    """A kind that names its queue in its spec (T9k ``spec.scheduler.t9kScheduler.queue``)."""
+
+    #: Where the job names its queue, for the errors that refuse it.
+    queue_field: str
+
+    def quota_labels(self, obj: Mapping[str, Any]) -> dict[str, str]:
+        """The labels the quota tree binds the job by (:meth:`queues.ElasticQuotaTree.leaf_for`)."""
         ...
 
 

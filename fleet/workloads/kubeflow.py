@@ -157,6 +157,11 @@ class KubeflowAdapter(ReplicaSpecAdapter):
     #: The container every template must have (the operator configures it), or "" for none.
     container: ClassVar[str] = ""
     pod_job_label = JOB_NAME_LABEL
+    #: A gang waiting for room in the member. The training operator leaves that to the gang
+    #: scheduler's PodGroup; a member that reports it on the job's ``Created`` condition, as the
+    #: ascend-operator does (and the simulated members do for every kind), is failed over past
+    #: the policy's toleration.
+    pending_reasons = frozenset({"PodGroupPending"})
 
     def pod_labels(self, name: str, rtype: str) -> dict[str, str]:
         return {JOB_NAME_LABEL: name, REPLICA_TYPE_LABEL: rtype.lower()}

@@ -20,6 +20,7 @@ from typing import Any, Final
 from fleet.workloads.ascendjob import ascendjob
 from fleet.workloads.base import UnknownKind, WorkloadAdapter
 from fleet.workloads.kubeflow import mpijob, pytorchjob, tfjob
+from fleet.workloads.t9k import t9k_mpijob, t9k_tfjob
 
 __all__ = [
     "KINDS",
@@ -38,6 +39,8 @@ KINDS: Final[tuple[WorkloadAdapter, ...]] = (
     pytorchjob,
     tfjob,
     mpijob,
+    t9k_tfjob,
+    t9k_mpijob,
 )
 
 _BY_RESOURCE: Final = {(a.resource.group, a.resource.plural): a for a in KINDS}

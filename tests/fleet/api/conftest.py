@@ -55,13 +55,15 @@ def call(
     *,
     token: str | None = None,
     timeout: float = 10.0,
+    merge: bool = False,
 ) -> tuple[int, Any]:
-    """One plain HTTP request: the status code and the decoded JSON body (a Status on errors)."""
+    """One plain HTTP request: the status code and the decoded JSON body (a Status on errors).
+    ``merge``: the body is a JSON merge patch (for PATCH)."""
     headers = {"Accept": "application/json"}
     data = None
     if body is not None:
         data = json.dumps(body).encode()
-        headers["Content-Type"] = "application/json"
+        headers["Content-Type"] = "application/merge-patch+json" if merge else "application/json"
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
     request = urllib.request.Request(server.url + path, data=data, method=method, headers=headers)

@@ -322,3 +322,18 @@ def test_secrets_are_their_namespaces_like_jobs(server: FleetApiThread, who: str
     assert call(server, "GET", "/api/v1/secrets", token=TOKENS["alice"])[0] == 403  # all namespaces
     assert call(server, "DELETE", f"{path}/obs", token=TOKENS["bob"])[0] == 403
     assert call(server, "DELETE", f"{path}/obs", token=TOKENS["alice"])[0] == 200
+
+
+def test_a_namespace_token_grants_every_job_kind_there_and_no_other() -> None:
+    """The job kinds are authorised alike: each one of the registry, in the user's namespace."""
+    from fleet.api.auth import FleetAuthorizer, Identity
+    from fleet.api.kinds import FLEET_JOB_KINDS
+    from fleet.apiserver.app import Access
+
+    authorizer = FleetAuthorizer([Identity("alice", "1", frozenset({"namespace:team-a"}))])
+    assert len(FLEET_JOB_KINDS) >= 4
+    for rt in FLEET_JOB_KINDS:
+        for verb in ("create", "get", "list", "delete"):
+            assert authorizer.allows(Access("alice", verb, rt, "team-a", "j", None)), (rt.kind, verb)
+        assert not authorizer.allows(Access("alice", "create", rt, "team-b", "j", None)), rt.kind
+        assert not authorizer.allows(Access("alice", "update", rt, "team-a", "j", "status")), rt.kind

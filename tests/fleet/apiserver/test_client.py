@@ -336,6 +336,7 @@ def test_discovery_and_version(apiserver: ApiServerThread, api: Any) -> None:
     groups = client.ApisApi(api).get_api_versions()
     served = {rt.group for rt in apiserver.registry if rt.group}
     assert G in served and {g.name for g in groups.groups} == served
+    assert groups.groups[0].name == G  # AscendJob's first
     custom = httpx.get(f"{apiserver.url}/apis/{G}/{V}").json()
     acjob = next(r for r in custom["resources"] if r["name"] == P)
     assert acjob["shortNames"] == ["acjob"] and acjob["kind"] == "AscendJob" and "watch" in acjob["verbs"]

@@ -18,14 +18,17 @@ from fleet.dispatch.context import Context
 from fleet.jobs import current_state, submit
 from fleet.jobs.phases import FleetReason
 from fleet.jobs.status import set_state
+from fleet.jobs.store import list_jobs
 from fleet.members import load_members
 from fleet.state import Objects
+from fleet.workloads import job_key, member_resource
 from fleet.workloads.labels import JOB_UID_LABEL
+from fleet.workloads.t9k_vocabulary import T9K_TFJOB
 from queues import Ledger, load
 from tests.conftest import _require_redis_server
 from tests.fleet.placement.factory import job
 from tests.support.fleet import FleetProcesses
-from tests.support.kinds import FLEET_ASCENDJOB, JOBS
+from tests.support.kinds import FLEET_ASCENDJOB, JOBS, PYTORCHJOBS
 from tests.support.redis_server import RedisServer
 from tests.support.sim import CARD_POOL, RunningSim, running_sim, small_topology
 
@@ -68,15 +71,67 @@ spec:
 """
 
 
+def pytorch_job(name: str, *, workers: int, npus: int, selector: dict[str, str]) -> dict[str, Any]:
+    """A Kubeflow PyTorchJob (a Master and ``workers`` Workers of ``npus`` NPUs), as its users write it."""
+
+    def replica(replicas: int) -> dict[str, Any]:
+        container = {
+            "name": "pytorch",
+            "image": "kubeflow/pytorch-dist-mnist:latest",
+            "resources": {"limits": {"huawei.com/Ascend910": str(npus)}},
+        }
+        spec = {"containers": [container], "nodeSelector": dict(selector)}
+        return {"replicas": replicas, "restartPolicy": "OnFailure", "template": {"spec": spec}}
+
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(workers)}},
+    }
+
+
+#: T9k's TensorFlowTrainingJob as member access names it.
+T9K_TFJOBS = member_resource(T9K_TFJOB)
+
+
+def t9k_job(name: str, *, npus: int) -> dict[str, Any]:
+    """A T9k TensorFlowTrainingJob of one worker of ``npus`` NPUs, as T9k's users write it."""
+    container = {
+        "name": "tensorflow",
+        "image": "tensorflow/tensorflow:2.11.0",
+        "resources": {"limits": {"huawei.com/Ascend910": str(npus), "cpu": "1", "memory": "2Gi"}},
+    }
+    return {
+        "apiVersion": "batch.tensorstack.dev/v1beta1",
+        "kind": "TensorFlowTrainingJob",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "replicaSpecs": [
+                {
+                    "type": "worker",
+                    "replicas": 1,
+                    "restartPolicy": "OnFailure",
+                    "template": {"spec": {"containers": [container]}},
+                }
+            ]
+        },
+    }
+
+
 def mixed_job(i: int, namespace: str, duration: float) -> dict[str, Any]:
-    """Job ``i`` of a mix: single pods of 1 or 2 NPUs, 8-NPU gangs on module nodes, 2-NPU card gangs."""
+    """Job ``i`` of a mix of kinds: AscendJobs of single pods of 1 or 2 NPUs and 2-NPU card gangs,
+    Kubeflow PyTorchJobs of 8-NPU gangs on module nodes, T9k TensorFlowTrainingJobs of one 1-NPU
+    worker (every eighth job, in place of a card gang)."""
     kind = i % 4
-    if kind == 0:
+    if i % 8 == 7:
+        obj = t9k_job(f"j{i}", npus=1)
+    elif kind == 0:
         obj = job(f"j{i}", workers=0, npus=1, exclusive=False)
     elif kind == 1:
         obj = job(f"j{i}", workers=0, npus=2, exclusive=False)
     elif kind == 2:
-        obj = job(f"j{i}", workers=1, npus=8, selector={"host-arch": "huawei-arm"})
+        obj = pytorch_job(f"j{i}", workers=1, npus=8, selector={"host-arch": "huawei-arm"})
     else:
         obj = job(f"j{i}", workers=1, npus=2, selector={"accelerator-type": "card-910b-2"})
     obj["metadata"]["namespace"] = namespace
@@ -101,8 +156,9 @@ class RunningFleet:
         return submit(self.objects, self.ledger, obj)
 
     def states(self) -> dict[str, str | None]:
-        items, _ = self.objects.list(FLEET_ASCENDJOB)
-        return {f"{o['metadata']['namespace']}/{o['metadata']['name']}": current_state(o) for o in items}
+        """Job key -> state, for the jobs of every kind."""
+        items, _ = list_jobs(self.objects)
+        return {job_key(o): current_state(o) for o in items}
 
     def wait_for(self, what: str, done: Callable[[], bool], timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -117,9 +173,10 @@ class RunningFleet:
         out: dict[str, list[str]] = {}
         try:
             for name, member in members.items():
-                for obj in member.list_objects(JOBS, label_selector=JOB_UID_LABEL).items:
-                    uid = obj["metadata"]["labels"][JOB_UID_LABEL]
-                    out.setdefault(uid, []).append(name)
+                for kind in (JOBS, PYTORCHJOBS, T9K_TFJOBS):
+                    for obj in member.list_objects(kind, label_selector=JOB_UID_LABEL).items:
+                        uid = obj["metadata"]["labels"][JOB_UID_LABEL]
+                        out.setdefault(uid, []).append(name)
         finally:
             for member in members.values():
                 member.close()

@@ -188,3 +188,57 @@ def test_a_pytorchjob_is_failed_over_from_a_member_that_goes_down(
     second = cluster_of(obj)
     fleet.wait_for("the stale copy to be purged", lambda: _copies(fleet, uid) == [second], 30)
     assert fleet.ledger.usages(["root"])["root"]["huawei.com/Ascend910"] == 16, "quota charged once"
+
+
+def test_a_pytorchjob_that_fails_by_its_own_code_is_retried_then_failed(
+    fleet_factory: Callable[..., RunningFleet],
+) -> None:
+    fleet = fleet_factory(members={"member-1": MODULE_POOL, "member-3": A800_POOL}, workers=1, tree=TREE)
+    policy = {
+        "apiVersion": "policy.one.alibabacloud.com/v1alpha1",
+        "kind": "PropagationPolicy",
+        "metadata": {"name": "pytorch", "namespace": "team-a"},
+        "spec": {
+            "failover": {"backoffLimit": 1, "backoffSeconds": 0.3},
+            "resourceSelectors": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob"}],
+        },
+    }
+    fleet.objects.create(PROPAGATION_POLICY, policy)
+    doomed = pytorchjob("doomed", workers=1, seconds=0.1)
+    doomed["metadata"]["annotations"]["sim.fleet.io/exit-code"] = "1"  # fails by its own code, anywhere
+    doomed["spec"]["runPolicy"]["backoffLimit"] = 0  # no restart in the member: the attempt fails
+    fleet.submit(doomed)
+    fleet.wait_for(
+        "the job to fail for good", lambda: _state(fleet, FLEET_PYTORCHJOB, "doomed") == "Failed", 60
+    )
+    obj = fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "doomed")
+    # Each attempt failed in its member with the training operator's reason, then retries ran out.
+    failed = [c["reason"] for c in obj["status"]["conditions"] if c["type"] == "Failed"]
+    assert failed == ["PyTorchJobFailed", "PyTorchJobFailed", "BackoffLimitExceeded"]
+    assert obj["status"]["failures"] == 2
+    assert fleet.ledger.usages(["root"])["root"].get("huawei.com/Ascend910", 0) == 0
+
+
+def test_jobs_of_two_kinds_with_one_name_are_kept_on_different_members(
+    fleet_factory: Callable[..., RunningFleet],
+) -> None:
+    """Their operators would name their pods alike (``twin-master-0``): one member cannot run both."""
+    fleet = fleet_factory(members={"member-1": MODULE_POOL, "member-3": A800_POOL}, workers=1, tree=TREE)
+    ascend = job("twin", workers=0, npus=8, selector={"host-arch": "huawei-arm"}, exclusive=False)
+    ascend["metadata"]["namespace"] = "team-a"
+    ascend["metadata"]["annotations"] = {"sim.fleet.io/duration-seconds": "60"}
+    fleet.submit(ascend)
+    fleet.submit(pytorchjob("twin", workers=0, seconds=60.0))
+
+    def both_running() -> bool:
+        return (
+            _state(fleet, FLEET_ASCENDJOB, "twin") == "Running"
+            and _state(fleet, FLEET_PYTORCHJOB, "twin") == "Running"
+        )
+
+    fleet.wait_for("both jobs named twin to run", both_running, 40)
+    members = {
+        cluster_of(fleet.objects.get(FLEET_ASCENDJOB, "team-a", "twin")),
+        cluster_of(fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "twin")),
+    }
+    assert members == {"member-1", "member-3"}

@@ -97,3 +97,18 @@ def test_a_job_in_flight_is_not_sent_again_one_whose_send_was_lost_is(dispatcher
     sent = [job.args[0] for job in ctx.queue.get_jobs()]
     assert [[item[0] for item in batch] for batch in sent] == [["default/lost"]]
     assert ctx.ledger.state("default/flying") is JobState.ADMITTED
+
+
+def test_a_paused_job_the_ledger_still_holds_is_released(dispatcher: Dispatcher) -> None:
+    """The API died between pausing a job (its object ``Paused``) and releasing it."""
+    ctx = dispatcher.ctx
+    submit(ctx.objects, ctx.ledger, one("paused"))
+
+    def pause(obj: dict[str, Any]) -> dict[str, Any]:
+        set_state(obj["status"], Phase.PAUSED, FleetReason.PAUSED, "paused")
+        return obj
+
+    ctx.objects.mutate(FLEET_ASCENDJOB, "default", "paused", pause)
+    assert ctx.ledger.state("default/paused") is JobState.PENDING
+    dispatcher.reconcile()
+    assert ctx.ledger.state("default/paused") is JobState.ABSENT

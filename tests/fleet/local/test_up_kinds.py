@@ -5,6 +5,7 @@ with the real kubectl, line by line as written: the same harness as the AscendJo
 from __future__ import annotations
 
 import re
+import urllib.request
 
 import pytest
 import yaml
@@ -81,6 +82,17 @@ WALKTHROUGH: list[Step] = [
 ]
 
 
+def _scrape(up: Up, role: str) -> str:
+    """The /metrics of ``role`` in this run, as Prometheus scrapes it (its prometheus.yml)."""
+    prometheus = yaml.safe_load((up.state_dir / "prometheus.yml").read_text())
+    for job in prometheus["scrape_configs"]:
+        for config in job["static_configs"]:
+            if config["labels"]["role"] == role:
+                with urllib.request.urlopen(f"http://{config['targets'][0]}/metrics", timeout=10) as response:
+                    return str(response.read().decode())
+    raise AssertionError(f"no {role} in prometheus.yml")
+
+
 def readme_kind_walkthrough() -> list[str]:
     """The commands of the README's PyTorchJob walkthrough block, trailing ``# comments`` dropped."""
     text = (ROOT / "README.md").read_text()
@@ -104,6 +116,7 @@ def test_the_pytorchjob_walkthrough_against_fleet_up(fleet_up: Up) -> None:  # n
     wait_ready(fleet_up, env)
     for step in WALKTHROUGH[1:]:  # the export is what ``env`` already does
         run_step(step, env, fleet_up.kubeconfig)
+    assert 'fleet_jobs_admitted_total{job_kind="PyTorchJob"} 1.0' in _scrape(fleet_up, "dispatcher")
     member = kubectl_env(fleet_up.kubeconfig)
     run_step(
         Step("kubectl --context member-1 get pytorchjob", contains("No resources found")),

@@ -130,3 +130,40 @@ def test_label_and_cordon_a_node(fleet_sim: RunningSim) -> None:
     assert status[node] == "Ready,SchedulingDisabled"
     assert "uncordoned" in kubectl(fleet_sim, "uncordon", node)
     wait_for(fleet_sim, "{.spec.unschedulable}", "", "node", node)
+
+
+T9K_SAMPLES = SAMPLE.parent
+
+
+def test_the_t9k_samples_run_on_a_member_by_cpu_and_memory(fleet_sim: RunningSim) -> None:
+    """T9k's kinds as their own CRDs serve them: names and the PHASE column; the pods placed by
+    cpu and memory alone; MPIJob named by its group beside Kubeflow's kind of the same name."""
+    for name in ("t9k-tensorflowtrainingjob.yaml", "t9k-mpijob.yaml"):
+        assert "created" in kubectl(fleet_sim, "apply", "-f", str(T9K_SAMPLES / name))
+    wait_for(fleet_sim, "{.status.phase}", "Running", "tensorflowtrainingjob", "tensorflow-example")
+    wait_for(fleet_sim, "{.status.phase}", "Running", "mpijobs.batch.tensorstack.dev", "mpi-example")
+    table = kubectl(fleet_sim, "get", "tensorflowtrainingjobs").splitlines()
+    assert table[0].split() == ["NAME", "PHASE", "AGE"]
+    assert table[1].split()[:2] == ["tensorflow-example", "Running"]
+    pods = kubectl(fleet_sim, "get", "pods", "-l", "batch.tensorstack.dev/job-name=mpi-example", "-o", "name")
+    assert sorted(pods.split()) == ["pod/mpi-example-launcher"] + [
+        f"pod/mpi-example-worker-{i}" for i in range(5)
+    ]
+    aggregate = kubectl(
+        fleet_sim,
+        "get",
+        "tensorflowtrainingjob",
+        "tensorflow-example",
+        "-o",
+        "jsonpath={.status.aggregate.running}",
+    )
+    assert aggregate == "4"
+    for kind, name in (
+        ("tensorflowtrainingjob", "tensorflow-example"),
+        ("mpijobs.batch.tensorstack.dev", "mpi-example"),
+    ):
+        assert "deleted" in kubectl(fleet_sim, "delete", kind, name)
+    deadline = time.monotonic() + 10
+    while kubectl(fleet_sim, "get", "pods", "-l", "batch.tensorstack.dev/job-name", "-o", "name"):
+        assert time.monotonic() < deadline, "the jobs' pods were not deleted"
+        time.sleep(0.1)

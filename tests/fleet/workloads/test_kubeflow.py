@@ -120,3 +120,16 @@ def test_member_copy_labels_every_template_and_pins_by_replica_type() -> None:
         and "affinity" not in body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
     )
     assert "uid" not in body["metadata"] and "status" not in body
+
+
+def test_the_kubeflow_samples_are_valid_jobs_of_their_kinds() -> None:
+    samples = SAMPLE.parent
+    expected = {
+        "pytorchjob.yaml": (pytorchjob, 3),
+        "tfjob.yaml": (tfjob, 3),
+        "mpijob-kubeflow.yaml": (mpijob, 3),
+    }
+    for name, (adapter, pods) in expected.items():
+        job = yaml.safe_load((samples / name).read_text())
+        assert adapter_for(job) is adapter and adapter.validate(job) == [], name
+        assert adapter.demand(job).pods == pods, name

@@ -1,0 +1,206 @@
+"""The T9k adapters: validation, demand, priority and queue, status mapping, failure verdicts."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fleet.workloads import adapter_for
+from fleet.workloads.base import InvalidWorkload, Outcome
+from fleet.workloads.t9k import t9k_mpijob, t9k_tfjob
+from queues.tree import QUOTA_LABEL
+
+SAMPLES = Path(__file__).resolve().parents[3] / "config" / "samples"
+
+
+def sample(name: str) -> dict[str, Any]:
+    obj: dict[str, Any] = yaml.safe_load((SAMPLES / name).read_text())
+    return obj
+
+
+def test_the_samples_are_valid_and_go_to_their_t9k_adapter_by_group() -> None:
+    tf, mpi = sample("t9k-tensorflowtrainingjob.yaml"), sample("t9k-mpijob.yaml")
+    assert adapter_for(tf) is t9k_tfjob and t9k_tfjob.validate(tf) == []
+    assert adapter_for(mpi) is t9k_mpijob and t9k_mpijob.validate(mpi) == []
+    kubeflow = {**mpi, "apiVersion": "kubeflow.org/v2beta1"}
+    assert not t9k_mpijob.matches(kubeflow)
+
+
+def test_demand_counts_cpu_and_memory_per_pod_and_the_mpi_launcher() -> None:
+    tf = t9k_tfjob.demand(sample("t9k-tensorflowtrainingjob.yaml"))
+    [workers] = tf.shapes
+    assert (workers.count, workers.request("cpu"), workers.request("memory")) == (4, 500, 1024**3)
+    assert tf.gang == 4
+    mpi = t9k_mpijob.demand(sample("t9k-mpijob.yaml"))
+    assert [(s.replica_type, s.count, s.request("cpu")) for s in mpi.shapes] == [
+        ("launcher", 1, 0),
+        ("worker", 5, 50),
+    ]
+    assert mpi.gang == 6
+
+
+def _errors(obj: dict[str, Any]) -> dict[str, str]:
+    adapter = adapter_for(obj)
+    return {e.path: e.message for e in adapter.validate(obj)}
+
+
+@pytest.mark.parametrize(
+    ("change", "path", "words"),
+    [
+        (
+            lambda s: s["replicaSpecs"][0].update(type="master"),
+            "spec.replicaSpecs[0].type",
+            "not a replica type",
+        ),
+        (
+            lambda s: s["replicaSpecs"][0].update(restartPolicy="Sometimes"),
+            "spec.replicaSpecs[0].restartPolicy",
+            "ExitCode",
+        ),
+        (
+            lambda s: s["replicaSpecs"].append(copy.deepcopy(s["replicaSpecs"][0])),
+            "spec.replicaSpecs[1].type",
+            "twice",
+        ),
+        (lambda s: s.update(runPolicy={"cleanUpPolicy": "Some"}), "spec.runPolicy.cleanUpPolicy", "clean-up"),
+        (lambda s: s.update(runPolicy={"backoffLimit": "3"}), "spec.runPolicy.backoffLimit", "integer"),
+        (
+            lambda s: s.update(scheduler={"t9kScheduler": {"queue": "q", "priority": 101}}),
+            "spec.scheduler.t9kScheduler.priority",
+            "at most 100",
+        ),
+        (
+            lambda s: s.update(scheduler={"t9kScheduler": {"priority": 1}}),
+            "spec.scheduler.t9kScheduler.queue",
+            "required",
+        ),
+        (
+            lambda s: s["replicaSpecs"][0].update(type="ps"),
+            "spec.replicaSpecs",
+            "chief or at least one worker",
+        ),
+    ],
+)
+def test_tensorflow_rules_name_the_field(change: Any, path: str, words: str) -> None:
+    job = sample("t9k-tensorflowtrainingjob.yaml")
+    change(job["spec"])
+    errors = _errors(job)
+    assert path in errors, errors
+    assert words in errors[path]
+    with pytest.raises(InvalidWorkload):
+        t9k_tfjob.demand(job)
+
+
+def test_mpi_rules_name_the_field() -> None:
+    job = sample("t9k-mpijob.yaml")
+    job["spec"]["worker"]["template"]["spec"]["containers"][0]["name"] = "worker"
+    job["spec"]["ssh"]["sshdPath"] = "sshd"
+    del job["spec"]["worker"]["cmd"]
+    errors = _errors(job)
+    assert "cmd" in str(errors)
+    job = sample("t9k-mpijob.yaml")
+    job["spec"]["worker"]["template"]["spec"]["containers"][0]["name"] = "worker"
+    job["spec"]["ssh"]["sshdPath"] = "sshd"
+    errors = _errors(job)
+    assert "mpi-worker" in errors["spec.worker.template.spec.containers"]
+    assert "absolute" in errors["spec.ssh.sshdPath"]
+
+
+def test_priority_and_queue_come_from_the_t9k_scheduler() -> None:
+    job = sample("t9k-tensorflowtrainingjob.yaml")
+    assert t9k_tfjob.priority_request(job).value is None
+    job["spec"]["scheduler"] = {"t9kScheduler": {"queue": "root-child-2", "priority": 50}}
+    request = t9k_tfjob.priority_request(job)
+    assert (request.value, request.field) == (50, "spec.scheduler.t9kScheduler.priority")
+    assert t9k_tfjob.quota_labels(job) == {QUOTA_LABEL: "root-child-2"}
+    job["spec"]["scheduler"]["t9kScheduler"]["queue"] = "default"
+    assert t9k_tfjob.quota_labels(job) == {}  # T9k's default queue: the namespace decides
+
+
+def test_pause_and_debug_read_either_spelling() -> None:
+    job = sample("t9k-mpijob.yaml")
+    assert not t9k_mpijob.paused(job)
+    job["spec"]["runMode"] = {"pause": {"enabled": True}, "debug": {"enable": True}}
+    assert t9k_mpijob.paused(job) and t9k_mpijob.debugging(job)
+
+
+def _member(
+    phase: str, conditions: list[tuple[str, str, str]], exit_code: int | None = None
+) -> dict[str, Any]:
+    containers = (
+        [] if exit_code is None else [{"name": "tensorflow", "state": "Terminated", "exitCode": exit_code}]
+    )
+    job = sample("t9k-tensorflowtrainingjob.yaml")
+    job["status"] = {
+        "phase": phase,
+        "conditions": [
+            {"type": t, "status": s, "reason": r, "message": f"{t} {s}"} for t, s, r in conditions
+        ],
+        "tasks": [
+            {"type": "worker", "restartCount": 0, "replicas": [{"name": "w-0", "containers": containers}]}
+        ],
+        "aggregate": {"running": 0, "succeeded": 1},
+    }
+    return job
+
+
+def test_map_status_puts_the_phase_in_fleet_words_last_and_mirrors_tasks_and_aggregate() -> None:
+    member = _member("Succeeded", [("Initialized", "True", "-"), ("Completed", "True", "Succeeded")], 0)
+    seen = t9k_tfjob.map_status(member)
+    assert seen.state == "Succeeded" and seen.finished
+    assert [c["type"] for c in seen.conditions] == ["Initialized", "Completed", "Succeeded"]
+    assert seen.extra["phase"] == "Succeeded"
+    assert seen.extra["aggregate"] == {"running": 0, "succeeded": 1}
+    assert seen.extra["tasks"][0]["type"] == "worker"
+    paused = t9k_tfjob.map_status(
+        _member("Paused", [("Paused", "True", "Paused"), ("Running", "False", "-")])
+    )
+    assert paused.state == "Paused"
+    assert [(c["type"], c["status"]) for c in paused.conditions] == [("Running", "False"), ("Paused", "True")]
+    failed = t9k_tfjob.map_status(
+        _member("Failed", [("Failed", "True", "Failed"), ("ReplicaFailure", "True", "x")])
+    )
+    assert [c["type"] for c in failed.conditions] == ["ReplicaFailure", "Failed"]  # T9k's own, no duplicate
+    assert t9k_tfjob.map_status(_member("Pending", [])).state == "Created"
+
+
+@pytest.mark.parametrize(
+    ("phase", "code", "reason", "verdict"),
+    [
+        ("Failed", 137, "Failed", Outcome.RETRIABLE),
+        ("Failed", 1, "Failed", Outcome.USER_ERROR),
+        ("Failed", 137, "DeadlineExceeded", Outcome.USER_ERROR),
+        ("Failed", None, "InvalidSpec", Outcome.USER_ERROR),
+        ("Succeeded", 0, "Succeeded", Outcome.SUCCEEDED),
+        ("Running", None, "-", Outcome.RUNNING),
+        ("Paused", None, "Paused", Outcome.STARTING),
+    ],
+)
+def test_failures_are_the_users_unless_the_environment_killed_the_main_replica(
+    phase: str, code: int | None, reason: str, verdict: Outcome
+) -> None:
+    member = _member(phase, [("Failed" if phase == "Failed" else "Running", "True", reason)], code)
+    assert t9k_tfjob.classify(t9k_tfjob.map_status(member)) is verdict
+
+
+def test_the_member_copy_labels_and_pins_each_replica_type() -> None:
+    job = sample("t9k-mpijob.yaml")
+    job["metadata"]["namespace"] = "team-a"
+    body = t9k_mpijob.member_copy(job, "uid-1", 2, pin={"worker": ["n-1"]})
+    template = body["spec"]["worker"]["template"]
+    assert template["metadata"]["labels"]["fleet.io/attempt"] == "2"
+    terms = template["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["n-1"]
+    assert "status" not in body and body["metadata"]["labels"]["fleet.io/job-uid"] == "uid-1"
+
+
+def test_a_job_whose_pods_all_wait_for_their_gang_is_stuck_pending() -> None:
+    member = _member("Pending", [("Initialized", "True", "-")])
+    member["status"]["aggregate"] = {"creating": 0, "pending": 4, "running": 0, "succeeded": 0}
+    assert t9k_tfjob.classify(t9k_tfjob.map_status(member)) is Outcome.STUCK_PENDING
+    member["status"]["aggregate"] = {"creating": 0, "pending": 1, "running": 3}
+    assert t9k_tfjob.classify(t9k_tfjob.map_status(member)) is Outcome.STARTING
