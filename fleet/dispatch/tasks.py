@@ -556,7 +556,6 @@ def purge(member: str, namespace: str, name: str, uid: str, attempt: int) -> str
         return "replaced"
     log.info("event=purged member=%s job=%s/%s attempt=%d", member, namespace, name, attempt)
     obj = ctx.objects.try_get(FLEET_ASCENDJOB, namespace, name)
-    _drop_companions(client, namespace, existing, obj, attempt)
     if obj is not None and (obj.get("metadata") or {}).get("uid") == uid:
         record_event(
             ctx.objects,
@@ -565,6 +564,9 @@ def purge(member: str, namespace: str, name: str, uid: str, attempt: int) -> str
             message=f"deleted the copy of attempt {attempt} from {member}",
             component=COMPONENT,
         )
+    # After the Event: a deleted job's deletion may complete as soon as its copy is gone, and
+    # an Event written after that would outlive it.
+    _drop_companions(client, namespace, existing, obj, attempt)
     return "purged"
 
 
