@@ -28,7 +28,7 @@ from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from fleet import fastjson
-from fleet.apiserver import bodies, discovery
+from fleet.apiserver import bodies, discovery, protobuf
 from fleet.apiserver.errors import (
     ApiError,
     BadRequest,
@@ -291,6 +291,14 @@ class _Api:
         if not raw:
             raise BadRequest("the request body is empty")
         content_type = request.headers.get("content-type", _JSON).split(";")[0].strip()
+        if content_type == protobuf.CONTENT_TYPE:
+            try:  # kubectl's typed create of a built-in kind
+                return protobuf.decode(raw)
+            except protobuf.ProtobufError as error:
+                raise UnsupportedMediaType(
+                    f"the body of the request was in an unknown format: {error} - "
+                    f"accepted media types include: {', '.join(sorted(_BODY_TYPES))}"
+                ) from None
         if content_type not in _BODY_TYPES:
             raise UnsupportedMediaType(
                 f'the body of the request was in an unknown format: "{content_type}" - '
