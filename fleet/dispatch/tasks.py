@@ -393,8 +393,11 @@ def _propagate_one(
         except LookupError as error:  # this worker's kubeconfig lacks it: another worker may not
             raise MemberUnavailable(member, "create_job", str(error)) from None
         body = adapter_for(obj).member_copy(obj, uid, attempt, pin=pin)
-        if deps:
-            companions.push(ctx, client, obj)  # before the job: its pods need them to start
+        if deps:  # before the job: its pods need them to start
+            held = companions.push(ctx, client, obj)
+            if held:
+                annotations = body.setdefault("metadata", {}).setdefault("annotations", {})
+                annotations[companions.COMPANIONS_ANNOTATION] = ",".join(held)
         return _create(client, namespace, name, body, uid=uid, attempt=attempt)
     except MemberRefused as error:
         return _refused(ctx, item, str(body.get("kind") or ""), error)
