@@ -300,6 +300,14 @@ class _Api:
         if not raw:
             raise BadRequest("the request body is empty")
         content_type = request.headers.get("content-type", _JSON).split(";")[0].strip()
+        if content_type == protobuf.CONTENT_TYPE:
+            try:  # kubectl's typed create of a built-in kind
+                return protobuf.decode(raw)
+            except protobuf.ProtobufError as error:
+                raise UnsupportedMediaType(
+                    f"the body of the request was in an unknown format: {error} - "
+                    f"accepted media types include: {', '.join(sorted(_BODY_TYPES))}"
+                ) from None
         if content_type not in _BODY_TYPES:
             raise UnsupportedMediaType(
                 f'the body of the request was in an unknown format: "{content_type}" - '
@@ -512,11 +520,7 @@ class _Api:
             raise MethodNotAllowed(
                 f"the server does not allow this method on the requested resource ({request.method})"
             )
-        content_type = request.headers.get("content-type", _JSON).split(";")[0].strip()
-        if content_type == protobuf.MEDIA_TYPE:  # what kubectl's typed clients send
-            body = protobuf.decode(await self._raw_body(request), target.rt.kind)
-        else:
-            body = await self._body(request)
+        body = await self._body(request)  # kubectl's typed clients send protobuf
         answered = reviews.answer(
             target.rt,
             body,

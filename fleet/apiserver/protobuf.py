@@ -1,127 +1,285 @@
-"""The Kubernetes protobuf encoding, read for the few built-in kinds kubectl only sends that way.
+"""Bodies kubectl sends as Kubernetes protobuf, for the built-in kinds it writes that way.
 
-kubectl's typed clients (``kubectl auth can-i``, ``kubectl auth whoami``) post built-in kinds as
-``application/vnd.kubernetes.protobuf`` and do not fall back to JSON on a 415, though they accept
-JSON answers. The encoding (Kubernetes docs, "Kubernetes Protobuf encoding" in
-``docs/reference/using-api/api-concepts``): the magic bytes ``k8s\\x00``, then a
-``runtime.Unknown`` message (``typeMeta`` 1 with ``apiVersion`` 1 and ``kind`` 2, ``raw`` 2: the
-object's own message). Each kind's message is read by a table of its field numbers, taken from
-the ``generated.proto`` files of ``k8s.io/api`` (``authorization/v1``, ``authentication/v1``);
-only the string and message fields those kinds carry are needed, other fields are skipped by
-their wire type, so a newer client's extra fields do no harm.
+kubectl's typed commands (``kubectl create configmap|secret|service|namespace``, and ``kubectl
+auth can-i`` and ``whoami``, which do not fall back to JSON on a 415) encode the object as
+``application/vnd.kubernetes.protobuf``: the magic ``k8s\\x00`` then a ``runtime.Unknown``
+(``typeMeta`` 1, ``raw`` 2; ``k8s.io/apimachinery/pkg/runtime/generated.proto``) whose ``raw``
+is the object's message (``k8s.io/api/core/v1/generated.proto``). This decodes the fields those
+commands set into the JSON shape the rest of the server handles, by the field numbers of those
+``.proto`` files: ObjectMeta (name, generateName, namespace, labels, annotations), ConfigMap,
+Secret, Service (spec: ports, selector, clusterIP(s), type, external IPs and name, session
+affinity) and Namespace; and the self reviews (``k8s.io/api`` ``authorization/v1`` and
+``authentication/v1``): SelfSubjectAccessReview, SelfSubjectRulesReview and SelfSubjectReview.
+Fields a reader does not know are skipped by their wire type, so a newer client's extra fields
+do no harm. Empty strings, zeros and ``false`` are what a Go marshaller writes for unset fields,
+and are dropped as JSON's ``omitempty`` would. Any other kind is answered 415.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final, Union
+import base64
+from collections.abc import Callable, Iterator
+from typing import Any, Final
 
-from fleet.apiserver.errors import BadRequest
+__all__ = ["CONTENT_TYPE", "ProtobufError", "decode"]
 
-__all__ = ["MEDIA_TYPE", "decode"]
-
-MEDIA_TYPE: Final = "application/vnd.kubernetes.protobuf"
+CONTENT_TYPE: Final = "application/vnd.kubernetes.protobuf"
 _MAGIC: Final = b"k8s\x00"
 
-#: Field number -> (JSON name, message table, or ``None`` for a string).
-Table = dict[int, tuple[str, Union["Table", None]]]
 
-_OBJECT_META: Final[Table] = {1: ("name", None), 2: ("generateName", None), 3: ("namespace", None)}
-_RESOURCE_ATTRIBUTES: Final[Table] = {
-    1: ("namespace", None),
-    2: ("verb", None),
-    3: ("group", None),
-    4: ("version", None),
-    5: ("resource", None),
-    6: ("subresource", None),
-    7: ("name", None),
-}
-_NON_RESOURCE_ATTRIBUTES: Final[Table] = {1: ("path", None), 2: ("verb", None)}
-#: The messages of the kinds read here, by kind.
-KINDS: Final[dict[str, Table]] = {
-    "SelfSubjectAccessReview": {
-        1: ("metadata", _OBJECT_META),
-        2: (
-            "spec",
-            {
-                1: ("resourceAttributes", _RESOURCE_ATTRIBUTES),
-                2: ("nonResourceAttributes", _NON_RESOURCE_ATTRIBUTES),
-            },
-        ),
-    },
-    "SelfSubjectRulesReview": {1: ("metadata", _OBJECT_META), 2: ("spec", {1: ("namespace", None)})},
-    "SelfSubjectReview": {1: ("metadata", _OBJECT_META)},
-}
-_UNKNOWN: Final[Table] = {1: ("typeMeta", {1: ("apiVersion", None), 2: ("kind", None)}), 2: ("raw", None)}
+class ProtobufError(ValueError):
+    """A body that is not a Kubernetes protobuf object this server can read."""
 
 
-def _varint(data: bytes, at: int) -> tuple[int, int]:
+def _varint(data: bytes, i: int) -> tuple[int, int]:
     value = shift = 0
     while True:
-        if at >= len(data) or shift > 63:
-            raise BadRequest("the protobuf body is truncated")
-        byte = data[at]
-        at += 1
+        if i >= len(data) or shift > 63:
+            raise ProtobufError("truncated varint")
+        byte = data[i]
+        i += 1
         value |= (byte & 0x7F) << shift
-        shift += 7
         if not byte & 0x80:
-            return value, at
+            return value, i
+        shift += 7
 
 
-def _fields(data: bytes) -> list[tuple[int, bytes]]:
-    """The length-delimited fields of one message, in order (other wire types skipped)."""
-    out: list[tuple[int, bytes]] = []
-    at = 0
-    while at < len(data):
-        key, at = _varint(data, at)
+def _fields(data: bytes) -> Iterator[tuple[int, int | bytes]]:
+    """(field number, value): an int for varints, bytes for length-delimited fields."""
+    i = 0
+    while i < len(data):
+        key, i = _varint(data, i)
         number, wire = key >> 3, key & 7
         if wire == 0:
-            _, at = _varint(data, at)
-        elif wire == 1:
-            at += 8
-        elif wire == 5:
-            at += 4
+            value, i = _varint(data, i)
+            yield number, value
         elif wire == 2:
-            size, at = _varint(data, at)
-            if at + size > len(data):
-                raise BadRequest("the protobuf body is truncated")
-            out.append((number, data[at : at + size]))
-            at += size
+            size, i = _varint(data, i)
+            if i + size > len(data):
+                raise ProtobufError("truncated field")
+            yield number, data[i : i + size]
+            i += size
+        elif wire == 1:
+            i += 8
+        elif wire == 5:
+            i += 4
         else:
-            raise BadRequest(f"the protobuf body has an unsupported wire type {wire}")
-    return out
+            raise ProtobufError(f"unsupported wire type {wire}")
 
 
-def _message(data: bytes, table: Table, *, raw: bool = False) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _text(value: int | bytes) -> str:
+    if not isinstance(value, bytes):
+        raise ProtobufError("expected a string")
+    return value.decode("utf-8")
+
+
+def _entry(value: int | bytes) -> tuple[str, bytes]:
+    if not isinstance(value, bytes):
+        raise ProtobufError("expected a map entry")
+    key, item = "", b""
+    for number, part in _fields(value):
+        if number == 1:
+            key = _text(part)
+        elif number == 2 and isinstance(part, bytes):
+            item = part
+    return key, item
+
+
+def _message(value: int | bytes, reader: Callable[[bytes], dict[str, Any]]) -> dict[str, Any]:
+    if not isinstance(value, bytes):
+        raise ProtobufError("expected a message")
+    return reader(value)
+
+
+def _meta(data: bytes) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    names = {1: "name", 2: "generateName", 3: "namespace"}
     for number, value in _fields(data):
-        entry = table.get(number)
-        if entry is None:
-            continue
-        name, sub = entry
-        if sub is not None:
-            out[name] = _message(value, sub)
-        elif raw and name == "raw":
-            out[name] = value
-        else:
-            try:
-                out[name] = value.decode()
-            except UnicodeDecodeError:
-                raise BadRequest(f"the protobuf body's {name} is not UTF-8") from None
-    return out
+        if number in names and (text := _text(value)):
+            meta[names[number]] = text
+        elif number in (11, 12):
+            key, item = _entry(value)
+            meta.setdefault("labels" if number == 11 else "annotations", {})[key] = item.decode("utf-8")
+    return meta
 
 
-def decode(data: bytes, kind: str) -> dict[str, Any]:
-    """The JSON form of a protobuf-encoded object of ``kind`` (one of :data:`KINDS`)."""
-    table = KINDS.get(kind)
-    if table is None:
-        raise BadRequest(f"{kind} cannot be sent as {MEDIA_TYPE}; send application/json")
-    if not data.startswith(_MAGIC):
-        raise BadRequest("the protobuf body does not start with the Kubernetes magic number")
-    unknown = _message(data[len(_MAGIC) :], _UNKNOWN, raw=True)
-    type_meta = unknown.get("typeMeta") or {}
-    if type_meta.get("kind") not in (None, "", kind):
-        raise BadRequest(
-            f"the kind in the data ({type_meta.get('kind')}) does not match the expected kind ({kind})"
+def _configmap(data: bytes) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for number, value in _fields(data):
+        if number == 1:
+            obj["metadata"] = _message(value, _meta)
+        elif number == 2:
+            key, item = _entry(value)
+            obj.setdefault("data", {})[key] = item.decode("utf-8")
+        elif number == 3:
+            key, item = _entry(value)
+            obj.setdefault("binaryData", {})[key] = base64.b64encode(item).decode()
+        elif number == 4 and value:
+            obj["immutable"] = True
+    return obj
+
+
+def _secret(data: bytes) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for number, value in _fields(data):
+        if number == 1:
+            obj["metadata"] = _message(value, _meta)
+        elif number == 2:
+            key, item = _entry(value)
+            obj.setdefault("data", {})[key] = base64.b64encode(item).decode()
+        elif number == 3 and (text := _text(value)):
+            obj["type"] = text
+        elif number == 4:
+            key, item = _entry(value)
+            obj.setdefault("stringData", {})[key] = item.decode("utf-8")
+        elif number == 5 and value:
+            obj["immutable"] = True
+    return obj
+
+
+def _int_or_string(data: bytes) -> int | str:
+    kind, number, text = 0, 0, ""
+    for field, value in _fields(data):
+        if field == 1 and isinstance(value, int):
+            kind = value
+        elif field == 2 and isinstance(value, int):
+            number = value
+        elif field == 3:
+            text = _text(value)
+    return text if kind == 1 else number
+
+
+def _port(data: bytes) -> dict[str, Any]:
+    port: dict[str, Any] = {}
+    for number, value in _fields(data):
+        if number == 1 and (text := _text(value)):
+            port["name"] = text
+        elif number == 2 and (text := _text(value)):
+            port["protocol"] = text
+        elif number in (3, 5) and isinstance(value, int) and value:
+            port["port" if number == 3 else "nodePort"] = value
+        elif number == 4 and isinstance(value, bytes):
+            target = _int_or_string(value)
+            if target not in (0, ""):
+                port["targetPort"] = target
+        elif number == 6 and (text := _text(value)):
+            port["appProtocol"] = text
+    return port
+
+
+def _service_spec(data: bytes) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    strings = {3: "clusterIP", 4: "type", 7: "sessionAffinity", 10: "externalName"}
+    lists = {5: "externalIPs", 18: "clusterIPs"}
+    for number, value in _fields(data):
+        if number == 1:
+            spec.setdefault("ports", []).append(_message(value, _port))
+        elif number == 2:
+            key, item = _entry(value)
+            spec.setdefault("selector", {})[key] = item.decode("utf-8")
+        elif number in strings and (text := _text(value)):
+            spec[strings[number]] = text
+        elif number in lists:
+            spec.setdefault(lists[number], []).append(_text(value))
+    return spec
+
+
+def _service(data: bytes) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for number, value in _fields(data):
+        if number == 1:
+            obj["metadata"] = _message(value, _meta)
+        elif number == 2:
+            obj["spec"] = _message(value, _service_spec)
+    return obj
+
+
+def _namespace(data: bytes) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for number, value in _fields(data):
+        if number == 1:
+            obj["metadata"] = _message(value, _meta)
+    return obj
+
+
+Reader = Callable[[bytes], dict[str, Any]]
+
+
+def _record(strings: dict[int, str], messages: dict[int, tuple[str, Reader]] | None = None) -> Reader:
+    """A reader of a message of string fields and nested messages, by field number."""
+
+    def read(data: bytes) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for number, value in _fields(data):
+            if number in strings and (text := _text(value)):
+                out[strings[number]] = text
+            elif messages and number in messages:
+                name, reader = messages[number]
+                out[name] = _message(value, reader)
+        return out
+
+    return read
+
+
+_RESOURCE_ATTRIBUTES: Final = _record(
+    {1: "namespace", 2: "verb", 3: "group", 4: "version", 5: "resource", 6: "subresource", 7: "name"}
+)
+_ACCESS_REVIEW: Final = _record(
+    {},
+    {
+        1: ("metadata", _meta),
+        2: (
+            "spec",
+            _record(
+                {},
+                {
+                    1: ("resourceAttributes", _RESOURCE_ATTRIBUTES),
+                    2: ("nonResourceAttributes", _record({1: "path", 2: "verb"})),
+                },
+            ),
+        ),
+    },
+)
+_RULES_REVIEW: Final = _record({}, {1: ("metadata", _meta), 2: ("spec", _record({1: "namespace"}))})
+_SELF_REVIEW: Final = _record({}, {1: ("metadata", _meta)})
+
+_READERS: Final[dict[tuple[str, str], Reader]] = {
+    ("v1", "ConfigMap"): _configmap,
+    ("v1", "Secret"): _secret,
+    ("v1", "Service"): _service,
+    ("v1", "Namespace"): _namespace,
+    **{(f"authorization.k8s.io/{v}", "SelfSubjectAccessReview"): _ACCESS_REVIEW for v in ("v1", "v1beta1")},
+    **{(f"authorization.k8s.io/{v}", "SelfSubjectRulesReview"): _RULES_REVIEW for v in ("v1", "v1beta1")},
+    **{
+        (f"authentication.k8s.io/{v}", "SelfSubjectReview"): _SELF_REVIEW
+        for v in ("v1", "v1beta1", "v1alpha1")
+    },
+}
+
+
+def decode(raw: bytes) -> dict[str, Any]:
+    """The JSON shape of a protobuf-encoded object of a kind this module reads; raises
+    :class:`ProtobufError` (unreadable, or a kind it does not read)."""
+    if not raw.startswith(_MAGIC):
+        raise ProtobufError("the body does not start with the Kubernetes protobuf prefix")
+    api_version = kind = ""
+    payload = b""
+    for number, value in _fields(raw[len(_MAGIC) :]):
+        if number == 1 and isinstance(value, bytes):
+            for field, part in _fields(value):
+                if field == 1:
+                    api_version = _text(part)
+                elif field == 2:
+                    kind = _text(part)
+        elif number == 2 and isinstance(value, bytes):
+            payload = value
+    reader = _READERS.get((api_version, kind))
+    if reader is None:
+        raise ProtobufError(
+            f"{kind or 'this kind'} ({api_version or 'no apiVersion'}) is not read as protobuf here"
         )
-    obj = _message(unknown.get("raw") or b"", table)
-    return {"apiVersion": type_meta.get("apiVersion", ""), "kind": kind, **obj}
+    try:
+        obj = reader(payload)
+    except UnicodeDecodeError:
+        raise ProtobufError("a string field is not UTF-8") from None
+    return {"apiVersion": api_version, "kind": kind, **obj}

@@ -19,11 +19,12 @@ failover. Fleet does the same for the kinds it serves, read from every pod templ
   the fleet.
 
 Each is created in the job's member before the job, updated there when it changes at the fleet
-(:func:`sync_companion`), and deleted with the job's copy unless another job there still
-references it. Fleet marks what it made with :data:`COMPANION_LABEL` and never overwrites nor
-deletes an object of the member it did not make (Karmada's ``conflictResolution: Abort``). A
-referenced object missing at the fleet is skipped, with an Event, unless it is ``optional``:
-in the member the pods wait for it, as Kubernetes makes them. Nothing here logs an object's data.
+(:func:`sync_companion`), and deleted with the job's copy unless another copy there holds it
+(what Fleet made for a copy is listed on it, :data:`COMPANIONS_ANNOTATION`). Fleet marks what
+it made with :data:`COMPANION_LABEL` and never overwrites nor deletes an object of the member it
+did not make (Karmada's ``conflictResolution: Abort``). A referenced object missing at the fleet
+is skipped, with an Event, unless it is ``optional``: in the member the pods wait for it, as
+Kubernetes makes them. Nothing here logs an object's data.
 """
 
 from __future__ import annotations
@@ -47,10 +48,12 @@ from fleet.state import record_event
 from fleet.workloads import KINDS, member_resource
 
 __all__ = [
+    "COMPANIONS_ANNOTATION",
     "COMPANION_LABEL",
     "MINDCLUSTER_CONFIGMAPS",
     "Ref",
     "drop",
+    "held_by",
     "push",
     "references",
     "resync",
@@ -61,6 +64,9 @@ log = logging.getLogger("fleet.dispatch.companions")
 
 #: On every member object Fleet made for a job: only those are ever replaced or deleted.
 COMPANION_LABEL: Final = "fleet.io/companion"
+#: On a job's member copy: what Fleet made for it there (``ConfigMap/a,Secret/b``), so that
+#: deleting the copy knows what to delete with it, and that nothing else is.
+COMPANIONS_ANNOTATION: Final = "fleet.io/companions"
 #: The prefixes of the ConfigMaps MindCluster names after a job (``<prefix><job name>``).
 MINDCLUSTER_CONFIGMAPS: Final = ("rings-config-", "reset-config-", "fault-config-")
 #: Metadata that belongs to the fleet's copy, not to the member's.
@@ -238,9 +244,11 @@ def apply(client: Member, namespace: str, obj: Mapping[str, Any]) -> str:
 
 def push(ctx: Context, client: Member, job: Mapping[str, Any], *, report: bool = True) -> list[str]:
     """Create or update in ``client`` what ``job`` references (before the job itself is made);
-    returns what was done, ``<Kind>/<name>: <outcome>``. A required object missing at the fleet
-    gets an Event on the job (``report``)."""
+    returns the ``<Kind>/<name>`` that Fleet holds there for it (not those the member had of its
+    own), for :data:`COMPANIONS_ANNOTATION`. A required object missing at the fleet gets an
+    Event on the job (``report``)."""
     namespace = str(job["metadata"]["namespace"])
+    held: list[str] = []
     done: list[str] = []
     missing: list[str] = []
     for ref in references(job):
@@ -249,7 +257,10 @@ def push(ctx: Context, client: Member, job: Mapping[str, Any], *, report: bool =
             if not ref.optional:
                 missing.append(f"{ref.kind} {ref.name}")
             continue
-        done.append(f"{ref.kind}/{ref.name}: {apply(client, namespace, obj)}")
+        outcome = apply(client, namespace, obj)
+        done.append(f"{ref.kind}/{ref.name}: {outcome}")
+        if outcome != "foreign":
+            held.append(f"{ref.kind}/{ref.name}")
     if missing and report:
         record_event(
             ctx.objects,
@@ -262,32 +273,43 @@ def push(ctx: Context, client: Member, job: Mapping[str, Any], *, report: bool =
     if done:
         log.info("event=companions_pushed job=%s/%s member=%s %s", namespace, job["metadata"]["name"],
                  client.name, "; ".join(done))  # fmt: skip
-    return done
+    return held
+
+
+def held_by(job_copy: Mapping[str, Any]) -> set[tuple[str, str]]:
+    """(kind, name) of what Fleet made for a member copy, from its :data:`COMPANIONS_ANNOTATION`."""
+    value = ((job_copy.get("metadata") or {}).get("annotations") or {}).get(COMPANIONS_ANNOTATION) or ""
+    out: set[tuple[str, str]] = set()
+    for entry in str(value).split(","):
+        kind, _, name = entry.strip().partition("/")
+        if kind in _BY_KIND and name:
+            out.add((kind, name))
+    return out
 
 
 def drop(client: Member, namespace: str, job_copy: Mapping[str, Any]) -> list[str]:
     """Delete from ``client`` the objects Fleet made for ``job_copy`` (a member copy just
-    deleted, whose pod templates are the job's) that no other job there references."""
+    deleted) that no other copy there holds. A copy for which Fleet made nothing costs no call
+    (a member that is slow or away is not asked in vain)."""
+    mine = held_by(job_copy)
+    if not mine:
+        return []
     own = (job_copy.get("kind"), (job_copy.get("metadata") or {}).get("name"))
-    others = [
-        j
-        for adapter in KINDS
-        for j in client.list_jobs(member_resource(adapter.resource), namespace=namespace)
-        if (j.get("kind"), (j.get("metadata") or {}).get("name")) != own
-    ]
-    still = {(r.kind, r.name) for other in others for r in references(other)}
+    still: set[tuple[str, str]] = set()
+    for adapter in KINDS:
+        for other in client.list_jobs(member_resource(adapter.resource), namespace=namespace):
+            if (other.get("kind"), (other.get("metadata") or {}).get("name")) != own:
+                still |= held_by(other)
     dropped: list[str] = []
-    for ref in references(job_copy):
-        if (ref.kind, ref.name) in still:
-            continue
+    for kind, ref in sorted(mine - still):
         try:
-            live = client.get_core(ref.kind, namespace, ref.name)
+            live = client.get_core(kind, namespace, ref)
         except NotFound:
             continue
         if ((live.get("metadata") or {}).get("labels") or {}).get(COMPANION_LABEL) != "true":
             continue
-        if client.delete_core(ref.kind, namespace, ref.name):
-            dropped.append(f"{ref.kind}/{ref.name}")
+        if client.delete_core(kind, namespace, ref):
+            dropped.append(f"{kind}/{ref}")
     return dropped
 
 
@@ -337,11 +359,7 @@ def resync(ctx: Context) -> list[str]:
             continue
         try:
             client = ctx.member(member)
-            done += [
-                f"{member}: {line}"
-                for line in push(ctx, client, job, report=False)
-                if "unchanged" not in line
-            ]
+            done += [f"{member}: {held}" for held in push(ctx, client, job, report=False)]
         except (LookupError, MemberError) as error:
             log.warning("event=companions_resync_skipped member=%s error=%r", member, safe_message(error))
     return done

@@ -392,8 +392,11 @@ def _propagate_one(
         except LookupError as error:  # this worker's kubeconfig lacks it: another worker may not
             raise MemberUnavailable(member, "create_job", str(error)) from None
         body = ref.adapter.member_copy(obj, uid, attempt, pin=pin)
-        if deps:
-            companions.push(ctx, client, obj)  # before the job: its pods need them to start
+        if deps:  # before the job: its pods need them to start
+            held = companions.push(ctx, client, obj)
+            if held:
+                annotations = body.setdefault("metadata", {}).setdefault("annotations", {})
+                annotations[companions.COMPANIONS_ANNOTATION] = ",".join(held)
         return _create(client, ref, body, uid=uid, attempt=attempt)
     except MemberRefused as error:
         return _refused(ctx, item, str(body.get("kind") or ""), error)
@@ -561,7 +564,6 @@ def purge(member: str, namespace: str, name: str, uid: str, attempt: int, *, kin
         return "replaced"
     log.info("event=purged member=%s job=%s attempt=%d", member, ref.key, attempt)
     obj = try_get_job(ctx.objects, ref.key)
-    _drop_companions(client, ref.namespace, existing, obj, attempt)
     if obj is not None and (obj.get("metadata") or {}).get("uid") == uid:
         record_event(
             ctx.objects,
@@ -570,6 +572,9 @@ def purge(member: str, namespace: str, name: str, uid: str, attempt: int, *, kin
             message=f"deleted the copy of attempt {attempt} from {member}",
             component=COMPONENT,
         )
+    # After the Event: a deleted job's deletion may complete as soon as its copy is gone, and
+    # an Event written after that would outlive it.
+    _drop_companions(client, ref.namespace, existing, obj, attempt)
     return "purged"
 
 

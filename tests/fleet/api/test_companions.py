@@ -80,3 +80,26 @@ def test_bad_companions_get_field_errors_that_never_quote_a_secret(kubectl: Kube
     svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": [{"port": 0}]}}
     done = kubectl("apply", "-f", "-", stdin=yaml.safe_dump(svc), ok=False)
     assert "spec.ports[0].port: Invalid value: 0: must be between 1 and 65535, inclusive" in done.stderr
+
+
+def test_kubectls_typed_create_commands_work(kubectl: Kubectl) -> None:
+    """kubectl encodes these as Kubernetes protobuf: decoded as the JSON they stand for."""
+    kubectl("create", "configmap", "train-env", "--from-literal=EPOCHS=90", "--from-literal=LR=1.6")
+    kubectl("create", "secret", "generic", "obs", "--from-literal=key=s3cret", "--type=Opaque")
+    kubectl("create", "secret", "docker-registry", "pull", "--docker-server=r.example.com",
+            "--docker-username=u", "--docker-password=p")  # fmt: skip
+    kubectl("create", "service", "clusterip", "hosts", "--clusterip=None", "--tcp=2222:2222")
+    kubectl("label", "configmap", "train-env", "team=nlp")
+    cm = json.loads(kubectl("get", "configmap", "train-env", "-o", "json").stdout)
+    assert cm["data"] == {"EPOCHS": "90", "LR": "1.6"} and cm["metadata"]["labels"] == {"team": "nlp"}
+    secret = json.loads(kubectl("get", "secret", "obs", "-o", "json").stdout)
+    assert (secret["type"], base64.b64decode(secret["data"]["key"])) == ("Opaque", b"s3cret")
+    pull = json.loads(kubectl("get", "secret", "pull", "-o", "json").stdout)
+    assert pull["type"] == "kubernetes.io/dockerconfigjson"
+    assert "r.example.com" in base64.b64decode(pull["data"][".dockerconfigjson"]).decode()
+    svc = json.loads(kubectl("get", "service", "hosts", "-o", "json").stdout)
+    assert svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["ports"] == [
+        {"name": "2222-2222", "port": 2222, "protocol": "TCP", "targetPort": 2222}
+    ]
+    assert svc["spec"]["selector"] == {"app": "hosts"}

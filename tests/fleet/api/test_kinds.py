@@ -90,7 +90,7 @@ def test_a_pytorchjob_the_webhook_would_refuse_is_refused_naming_the_field(
     path.write_text(yaml.safe_dump(job))
     refused = kubectl("create", "-f", str(path), ok=False)
     assert refused.returncode != 0
-    assert "The PyTorchJob \"pytorch-test\" is invalid" in refused.stderr
+    assert 'The PyTorchJob "pytorch-test" is invalid' in refused.stderr
     assert "spec.pytorchReplicaSpecs.Master.replicas" in refused.stderr
     assert "must have a container named pytorch" in refused.stderr
     assert Ledger(fleet_redis).pending.records() == {}

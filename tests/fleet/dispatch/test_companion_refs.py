@@ -6,7 +6,14 @@ from typing import Any
 
 import yaml
 
-from fleet.dispatch.companions import COMPANION_LABEL, Ref, member_body, references
+from fleet.dispatch.companions import (
+    COMPANION_LABEL,
+    COMPANIONS_ANNOTATION,
+    Ref,
+    held_by,
+    member_body,
+    references,
+)
 
 #: A MindSpore-style job whose pods take configuration every way a pod spec can.
 JOB = yaml.safe_load(
@@ -102,3 +109,9 @@ def test_the_member_copy_keeps_content_and_labels_not_the_fleets_metadata() -> N
     }
     assert body["spec"] == {"ports": [{"port": 2222}]}  # the member gives its own address
     assert "status" not in body
+
+
+def test_what_fleet_made_for_a_copy_is_read_from_its_annotation_only() -> None:
+    copy = {"metadata": {"annotations": {COMPANIONS_ANNOTATION: "ConfigMap/a, Secret/b,Pod/x,Service/"}}}
+    assert held_by(copy) == {("ConfigMap", "a"), ("Secret", "b")}
+    assert held_by(JOB) == set()  # references alone are no licence to delete anything

@@ -128,7 +128,7 @@ def test_policies_of_both_groups_steer_where_jobs_go_and_whether_they_go(
     fleet.wait_for(
         "three jobs dispatched",
         lambda: all(current_state(job_of(*key)) == "Dispatched" for key in placed),
-        30,
+        60,
     )
     assert {key: cluster_of(job_of(*key)) for key in placed} == placed
     fleet.wait_for(
@@ -179,7 +179,7 @@ def test_a_cluster_toleration_of_the_not_ready_taint_sets_when_a_job_leaves_a_do
     )
     fleet.objects.create(KARMADA_PROPAGATION_POLICY, yaml.safe_load(TOLERATES_TWO_SECONDS))
     fleet.submit(_one_npu("mover", "team-a"))
-    fleet.wait_for("the job to run", lambda: current_state(_get(fleet, "team-a", "mover")) == "Running", 30)
+    fleet.wait_for("the job to run", lambda: current_state(_get(fleet, "team-a", "mover")) == "Running", 60)
     first = cluster_of(_get(fleet, "team-a", "mover"))
     assert first is not None
     fleet.sim.fault(first, "down")
