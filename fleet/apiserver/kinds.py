@@ -16,6 +16,7 @@ from typing import Any, Final
 from fleet.apiserver.errors import Cause
 from fleet.apiserver.patch import MergeRule
 from fleet.apiserver.resources import Obj, PrinterColumn, Registry, ResourceType, Validator
+from fleet.apiserver.reviews import with_reviews
 from fleet.apiserver.tables import json_path, since
 from fleet.apiserver.validation import dns1123_label, invalid, required
 from fleet.ascend import ASCENDJOB_GROUP, ASCENDJOB_KIND, ASCENDJOB_PLURAL, ASCENDJOB_VERSION
@@ -400,6 +401,8 @@ ASCENDJOB: Final = ResourceType(
 
 
 def member_registry(*, validate_ascendjob: Validator | None = None) -> Registry:
-    """The five kinds of a simulated member cluster; AscendJob's deep validation plugs in here."""
+    """The five kinds of a simulated member cluster, and the self reviews (``kubectl auth can-i``
+    and ``whoami``, which a member without authorization answers yes to everything); AscendJob's
+    deep validation plugs in here."""
     ascendjob = ASCENDJOB if validate_ascendjob is None else replace(ASCENDJOB, validate=validate_ascendjob)
-    return Registry([NAMESPACE, NODE, POD, EVENT, ascendjob])
+    return Registry(with_reviews([NAMESPACE, NODE, POD, EVENT, ascendjob]))

@@ -131,7 +131,12 @@ def test_token_authentication() -> None:
 
 def test_openapi_documents_kubectl_reads(http: httpx.Client) -> None:
     index = http.get("/openapi/v3").json()
-    assert set(index["paths"]) == {"api/v1", "apis/mindxdl.gitee.com/v1"}
+    assert set(index["paths"]) == {
+        "api/v1",
+        "apis/mindxdl.gitee.com/v1",
+        "apis/authorization.k8s.io/v1",
+        "apis/authentication.k8s.io/v1",
+    }
     document = http.get(index["paths"]["apis/mindxdl.gitee.com/v1"]["serverRelativeURL"]).json()
     patch = document["paths"]["/apis/mindxdl.gitee.com/v1/namespaces/{namespace}/ascendjobs/{name}"]["patch"]
     assert "application/strategic-merge-patch+json" not in patch["requestBody"]["content"]

@@ -334,7 +334,7 @@ def test_discovery_and_version(apiserver: ApiServerThread, api: Any) -> None:
     assert by_name["nodes"].namespaced is False and by_name["pods"].short_names == ["po"]
     assert "pods/status" in by_name
     groups = client.ApisApi(api).get_api_versions()
-    assert [g.name for g in groups.groups] == [G]
+    assert [g.name for g in groups.groups] == [G, "authorization.k8s.io", "authentication.k8s.io"]
     custom = httpx.get(f"{apiserver.url}/apis/{G}/{V}").json()
     acjob = next(r for r in custom["resources"] if r["name"] == P)
     assert acjob["shortNames"] == ["acjob"] and acjob["kind"] == "AscendJob" and "watch" in acjob["verbs"]
