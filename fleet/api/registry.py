@@ -31,13 +31,13 @@ def fleet_registry() -> Registry:
         with_reviews(
             [
                 replace(with_schema(FLEET_ASCENDJOB), validate=validate_job),
-                FLEET_EVENT,
+                with_schema(FLEET_EVENT),
                 replace(with_schema(PROPAGATION_POLICY), validate=validate_policy),
                 with_schema(ELASTIC_QUOTA_TREE),
                 replace(with_schema(PRIORITY_CLASS), validate=validate_priority_class),
                 with_schema(MEMBER_CLUSTER),
                 with_schema(QUEUE),
-                FLEET_NAMESPACE,
+                with_schema(FLEET_NAMESPACE),
             ]
         )
     )
