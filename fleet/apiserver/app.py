@@ -472,7 +472,8 @@ class _Api:
         user = str(request.scope.get("fleet.user") or "system:anonymous")
         if reviews.is_review(target.rt):
             return await self.review(request, target, verb, user)
-        if self.authorizer is not None:
+        applying = verb == "patch" and request.headers.get("content-type", "").startswith(ssa.APPLY_PATCH)
+        if self.authorizer is not None and not applying:  # an apply is authorized once it knows its verb
             self.authorizer(Access(user, verb, target.rt, target.namespace, target.name, target.subresource))
         if target.subresource is None and verb in _BODY_VERBS and verb not in target.rt.verbs:
             # Answered before the body is read: a kind that has no such verb refuses it whatever
@@ -697,6 +698,10 @@ class _Api:
                 if status:
                     raise
                 current = None
+            if self.authorizer is not None:  # creating by apply is a create, changing a patch
+                user = str(request.scope.get("fleet.user") or "system:anonymous")
+                verb = "create" if current is None else "patch"
+                self.authorizer(Access(user, verb, rt, target.namespace, target.name, target.subresource))
             obj = ssa.apply(
                 current, config, manager=manager, force=force, api_version=rt.api_version, with_status=status
             )
