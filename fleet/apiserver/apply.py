@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from fleet.apiserver.errors import BadRequest, Cause, Conflict
+from fleet.apiserver.resources import Obj
 
 __all__ = [
     "APPLY_PATCH",
@@ -42,13 +43,13 @@ __all__ = [
     "fields_v1",
     "owned_paths",
     "record_update",
+    "same_object",
 ]
 
 #: The media type of an apply request (YAML; JSON is YAML).
 APPLY_PATCH: Final = "application/apply-patch+yaml"
 
 Path = tuple[str, ...]
-Obj = dict[str, Any]
 #: The metadata a manager may own.
 _OWNED_METADATA: Final = ("labels", "annotations")
 _MISSING: Final = object()
