@@ -33,13 +33,13 @@ def fleet_registry() -> Registry:
         with_reviews(
             [
                 *(replace(with_schema(rt), validate=validate_job) for rt in FLEET_JOB_KINDS),
-                FLEET_EVENT,
+                with_schema(FLEET_EVENT),
                 *(replace(with_schema(kind), validate=validate_policy) for kind in POLICY_KINDS),
                 with_schema(ELASTIC_QUOTA_TREE),
                 replace(with_schema(PRIORITY_CLASS), validate=validate_priority_class),
                 with_schema(MEMBER_CLUSTER),
                 with_schema(QUEUE),
-                FLEET_NAMESPACE,
+                with_schema(FLEET_NAMESPACE),
                 *COMPANION_KINDS,
             ]
         )

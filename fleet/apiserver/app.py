@@ -28,6 +28,7 @@ from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from fleet import fastjson
+from fleet.apiserver import apply as ssa
 from fleet.apiserver import bodies, discovery, protobuf, reviews
 from fleet.apiserver.errors import (
     ApiError,
@@ -479,7 +480,8 @@ class _Api:
         user = str(request.scope.get("fleet.user") or "system:anonymous")
         if reviews.is_review(target.rt):
             return await self.review(request, target, verb, user)
-        if self.authorizer is not None:
+        applying = verb == "patch" and request.headers.get("content-type", "").startswith(ssa.APPLY_PATCH)
+        if self.authorizer is not None and not applying:  # an apply is authorized once it knows its verb
             self.authorizer(Access(user, verb, target.rt, target.namespace, target.name, target.subresource))
         if target.subresource is None and verb in _BODY_VERBS and verb not in target.rt.verbs:
             # Answered before the body is read: a kind that has no such verb refuses it whatever
@@ -587,10 +589,18 @@ class _Api:
         if rt.prepare_create is not None:
             rt.prepare_create(obj)
         self._validate(rt, obj)
+        ssa.record_update(None, obj, manager=self._manager(request), api_version=rt.api_version)
         created = await self.store.create(rt, obj, dry_run=self._dry_run(request))
         response = self._render(request, rt, created, 201)
         response.headers.update(warnings)
         return response
+
+    @staticmethod
+    def _manager(request: Request) -> str:
+        """The field manager of a write: ``fieldManager``, else the client's name."""
+        return request.query_params.get("fieldManager") or ssa.default_manager(
+            request.headers.get("user-agent", "")
+        )
 
     async def update(self, request: Request, target: _Target) -> Response:
         rt = target.rt
@@ -600,6 +610,16 @@ class _Api:
         if rt.prepare_update is not None:
             rt.prepare_update(obj)
         self._validate(rt, obj)
+        assert target.name is not None
+        with contextlib.suppress(NotFound):  # the store answers a missing object itself
+            current = await self.store.get(rt, target.namespace, target.name)
+            ssa.record_update(
+                current,
+                obj,
+                manager=self._manager(request),
+                api_version=rt.api_version,
+                with_status=target.subresource is not None,
+            )
         updated = await self.store.update(
             rt, obj, subresource=target.subresource, dry_run=self._dry_run(request)
         )
@@ -612,6 +632,9 @@ class _Api:
         assert target.name is not None
         content_type = request.headers.get("content-type", "").split(";")[0].strip()
         accepted = [_JSON_PATCH, _MERGE_PATCH] + ([_STRATEGIC_PATCH] if rt.strategic is not None else [])
+        accepted.append(ssa.APPLY_PATCH)
+        if content_type == ssa.APPLY_PATCH:
+            return await self.server_side_apply(request, target)
         if content_type not in accepted:
             raise UnsupportedMediaType(
                 "the body of the request was in an unknown format - "
@@ -639,6 +662,13 @@ class _Api:
             if rt.prepare_update is not None:
                 rt.prepare_update(obj)
             self._validate(rt, obj)
+            ssa.record_update(
+                current,
+                obj,
+                manager=self._manager(request),
+                api_version=rt.api_version,
+                with_status=target.subresource is not None,
+            )
             try:
                 updated = await self.store.update(rt, obj, subresource=target.subresource, dry_run=dry_run)
             except Conflict:
@@ -653,6 +683,63 @@ class _Api:
                     raise
                 continue
             return self._render(request, rt, updated)
+
+    async def server_side_apply(self, request: Request, target: _Target) -> Response:
+        """``PATCH`` with ``application/apply-patch+yaml`` (:mod:`~fleet.apiserver.apply`):
+        creates the object when it is missing; an apply that changes nothing is not written."""
+        rt = target.rt
+        assert target.name is not None
+        manager = request.query_params.get("fieldManager", "")
+        force = self._flag(request, "force")
+        dry_run = self._dry_run(request)
+        raw = await self._raw_body(request)
+        if not raw.strip():
+            raise BadRequest("the request body is empty")
+        config = self._check_type(rt, bodies.decode(raw, "application/yaml"))
+        self._scope(target, config)
+        status = target.subresource is not None
+        deadline = time.monotonic() + _PATCH_RETRY_SECONDS
+        while True:
+            try:
+                current: Obj | None = await self.store.get(rt, target.namespace, target.name)
+            except NotFound:
+                if status:
+                    raise
+                current = None
+            if self.authorizer is not None:  # creating by apply is a create, changing a patch
+                user = str(request.scope.get("fleet.user") or "system:anonymous")
+                verb = "create" if current is None else "patch"
+                self.authorizer(Access(user, verb, rt, target.namespace, target.name, target.subresource))
+            obj = ssa.apply(
+                current, config, manager=manager, force=force, api_version=rt.api_version, with_status=status
+            )
+            bodies.check_object(obj, "the applied object")
+            if current is None:
+                if rt.has_status and not rt.status_on_create:
+                    obj.pop("status", None)
+                warnings = self._unknown_fields(rt, obj, request)
+                if rt.prepare_create is not None:
+                    rt.prepare_create(obj)
+                self._validate(rt, obj)
+                created = await self.store.create(rt, obj, dry_run=dry_run)
+                response = self._render(request, rt, created, 201)
+                response.headers.update(warnings)
+                return response
+            if ssa.same_object(obj, current):
+                return self._render(request, rt, current)
+            warnings = self._unknown_fields(rt, obj, request)
+            self._validate(rt, obj)
+            read_version = str(current["metadata"]["resourceVersion"])
+            obj["metadata"]["resourceVersion"] = read_version
+            try:
+                updated = await self.store.update(rt, obj, subresource=target.subresource, dry_run=dry_run)
+            except Conflict:
+                if time.monotonic() > deadline:
+                    raise
+                continue  # someone wrote in between: apply again to the object as it is now
+            response = self._render(request, rt, updated)
+            response.headers.update(warnings)
+            return response
 
     async def _delete_options(self, request: Request) -> Obj:
         """The optional ``DeleteOptions`` body (kubectl sends ``dryRun`` and preconditions there)."""

@@ -16,6 +16,7 @@ from fleet.apiserver.companions import COMPANION_KINDS
 from fleet.apiserver.errors import Cause
 from fleet.apiserver.patch import MergeRule
 from fleet.apiserver.resources import Obj, PrinterColumn, Registry, ResourceType
+from fleet.apiserver.reviews import with_reviews
 from fleet.apiserver.tables import json_path, since
 from fleet.apiserver.validation import dns1123_label, invalid, required
 
@@ -379,6 +380,8 @@ EVENT: Final = ResourceType(
 
 def member_registry(jobs: Sequence[ResourceType] = ()) -> Registry:
     """The core kinds of a simulated member cluster, the companion kinds a job references
-    (:mod:`fleet.apiserver.companions`), and the job kinds it serves (custom resources, as their
-    CRDs describe them: the workload adapters own those descriptions)."""
-    return Registry([NAMESPACE, NODE, POD, EVENT, *COMPANION_KINDS, *jobs])
+    (:mod:`fleet.apiserver.companions`), the job kinds it serves (custom resources, as their
+    CRDs describe them: the workload adapters own those descriptions), and the self reviews
+    (``kubectl auth can-i`` and ``whoami``, which a member without authorization answers yes to
+    everything)."""
+    return Registry(with_reviews([NAMESPACE, NODE, POD, EVENT, *COMPANION_KINDS, *jobs]))

@@ -37,7 +37,10 @@ __all__ = [
     "SELF_REVIEW",
     "AccessCheck",
     "UserInfo",
+    "anonymous_info",
     "answer",
+    "is_review",
+    "with_reviews",
 ]
 
 #: Whether the authorizer allows an access. The app builds it from its authorizer.

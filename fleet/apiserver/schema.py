@@ -35,10 +35,9 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from fleet.apiserver.errors import Cause
+from fleet.apiserver.resources import Obj
 
 __all__ = ["OBJECT_FIELDS", "openapi", "schema_causes"]
-
-Obj = dict[str, Any]
 
 _API_VERSION: Final = (
     "APIVersion defines the versioned schema of this representation of an object. Servers should "

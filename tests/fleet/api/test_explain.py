@@ -36,6 +36,8 @@ pytestmark = pytest.mark.integration
             "8",
         ),
         ("queue.status.share", "FIELD: share <string>", "dominant share"),
+        ("namespace.status.quotaNode", "FIELD: quotaNode <string>", "quota tree"),
+        ("event.involvedObject.name", "FIELD: name <string>", "Its name"),
     ],
 )
 def test_explain_at_depth(kubectl: Kubectl, path: str, kind: str, says: str) -> None:

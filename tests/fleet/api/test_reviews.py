@@ -10,8 +10,10 @@ from pathlib import Path
 
 import fakeredis
 import pytest
+import yaml
 
 from fleet.api.auth import parse_token_file
+from tests.fleet.api.conftest import JOB
 from tests.fleet.api.test_auth import TOKEN_FILE, TOKENS
 from tests.support.fleet_api import FleetApiThread
 from tests.support.kubectl import Kubectl, require_kubectl, table
@@ -104,3 +106,22 @@ def test_whoami(server: FleetApiThread, tmp_path: Path) -> None:
     rows = table(kubectl_as(server, "alice", tmp_path)("auth", "whoami").stdout)
     assert rows[0] == ["ATTRIBUTE", "VALUE"]
     assert ["Username", "alice"] in rows
+
+
+def test_a_tenant_creates_by_server_side_apply_in_its_namespace_only(
+    server: FleetApiThread, tmp_path: Path
+) -> None:
+    """Creating by apply is authorized as a create, changing as a patch (which a tenant may not
+    do to a submitted job): what can-i says for each."""
+    job = yaml.safe_load(JOB.read_text())
+    job["metadata"]["namespace"] = "team-a"
+    alice = kubectl_as(server, "alice", tmp_path)
+    created = alice("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(job))
+    assert created.stdout.strip() == "ascendjob.mindxdl.gitee.com/default-test-pytorch serverside-applied"
+    job["metadata"]["labels"]["changed"] = "yes"
+    changed = alice("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(job), ok=False)
+    assert changed.returncode == 1 and 'cannot patch resource "ascendjobs"' in changed.stderr
+    assert alice("auth", "can-i", "patch", "acjob", "-n", "team-a", ok=False).stdout.strip() == "no"
+    job["metadata"]["namespace"] = "team-b"
+    elsewhere = alice("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(job), ok=False)
+    assert elsewhere.returncode == 1 and 'cannot create resource "ascendjobs"' in elsewhere.stderr
