@@ -29,11 +29,15 @@ def rbac(*, namespace: str, service_account: str) -> None:
     """Print the least-privilege RBAC to apply in a member (kubectl apply -f -).
 
     A ServiceAccount with a token, and a ClusterRole granting exactly the verbs Fleet uses on
-    namespaces, nodes, pods and the job kinds (deploy/member/fleet-member.yaml is this output).
+    namespaces, nodes, pods, the job kinds and the objects jobs reference (ConfigMaps, Secrets,
+    Services) (deploy/member/fleet-member.yaml is this output).
     """
     from fleet.members.rights import member_manifest
+    from fleet.workloads import KINDS
 
-    click.echo(yaml.safe_dump_all(member_manifest(namespace, service_account), sort_keys=False), nl=False)
+    kinds = [(adapter.resource.group, adapter.resource.plural) for adapter in KINDS]
+    manifest = member_manifest(kinds, namespace, service_account)
+    click.echo(yaml.safe_dump_all(manifest, sort_keys=False), nl=False)
 
 
 def _cluster_options(f: Any) -> Any:

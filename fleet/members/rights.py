@@ -8,9 +8,14 @@ there, not with a 403 in someone's member.
 
 - namespaces: ``get``, ``create``: a job's namespace is created in the member when it lacks it.
 - nodes, pods: ``list``, ``watch``: the capacity summary (pods across all namespaces).
-- the job kinds: ``create``, ``get``, ``delete`` (by uid precondition), ``list``, ``watch``:
-  propagation, adoption, purge and status mirroring. No ``update``/``patch``: Fleet never
-  changes a member's copy, it deletes it and creates another.
+- the job kinds (every kind of the registry, :data:`fleet.workloads.KINDS`, which the caller
+  passes: this layer does not know the kinds): ``create``, ``get``, ``delete`` (by uid
+  precondition), ``list``, ``watch``: propagation, adoption, purge and status mirroring. No
+  ``update``/``patch``: Fleet never changes a member's copy, it deletes it and creates another.
+- configmaps, secrets, services: ``get``, ``create``, ``update``, ``delete``: the objects a job
+  references, made beside it with ``propagateDeps`` and kept as the fleet's copies change
+  (:mod:`fleet.dispatch.companions`); only those Fleet made (label ``fleet.io/companion``) are
+  ever updated or deleted.
 - ``GET /readyz``: the health probe (Kubernetes grants it to everyone through
   ``system:public-info-viewer``; named here so the role states the whole contract).
 
@@ -19,15 +24,15 @@ Fleet reads no Events in members and writes none: the Events of a job live at th
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from fleet.ascend import ASCENDJOB_GROUP, ASCENDJOB_PLURAL
-
 __all__ = [
     "CLUSTER_ROLE_NAME",
+    "COMPANION_VERBS",
+    "JOB_VERBS",
     "PROBE_URLS",
-    "RIGHTS",
     "Right",
     "cluster_role",
     "cluster_role_binding",
@@ -47,21 +52,30 @@ class Right:
     verbs: tuple[str, ...]
 
 
-RIGHTS: Final = (
+#: What Fleet does to its copies of jobs, of every kind.
+JOB_VERBS: Final = ("create", "get", "delete", "list", "watch")
+#: What Fleet does to the ConfigMaps, Secrets and Services it makes beside a job.
+COMPANION_VERBS: Final = ("get", "create", "update", "delete")
+_CORE: Final = (
     Right("", "namespaces", ("get", "create")),
     Right("", "nodes", ("list", "watch")),
     Right("", "pods", ("list", "watch")),
-    Right(ASCENDJOB_GROUP, ASCENDJOB_PLURAL, ("create", "get", "delete", "list", "watch")),
+    *(Right("", plural, COMPANION_VERBS) for plural in ("configmaps", "secrets", "services")),
 )
+
+
+def rights(job_kinds: Iterable[tuple[str, str]]) -> tuple[Right, ...]:
+    """Every right Fleet needs, with ``job_kinds`` as (API group, plural) of each job kind."""
+    return (*_CORE, *(Right(group, plural, JOB_VERBS) for group, plural in job_kinds))
 #: Non-resource URLs Fleet reads (the health probe).
 PROBE_URLS: Final = ("/readyz",)
 
 
-def cluster_role() -> dict[str, Any]:
-    """The ClusterRole granting :data:`RIGHTS`, one rule per resource."""
+def cluster_role(job_kinds: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    """The ClusterRole granting :func:`rights`, one rule per resource."""
     rules: list[dict[str, Any]] = [
         {"apiGroups": [right.group], "resources": [right.resource], "verbs": list(right.verbs)}
-        for right in RIGHTS
+        for right in rights(job_kinds)
     ]
     rules.append({"nonResourceURLs": list(PROBE_URLS), "verbs": ["get"]})
     return {
@@ -87,7 +101,9 @@ def cluster_role_binding(namespace: str = "fleet-system", service_account: str =
     }
 
 
-def member_manifest(namespace: str = "fleet-system", service_account: str = "fleet") -> list[dict[str, Any]]:
+def member_manifest(
+    job_kinds: Iterable[tuple[str, str]], namespace: str = "fleet-system", service_account: str = "fleet"
+) -> list[dict[str, Any]]:
     """What an admin applies in each member: a namespace, the ServiceAccount Fleet acts as, a
     long-lived token for it (what ``fleet member add`` puts in Fleet's kubeconfig), the
     ClusterRole and its binding."""
@@ -111,6 +127,6 @@ def member_manifest(namespace: str = "fleet-system", service_account: str = "fle
                 "annotations": {"kubernetes.io/service-account.name": service_account},
             },
         },
-        cluster_role(),
+        cluster_role(job_kinds),
         cluster_role_binding(namespace, service_account),
     ]

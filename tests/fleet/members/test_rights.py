@@ -1,10 +1,11 @@
 """The member ClusterRole grants exactly what Fleet's member access calls, derived from the code.
 
 Every ``kubernetes`` client call in :mod:`fleet.members.access` (``self._core.X``,
-``self._custom.X``) is mapped to the verb and resource it needs; the set must equal
-:data:`fleet.members.rights.RIGHTS`, so a call added without its right, or a right left behind
-by a call removed, fails here. ``deploy/member/fleet-member.yaml`` must be ``fleet member rbac``'s
-output.
+``self._custom.X``, and ``getattr(self._core, f"X_{suffix}")`` for the ConfigMaps, Secrets and
+Services a job references) is mapped to the verb and resource it needs, a custom-object call to
+every job kind of the registry; the set must equal :func:`fleet.members.rights.rights`, so a call
+added without its right, or a right left behind by a call removed, fails here.
+``deploy/member/fleet-member.yaml`` must be ``fleet member rbac``'s output.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ import yaml
 from click.testing import CliRunner
 
 import fleet.members.access
-from fleet.ascend import ASCENDJOB_GROUP, ASCENDJOB_PLURAL
 from fleet.cli import main
-from fleet.members.rights import RIGHTS, member_manifest
+from fleet.members.rights import member_manifest, rights
+from fleet.workloads import KINDS
 
 ROOT = Path(__file__).resolve().parents[3]
 ACCESS = Path(fleet.members.access.__file__)
@@ -34,12 +35,16 @@ _VERBS = {
     "patch": ("patch",),
     "replace": ("update",),
 }
-_RESOURCES = {
-    "namespace": ("", "namespaces"),
-    "node": ("", "nodes"),
-    "pod": ("", "pods"),
-    "custom_object": (ASCENDJOB_GROUP, ASCENDJOB_PLURAL),
+JOB_KINDS = [(adapter.resource.group, adapter.resource.plural) for adapter in KINDS]
+_RESOURCES: dict[str, list[tuple[str, str]]] = {
+    "namespace": [("", "namespaces")],
+    "node": [("", "nodes")],
+    "pod": [("", "pods")],
+    "custom_object": JOB_KINDS,
 }
+#: The calls named at run time (``getattr(self._core, f"read_namespaced_{suffix}")``): the kinds
+#: ``_CORE_SUFFIXES`` in fleet.members.access names.
+_COMPANIONS = [("", "configmaps"), ("", "secrets"), ("", "services")]
 
 
 def _needed() -> set[tuple[str, str, str]]:
@@ -54,6 +59,19 @@ def _needed() -> set[tuple[str, str, str]]:
             continue
         for node in ast.walk(method):
             if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "getattr"
+                and isinstance(node.args[0], ast.Attribute)
+                and node.args[0].attr == "_core"
+            ):
+                name = node.args[1]
+                assert isinstance(name, ast.JoinedStr) and isinstance(name.values[0], ast.Constant)
+                prefix = str(name.values[0].value)
+                match = re.fullmatch(r"(read|create|delete|replace)_namespaced_", prefix)
+                assert match, f"Member.{method.name}: client call {prefix}... is not mapped to a verb"
+                needed |= {(g, r, v) for g, r in _COMPANIONS for v in _VERBS[match.group(1)]}
+            if (
                 isinstance(node, ast.Attribute)
                 and isinstance(node.value, ast.Attribute)
                 and node.value.attr in {"_core", "_custom"}
@@ -63,14 +81,14 @@ def _needed() -> set[tuple[str, str, str]]:
                 verb, rest = match.groups()
                 rest = re.sub(r"^namespaced_|_for_all_namespaces$", "", rest)
                 assert rest in _RESOURCES, f"Member.{method.name}: client call {node.attr}: unknown resource"
-                group, resource = _RESOURCES[rest]
-                needed |= {(group, resource, v) for v in _VERBS[verb]}
+                needed |= {(g, r, v) for g, r in _RESOURCES[rest] for v in _VERBS[verb]}
     return needed
 
 
 def test_the_rights_are_exactly_the_calls_fleet_makes() -> None:
-    granted = {(r.group, r.resource, verb) for r in RIGHTS for verb in r.verbs}
+    granted = {(r.group, r.resource, verb) for r in rights(JOB_KINDS) for verb in r.verbs}
     assert granted == _needed()
+    assert {("kubeflow.org", "pytorchjobs", "create"), ("", "secrets", "update")} <= granted
 
 
 def test_the_uncalled_member_methods_are_really_uncalled() -> None:
@@ -86,13 +104,15 @@ def test_the_uncalled_member_methods_are_really_uncalled() -> None:
 def test_the_member_manifest_in_deploy_is_fleet_member_rbac_output() -> None:
     printed = CliRunner().invoke(main, ["member", "rbac"])
     assert printed.exit_code == 0, printed.output
-    assert list(yaml.safe_load_all(printed.output)) == member_manifest()
+    assert list(yaml.safe_load_all(printed.output)) == member_manifest(JOB_KINDS)
     on_disk = list(yaml.safe_load_all((ROOT / "deploy" / "member" / "fleet-member.yaml").read_text()))
-    assert on_disk == member_manifest()
+    assert on_disk == member_manifest(JOB_KINDS)
 
 
-def test_the_cluster_role_grants_no_write_beyond_create_and_delete() -> None:
-    role = next(d for d in member_manifest() if d["kind"] == "ClusterRole")
+def test_the_cluster_role_updates_nothing_but_what_fleet_makes_beside_jobs() -> None:
+    role = next(d for d in member_manifest(JOB_KINDS) if d["kind"] == "ClusterRole")
     verbs = {verb for rule in role["rules"] for verb in rule["verbs"]}
-    assert verbs <= {"get", "list", "watch", "create", "delete"}
+    assert verbs <= {"get", "list", "watch", "create", "delete", "update"}
+    updated = {res for rule in role["rules"] if "update" in rule["verbs"] for res in rule["resources"]}
+    assert updated == {"configmaps", "secrets", "services"}
     assert not any("*" in rule.get("resources", []) + rule.get("apiGroups", []) for rule in role["rules"])
