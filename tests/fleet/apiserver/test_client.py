@@ -334,7 +334,9 @@ def test_discovery_and_version(apiserver: ApiServerThread, api: Any) -> None:
     assert by_name["nodes"].namespaced is False and by_name["pods"].short_names == ["po"]
     assert "pods/status" in by_name
     groups = client.ApisApi(api).get_api_versions()
-    assert [g.name for g in groups.groups] == [G]
+    assert [g.name for g in groups.groups] == [G, "kubeflow.org"]  # a member serves every job kind
+    kubeflow = next(g for g in groups.groups if g.name == "kubeflow.org")
+    assert sorted(v.version for v in kubeflow.versions) == ["v1", "v2beta1"]
     custom = httpx.get(f"{apiserver.url}/apis/{G}/{V}").json()
     acjob = next(r for r in custom["resources"] if r["name"] == P)
     assert acjob["shortNames"] == ["acjob"] and acjob["kind"] == "AscendJob" and "watch" in acjob["verbs"]
