@@ -337,6 +337,8 @@ def test_discovery_and_version(apiserver: ApiServerThread, api: Any) -> None:
     served = {rt.group for rt in apiserver.registry if rt.group}
     assert G in served and {g.name for g in groups.groups} == served
     assert groups.groups[0].name == G  # AscendJob's first
+    kubeflow = next(g for g in groups.groups if g.name == "kubeflow.org")  # a member serves every job kind
+    assert sorted(v.version for v in kubeflow.versions) == ["v1", "v2beta1"]
     custom = httpx.get(f"{apiserver.url}/apis/{G}/{V}").json()
     acjob = next(r for r in custom["resources"] if r["name"] == P)
     assert acjob["shortNames"] == ["acjob"] and acjob["kind"] == "AscendJob" and "watch" in acjob["verbs"]
