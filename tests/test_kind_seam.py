@@ -31,7 +31,7 @@ def _docstrings(tree: ast.AST) -> set[int]:
     return found
 
 
-def _kind_names(path: Path) -> list[str]:
+def _kind_names(path: Path, root: Path = ROOT) -> list[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     docs = _docstrings(tree)
     hits = []
@@ -48,7 +48,7 @@ def _kind_names(path: Path) -> list[str]:
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             text = node.name
         if text is not None and KIND_WORDS.search(text):
-            hits.append(f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', '?')}: {text[:60]!r}")
+            hits.append(f"{path.relative_to(root)}:{getattr(node, 'lineno', '?')}: {text[:60]!r}")
     return hits
 
 
@@ -64,14 +64,6 @@ def test_only_the_adapters_name_a_job_kind() -> None:
 def test_the_check_sees_a_kind_named_in_code(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text('"""AscendJob in a docstring is fine."""\nKIND = "PyTorchJob"\nFLEET_ASCENDJOB = 1\n')
-    hits = _kind_names_at(module)
+    hits = _kind_names(module, tmp_path)
     assert [h.split(": ", 1)[1] for h in hits] == ["'PyTorchJob'", "'FLEET_ASCENDJOB'"]
 
-
-def _kind_names_at(path: Path) -> list[str]:
-    global ROOT  # noqa: PLW0603 - the check reports paths relative to ROOT
-    saved, ROOT = ROOT, path.parent
-    try:
-        return _kind_names(path)
-    finally:
-        ROOT = saved

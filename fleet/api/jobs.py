@@ -1,4 +1,4 @@
-"""The AscendJob backend: submission goes through :mod:`fleet.jobs`; everything else is storage.
+"""The backend of every job kind: submission goes through :mod:`fleet.jobs`; everything else is storage.
 
 ``create`` is how a job is accepted (see :mod:`fleet.jobs.submit`): :func:`~fleet.jobs.submit.prepare`
 validates it with its workload adapter (each ``FieldError`` one 422 cause), resolves its quota

@@ -338,6 +338,8 @@ def test_discovery_and_version(apiserver: ApiServerThread, api: Any) -> None:
     # Every job kind's group, in the order a member serves them (AscendJob's first).
     assert [g.name for g in groups.groups] == list(dict.fromkeys(rt.group for rt in SERVED))
     assert groups.groups[0].name == G
+    kubeflow = next(g for g in groups.groups if g.name == "kubeflow.org")
+    assert sorted(v.version for v in kubeflow.versions) == ["v1", "v2beta1"]
     custom = httpx.get(f"{apiserver.url}/apis/{G}/{V}").json()
     acjob = next(r for r in custom["resources"] if r["name"] == P)
     assert acjob["shortNames"] == ["acjob"] and acjob["kind"] == "AscendJob" and "watch" in acjob["verbs"]
