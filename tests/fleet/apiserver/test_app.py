@@ -140,6 +140,7 @@ def test_openapi_documents_kubectl_reads(http: httpx.Client) -> None:
         "apis/kubeflow.org/v2beta1",
         "apis/authorization.k8s.io/v1",
         "apis/authentication.k8s.io/v1",
+        "apis/batch.tensorstack.dev/v1beta1",
     }
     document = http.get(index["paths"]["apis/mindxdl.gitee.com/v1"]["serverRelativeURL"]).json()
     patch = document["paths"]["/apis/mindxdl.gitee.com/v1/namespaces/{namespace}/ascendjobs/{name}"]["patch"]

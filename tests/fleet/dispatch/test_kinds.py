@@ -13,6 +13,7 @@ from fleet.jobs import cluster_of, current_state
 from fleet.members import load_members
 from fleet.state import events_for
 from fleet.workloads.labels import JOB_UID_LABEL
+from queues import JobState
 from tests.fleet.dispatch.conftest import A800_POOL, MODULE_POOL, RunningFleet
 from tests.fleet.placement.factory import job
 from tests.support.kinds import FLEET_ASCENDJOB, FLEET_PYTORCHJOB, PYTORCHJOBS
@@ -83,23 +84,29 @@ def test_a_pytorchjob_and_an_ascendjob_of_one_name_both_run_and_share_their_leaf
     ascend["metadata"]["namespace"] = "team-a"
     ascend["metadata"]["annotations"] = {"sim.fleet.io/duration-seconds": "30"}
     fleet.submit(ascend)
-    fleet.submit(pytorchjob("train", seconds=3.0))
-    third = pytorchjob("later", workers=1, seconds=1.0)
-    fleet.submit(third)
+    fleet.submit(pytorchjob("train", seconds=15.0))
 
     def both_running() -> bool:
-        return _state(fleet, FLEET_ASCENDJOB, "train") == "Running" and _state(
-            fleet, FLEET_PYTORCHJOB, "train"
-        ) in ("Running", "Succeeded")
+        return (
+            _state(fleet, FLEET_ASCENDJOB, "train") == "Running"
+            and _state(fleet, FLEET_PYTORCHJOB, "train") == "Running"
+        )
 
     fleet.wait_for("the AscendJob and the PyTorchJob named train both running", both_running, 60)
+    # The leaf admits two jobs of any kind: a third waits for one of them, for max-jobs.
+    assert fleet.ledger.usages(["team-a"])["team-a"]["kube-queue/max-jobs"] == 2
+    fleet.submit(pytorchjob("later", workers=1, seconds=1.0))
+
+    def waits_for_quota() -> bool:
+        obj = fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "later")
+        last = obj["status"]["conditions"][-1]
+        return current_state(obj) == "Queued" and "kube-queue/max-jobs 2/2 in use" in str(last.get("message"))
+
+    fleet.wait_for("the third job to wait for the leaf's max-jobs", waits_for_quota, 10)
+    assert fleet.ledger.state("pytorchjobs.kubeflow.org:team-a/later") is JobState.PENDING
     torch = fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "train")
     assert cluster_of(torch) == "member-1"
     assert cluster_of(fleet.objects.get(FLEET_ASCENDJOB, "team-a", "train")) == "member-2"
-    # The leaf admits two jobs of any kind: the third waits for one of them.
-    later = fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "later")
-    assert current_state(later) == "Queued", later["status"]
-    assert "kube-queue/max-jobs" in str(later["status"]["conditions"][-1].get("message"))
 
     # The member runs the PyTorchJob as Kubeflow's operator would: its pods carry the
     # training.kubeflow.org labels, its conditions the PyTorchJob reasons.
@@ -122,6 +129,8 @@ def test_a_pytorchjob_and_an_ascendjob_of_one_name_both_run_and_share_their_leaf
         ),
         60,
     )
+    later = fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "later")
+    assert current_state(later) in ("Running", "Succeeded")  # admitted once a slot was free
     done = fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "train")
     assert done["status"]["conditions"][-1]["reason"] == "PyTorchJobSucceeded"
     assert set(done["status"]["replicaStatuses"]) == {"Master", "Worker"}
