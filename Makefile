@@ -24,7 +24,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 test: lint typecheck
-	$(BIN)/pytest -n 2 --dist loadfile
+	$(BIN)/pytest -n 2 --dist worksteal --durations=15
 
 # The image's inputs (deploy/Dockerfile installs exactly these): Fleet's wheel, then the wheels of
 # everything it depends on, so that an install needs no index (pip's cache serves repeated builds).

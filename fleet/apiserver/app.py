@@ -684,6 +684,11 @@ class _Api:
                 continue
             return self._render(request, rt, updated)
 
+    def _authorize_apply(self, request: Request, target: _Target, verb: str) -> None:
+        if self.authorizer is not None:
+            user = str(request.scope.get("fleet.user") or "system:anonymous")
+            self.authorizer(Access(user, verb, target.rt, target.namespace, target.name, target.subresource))
+
     async def server_side_apply(self, request: Request, target: _Target) -> Response:
         """``PATCH`` with ``application/apply-patch+yaml`` (:mod:`~fleet.apiserver.apply`):
         creates the object when it is missing; an apply that changes nothing is not written."""
@@ -706,10 +711,11 @@ class _Api:
                 if status:
                     raise
                 current = None
-            if self.authorizer is not None:  # creating by apply is a create, changing a patch
-                user = str(request.scope.get("fleet.user") or "system:anonymous")
-                verb = "create" if current is None else "patch"
-                self.authorizer(Access(user, verb, rt, target.namespace, target.name, target.subresource))
+            # Creating by apply is a create; applying to an existing object needs what a get
+            # needs (a conflict shows no more than a get would), and a patch only if it changes
+            # the object: re-applying the same file is a no-op any reader may make (GitOps tools
+            # apply on every sync).
+            self._authorize_apply(request, target, "create" if current is None else "get")
             obj = ssa.apply(
                 current, config, manager=manager, force=force, api_version=rt.api_version, with_status=status
             )
@@ -727,6 +733,7 @@ class _Api:
                 return response
             if ssa.same_object(obj, current):
                 return self._render(request, rt, current)
+            self._authorize_apply(request, target, "patch")
             warnings = self._unknown_fields(rt, obj, request)
             self._validate(rt, obj)
             read_version = str(current["metadata"]["resourceVersion"])

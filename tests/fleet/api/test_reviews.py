@@ -112,12 +112,15 @@ def test_a_tenant_creates_by_server_side_apply_in_its_namespace_only(
     server: FleetApiThread, tmp_path: Path
 ) -> None:
     """Creating by apply is authorized as a create, changing as a patch (which a tenant may not
-    do to a submitted job): what can-i says for each."""
+    do to a submitted job): what can-i says for each. Re-applying the same file changes nothing
+    and is let through (a GitOps tool applies on every sync)."""
     job = yaml.safe_load(JOB.read_text())
     job["metadata"]["namespace"] = "team-a"
     alice = kubectl_as(server, "alice", tmp_path)
     created = alice("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(job))
     assert created.stdout.strip() == "ascendjob.mindxdl.gitee.com/default-test-pytorch serverside-applied"
+    again = alice("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(job))
+    assert again.stdout.strip() == created.stdout.strip()
     job["metadata"]["labels"]["changed"] = "yes"
     changed = alice("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(job), ok=False)
     assert changed.returncode == 1 and 'cannot patch resource "ascendjobs"' in changed.stderr

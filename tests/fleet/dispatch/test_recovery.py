@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from collections.abc import Callable
 from typing import Any
 
@@ -144,10 +145,15 @@ def test_a_dispatcher_started_with_a_member_down_dispatches_to_the_others_at_onc
 
     fleet.wait_for("the jobs to be dispatched", dispatched, 30)
     took = time.monotonic() - started
-    # The process's own start-up (imports, member clients) included; it used to wait 30 s.
-    assert took < 8.0, f"dispatched after {took:.1f}s\n{fleet.procs.logs()}"
-    assert {cluster_of(o) for o in _jobs(fleet).values()} == {"member-1"}
+    at = datetime.now()
     log = fleet.procs.roles["dispatcher"].log_path.read_text()
+    # From the dispatcher's first line (its interpreter's imports left out: they take 3-4 s on
+    # this machine, more when other tests share its two cores); it used to wait 30 s.
+    began = datetime.strptime(log.split(" level=", 1)[0], "%Y-%m-%d %H:%M:%S,%f")
+    since_start = (at - began).total_seconds()
+    assert since_start < 6.0, f"dispatched {since_start:.1f}s after it started\n{fleet.procs.logs()}"
+    assert took < 20.0, f"dispatched after {took:.1f}s\n{fleet.procs.logs()}"
+    assert {cluster_of(o) for o in _jobs(fleet).values()} == {"member-1"}
     assert "event=capacity_unknown members=member-3" in log
 
     # The member comes back: its capacity counts again, and the next job goes there.
