@@ -11,8 +11,8 @@
 from __future__ import annotations
 
 import time
-from datetime import datetime
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import pytest
