@@ -43,6 +43,7 @@ from redis.retry import Retry
 __all__ = [
     "DEFAULT_REDIS_URL",
     "MASK",
+    "ONE_SHOT_RETRIES",
     "SENTINEL_SCHEME",
     "ScriptCall",
     "SentinelURL",
@@ -149,6 +150,12 @@ def check_url(url: str) -> str | None:
             text = "no valid host:port (a password with '/', '?', '#' or '@' in it must be percent-encoded)"
         return f"{mask_url(url)}: {text}"
     return None
+
+
+#: Retries for a one-shot command (``fleet quota apply``, ``fleet member remove``): a person at a
+#: terminal is told within a second that Redis does not answer, rather than after half a minute;
+#: the long-running roles keep the default and ride through a restart.
+ONE_SHOT_RETRIES: Final = 3
 
 
 def redis_from_url(url: str, *, retries: int = 12) -> redis.Redis:

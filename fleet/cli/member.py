@@ -153,7 +153,7 @@ def remove(
 ) -> None:
     """Take member NAME out of the fleet: refused while jobs are placed there, unless --force,
     which first sends each back to its queue (ClusterFailover, the member avoided) to run elsewhere."""
-    from fleet.connections import redis_from_url
+    from fleet.connections import ONE_SHOT_RETRIES, redis_from_url
     from fleet.members.secret import SecretError, members_of, without_member
 
     store = _secret(cluster_kubeconfig, cluster_context, namespace, secret)
@@ -163,7 +163,7 @@ def remove(
         raise click.ClickException(str(error)) from None
     if config is None or name not in members_of(config):
         raise click.ClickException(f"member {name}: not in secret {namespace}/{secret}")
-    client = redis_from_url(redis_url)
+    client = redis_from_url(redis_url, retries=ONE_SHOT_RETRIES)
     try:
         placed = _placed_on(client, name)
         if placed and not force:

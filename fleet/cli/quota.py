@@ -30,7 +30,7 @@ from fleet.cli.endpoint import (
     warnings_of,
 )
 from fleet.cli.options import redis_url_checked
-from fleet.connections import mask_url, redis_from_url
+from fleet.connections import ONE_SHOT_RETRIES, mask_url, redis_from_url
 from queues import (
     ApplyRefused,
     Ledger,
@@ -108,7 +108,7 @@ def apply(
     if not _report(path):
         raise SystemExit(1)
     tree, _ = load(path.read_text(encoding="utf-8"))
-    client = redis_from_url(redis_url)
+    client = redis_from_url(redis_url, retries=ONE_SHOT_RETRIES)
     try:
         applied = Ledger(client).apply(tree, expected_version=expected_version)
     except (ApplyRefused, TreeInvalid) as exc:
@@ -200,7 +200,7 @@ def _apply_through_endpoint(path: Path, kubeconfig: Path, context: str, expected
 @_REDIS
 def queues(redis_url: str) -> None:
     """The queue of every tree node with its usage, admitted and pending jobs."""
-    client = redis_from_url(redis_url)
+    client = redis_from_url(redis_url, retries=ONE_SHOT_RETRIES)
     try:
         click.echo(format_views(queue_views(Ledger(client))))
     except redis.RedisError as exc:
