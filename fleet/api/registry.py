@@ -40,7 +40,7 @@ def fleet_registry() -> Registry:
                 with_schema(MEMBER_CLUSTER),
                 with_schema(QUEUE),
                 with_schema(FLEET_NAMESPACE),
-                *COMPANION_KINDS,
+                *(with_schema(kind) for kind in COMPANION_KINDS),
             ]
         )
     )
