@@ -27,20 +27,17 @@ def fleet_registry() -> Registry:
     """The job kinds (adapter validation), Event, the four policy kinds (model validation), the
     ElasticQuotaTree, PriorityClass (kube-apiserver's validation), the computed MemberCluster,
     Queue and Namespace kinds, the ConfigMaps, Secrets and Services jobs reference, and the self
-    reviews of ``kubectl auth can-i`` and ``whoami``. Each kind with a file in
-    :mod:`fleet.api.schemas` carries that schema (validation and OpenAPI)."""
-    return Registry(
-        with_reviews(
-            [
-                *(replace(with_schema(rt), validate=validate_job) for rt in FLEET_JOB_KINDS),
-                with_schema(FLEET_EVENT),
-                *(replace(with_schema(kind), validate=validate_policy) for kind in POLICY_KINDS),
-                with_schema(ELASTIC_QUOTA_TREE),
-                replace(with_schema(PRIORITY_CLASS), validate=validate_priority_class),
-                with_schema(MEMBER_CLUSTER),
-                with_schema(QUEUE),
-                with_schema(FLEET_NAMESPACE),
-                *COMPANION_KINDS,
-            ]
-        )
-    )
+    reviews of ``kubectl auth can-i`` and ``whoami``. Every kind carries its schema from
+    :mod:`fleet.api.schemas` (validation and OpenAPI)."""
+    kinds = [
+        *(replace(rt, validate=validate_job) for rt in FLEET_JOB_KINDS),
+        FLEET_EVENT,
+        *(replace(kind, validate=validate_policy) for kind in POLICY_KINDS),
+        ELASTIC_QUOTA_TREE,
+        replace(PRIORITY_CLASS, validate=validate_priority_class),
+        MEMBER_CLUSTER,
+        QUEUE,
+        FLEET_NAMESPACE,
+        *COMPANION_KINDS,
+    ]
+    return Registry([with_schema(rt) for rt in with_reviews(kinds)])

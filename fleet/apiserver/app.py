@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -136,6 +136,17 @@ def default_version_info() -> Obj:
         "compiler": "cpython",
         "platform": f"{sys.platform}/amd64",
     }
+
+
+def _refuse(rt: ResourceType, name: str, causes: list[Cause]) -> NoReturn:
+    """A 422 Invalid naming each field and rule, as kube-apiserver words it."""
+    detail = ", ".join(f"{c.field}: {c.message}" for c in causes)
+    summary = f"[{detail}]" if len(causes) > 1 else detail
+    raise Invalid(
+        f'{rt.qualified_kind} "{name}" is invalid: {summary}',
+        causes=causes,
+        details={"name": name, "group": rt.group, "kind": rt.kind},
+    )
 
 
 def _json_response(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
@@ -427,14 +438,7 @@ class _Api:
             overridden = {cause.field for cause in specific}
             causes = [cause for cause in causes if cause.field not in overridden] + specific
         if causes:
-            name = meta.get("name") or meta.get("generateName") or ""
-            detail = ", ".join(f"{c.field}: {c.message}" for c in causes)
-            summary = f"[{detail}]" if len(causes) > 1 else detail
-            raise Invalid(
-                f'{rt.qualified_kind} "{name}" is invalid: {summary}',
-                causes=causes,
-                details={"name": name, "group": rt.group, "kind": rt.kind},
-            )
+            _refuse(rt, meta.get("name") or meta.get("generateName") or "", causes)
 
     def _scope(self, target: _Target, obj: Obj) -> None:
         """The URL decides namespace and name; a body that disagrees is a BadRequest."""
@@ -523,6 +527,11 @@ class _Api:
                 f"the server does not allow this method on the requested resource ({request.method})"
             )
         body = await self._body(request)  # kubectl's typed clients send protobuf
+        if target.rt.schema is not None and isinstance(body, dict):
+            causes = schema_causes(target.rt.schema, body)
+            if causes:
+                meta = body.get("metadata")
+                _refuse(target.rt, str(meta.get("name") or "") if isinstance(meta, dict) else "", causes)
         answered = reviews.answer(
             target.rt,
             body,

@@ -6,7 +6,8 @@ object's own fields (``spec``, ``status``, a PriorityClass's ``value``...; ``api
 written in the subset that is both JSON Schema and a Kubernetes *structural schema* (the
 ``openAPIV3Schema`` of a CustomResourceDefinition, "Specifying a structural schema" in the
 Kubernetes docs): ``type``, ``description``, ``properties``, ``items``, ``additionalProperties``,
-``required``, ``enum``, ``minimum``, ``anyOf`` of types for ``x-kubernetes-int-or-string``,
+``required``, ``enum``, ``minimum``, ``format`` (shown, not checked; ``byte`` and ``password``
+values are never quoted in an error), ``anyOf`` of types for ``x-kubernetes-int-or-string``,
 ``x-kubernetes-preserve-unknown-fields`` for embedded objects, and ``$ref`` to ``#/$defs/<Name>``
 for recursive or shared parts.
 
@@ -53,6 +54,10 @@ OBJECT_FIELDS: Final[Obj] = {
 }
 
 
+#: Formats of values no message quotes (a Secret's ``data`` and ``stringData``).
+_SECRET_FORMATS: Final = frozenset({"byte", "password"})
+
+
 @functools.lru_cache(maxsize=64)
 def _validator(text: str) -> Draft202012Validator:
     return Draft202012Validator(json.loads(text))
@@ -88,6 +93,8 @@ def _cause(error: ValidationError) -> Cause:
         if not isinstance(error.instance, dict | list)
         else _json_type(error.instance)
     )
+    if isinstance(error.schema, Mapping) and error.schema.get("format") in _SECRET_FORMATS:
+        value = '"<redacted>"'  # a Secret's value, even a wrong one, is never echoed
     keyword = error.validator
     rule: Any = error.validator_value
     if keyword == "required":

@@ -3,9 +3,15 @@
 Each file is the JSON Schema of a kind's own fields (:mod:`fleet.apiserver.schema` says which
 subset, and how it both validates and becomes the kind's OpenAPI for ``kubectl explain``).
 To give a new kind a schema, add ``<kind in lower case>.yaml`` here and attach it where the kind
-is registered with :func:`with_schema`. Field descriptions say what Fleet does with a field;
-where the field is another project's (MindCluster, Karmada, Kube Queue, Kubernetes), its
-meaning is that project's, named in the file's first description.
+is registered with :func:`with_schema`. Two groups may serve a kind of the same name with
+different fields (Kubeflow's and T9k's MPIJob): then each file is named
+``<kind>.<group>.yaml``, which is looked up first. Field descriptions say what Fleet does with
+a field; where the field is another project's (MindCluster, Kubeflow, T9k, Karmada, Kube Queue,
+Kubernetes), its meaning is that project's, named in the file's first comment. Parts several
+kinds share (Kubeflow's RunPolicy and ReplicaSpec) live in a file named ``_<name>.yaml``, whose
+``$defs`` a schema takes in with ``include: [_<name>.yaml]``, so they too are written once; a
+kind with exactly another's fields (ClusterPropagationPolicy) says ``extends: <file>`` and gives
+its own description.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Any
 
 import yaml
@@ -22,19 +29,40 @@ from fleet.apiserver.resources import ResourceType
 __all__ = ["load", "with_schema"]
 
 
+def _file(kind: str, group: str) -> Traversable | None:
+    """The schema file of ``kind`` in ``group``: ``<kind>.<group>.yaml``, else ``<kind>.yaml``."""
+    here = resources.files(__package__)
+    names = [f"{kind.lower()}.{group}.yaml"] if group else []
+    for name in [*names, f"{kind.lower()}.yaml"]:
+        if here.joinpath(name).is_file():
+            return here.joinpath(name)
+    return None
+
+
 @functools.cache
-def load(kind: str) -> dict[str, Any]:
-    """The schema of ``kind`` (``AscendJob`` reads ``ascendjob.yaml``)."""
-    text = resources.files(__package__).joinpath(f"{kind.lower()}.yaml").read_text(encoding="utf-8")
-    schema = yaml.safe_load(text)
+def load(kind: str, group: str = "") -> dict[str, Any]:
+    """The schema of ``kind`` in ``group`` (``AscendJob`` reads ``ascendjob.yaml``; Kubeflow's
+    ``MPIJob`` reads ``mpijob.kubeflow.org.yaml``)."""
+    found = _file(kind, group)
+    if found is None:
+        raise FileNotFoundError(f"no schema for {kind} in group {group!r}")
+    schema = yaml.safe_load(found.read_text(encoding="utf-8"))
     if not isinstance(schema, dict):
         raise ValueError(f"the schema of {kind} is not a mapping")
+    if "extends" in schema:  # a kind with another's fields, in its own words
+        base = yaml.safe_load(
+            resources.files(__package__).joinpath(schema.pop("extends")).read_text(encoding="utf-8")
+        )
+        schema = {**base, **schema}
+    for name in schema.pop("include", []):
+        shared = yaml.safe_load(resources.files(__package__).joinpath(name).read_text(encoding="utf-8"))
+        schema["$defs"] = {**shared["$defs"], **schema.get("$defs", {})}
     return schema
 
 
 def with_schema(rt: ResourceType) -> ResourceType:
     """``rt`` with the schema of its kind attached, when this package has one for it (a kind
     without one is served with its adapter's validation alone, and explained only at the top)."""
-    if not resources.files(__package__).joinpath(f"{rt.kind.lower()}.yaml").is_file():
+    if _file(rt.kind, rt.group) is None:
         return rt
-    return replace(rt, schema=load(rt.kind))
+    return replace(rt, schema=load(rt.kind, rt.group))

@@ -67,3 +67,16 @@ def test_openapi_names_the_definitions_after_the_kind() -> None:
     assert items == {"$ref": "#/components/schemas/g.v1.Tree.Node"}
     v2 = openapi("g.v1.Tree", SCHEMA, gvk, v2=True)
     assert v2["g.v1.Tree.Node"]["properties"]["children"]["items"] == {"$ref": "#/definitions/g.v1.Tree.Node"}
+
+
+def test_a_byte_or_password_value_is_never_quoted() -> None:
+    """A Secret's ``data`` is ``format: byte``: a wrong value is named by its type, never shown."""
+    secret = {
+        "properties": {
+            "data": {"type": "object", "additionalProperties": {"type": "string", "format": "byte"}}
+        }
+    }
+    [cause] = schema_causes(secret, {"data": {"token": 12345}})
+    assert cause.field == "data.token"
+    assert "12345" not in cause.message
+    assert cause.message.startswith('Invalid value: "integer": data.token in body must be of type string')
