@@ -12,10 +12,12 @@ replace each other, and a finished job's ``Running`` condition turns ``status: "
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from fleet.apiserver.resources import Obj
+from fleet.apiserver.store import now_rfc3339
 from fleet.ascend import (
     SCHEDULE_POLICY_ANNOTATION,
     Condition,
@@ -31,6 +33,7 @@ __all__ = [
     "build_pods",
     "duration_seconds",
     "exit_code",
+    "job_event",
     "job_key",
     "min_available",
     "replica_statuses",
@@ -290,3 +293,32 @@ def replica_statuses(job: Obj, pods: Sequence[Obj]) -> dict[str, dict[str, int]]
         elif phase == "Failed":
             counts["failed"] += 1
     return {kind: {k: v for k, v in counts.items() if v} for kind, counts in statuses.items()}
+
+
+def job_event(job: Obj, kind: str, reason: str, message: str, *, source: str, member: str) -> Obj:
+    """An Event about ``job`` as a member's controller writes one (``kind``: Normal or Warning),
+    reported by ``source`` in ``member``: one shape for every simulated controller."""
+    meta = job["metadata"]
+    now = now_rfc3339()
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:16]}", "namespace": meta.get("namespace")},
+        "involvedObject": {
+            "apiVersion": job.get("apiVersion"),
+            "kind": job.get("kind"),
+            "name": meta["name"],
+            "namespace": meta.get("namespace"),
+            "uid": meta.get("uid"),
+            "resourceVersion": meta.get("resourceVersion"),
+        },
+        "reason": reason,
+        "message": message,
+        "type": kind,
+        "source": {"component": source},
+        "reportingComponent": source,
+        "reportingInstance": f"{source}-{member}",
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }

@@ -46,6 +46,7 @@ from fleet.sim.jobs import (
     build_pods,
     duration_seconds,
     exit_code,
+    job_event,
     job_key,
     min_available,
     replica_statuses,
@@ -392,33 +393,7 @@ class Operator:
         return written
 
     async def _event(self, job: Obj, kind: str, reason: str, message: str, source: str = _COMPONENT) -> None:
-        meta = job["metadata"]
-        now = now_rfc3339()
-        event = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {
-                "name": f"{meta['name']}.{uuid.uuid4().hex[:16]}",
-                "namespace": meta.get("namespace"),
-            },
-            "involvedObject": {
-                "apiVersion": job.get("apiVersion"),
-                "kind": job.get("kind"),
-                "name": meta["name"],
-                "namespace": meta.get("namespace"),
-                "uid": meta.get("uid"),
-                "resourceVersion": meta.get("resourceVersion"),
-            },
-            "reason": reason,
-            "message": message,
-            "type": kind,
-            "source": {"component": source},
-            "reportingComponent": source,
-            "reportingInstance": f"{source}-{self.member}",
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
+        event = job_event(job, kind, reason, message, source=source, member=self.member)
         with contextlib.suppress(NotFound):
             await self.store.create(EVENT, event, copy=False)
 

@@ -34,7 +34,6 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -43,7 +42,7 @@ from fleet.apiserver.errors import AlreadyExists, NotFound
 from fleet.apiserver.kinds import EVENT, NODE, POD
 from fleet.apiserver.resources import Obj, ResourceType
 from fleet.apiserver.store import DELETED, MemoryStore, now_rfc3339
-from fleet.sim.jobs import DURATION_ANNOTATION, EXIT_CODE_ANNOTATION, _with_string_quantities
+from fleet.sim.jobs import DURATION_ANNOTATION, EXIT_CODE_ANNOTATION, _with_string_quantities, job_event
 from fleet.sim.predicates import PodSpecError, pod_info
 from fleet.sim.scheduler import Cluster, schedule_pods
 from fleet.sim.topology import Simulation
@@ -654,30 +653,6 @@ class T9kController:
             await self._event(job, "Warning" if warning else "Normal", phase, last[1])
 
     async def _event(self, job: Obj, kind: str, reason: str, message: str) -> None:
-        meta = job["metadata"]
-        now = now_rfc3339()
-        event = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {
-                "name": f"{meta['name']}.{uuid.uuid4().hex[:16]}",
-                "namespace": meta.get("namespace"),
-            },
-            "involvedObject": {
-                "apiVersion": job.get("apiVersion"),
-                "kind": job.get("kind"),
-                "name": meta["name"],
-                "namespace": meta.get("namespace"),
-                "uid": meta.get("uid"),
-            },
-            "reason": reason,
-            "message": message,
-            "type": kind,
-            "source": {"component": _COMPONENT},
-            "reportingComponent": _COMPONENT,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
+        event = job_event(job, kind, reason, message, source=_COMPONENT, member=self.member)
         with contextlib.suppress(NotFound):
             await self.store.create(EVENT, event)
