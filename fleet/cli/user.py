@@ -191,24 +191,26 @@ def _get_jobs(
     _print_jobs(adapter, kubeconfig, context, jobs, where, members=members)
 
 
+def _read_job(
+    endpoint: Endpoint, adapter: WorkloadAdapter, namespace: str | None, name: str
+) -> dict[str, Any]:
+    """One job of ``adapter``'s kind as ``endpoint`` stores it (its own namespace by default)."""
+    group, version, plural = _coordinates(adapter)
+    return as_dict(
+        endpoint.custom.get_namespaced_custom_object(
+            group, version, namespace or endpoint.namespace, plural, name, _request_timeout=REQUEST_TIMEOUT
+        )
+    )
+
+
 def _get_one(
     adapter: WorkloadAdapter, kubeconfig: Path, context: str, *, namespace: str | None, name: str, output: str
 ) -> None:
     """One job as ``context`` (the fleet, or a member with ``-m``) stores it, whole."""
     endpoint = connect(kubeconfig, context)
-    group, version, plural = _coordinates(adapter)
     try:
         with endpoint_errors(endpoint.server):
-            obj = as_dict(
-                endpoint.custom.get_namespaced_custom_object(
-                    group,
-                    version,
-                    namespace or endpoint.namespace,
-                    plural,
-                    name,
-                    _request_timeout=REQUEST_TIMEOUT,
-                )
-            )
+            obj = _read_job(endpoint, adapter, namespace, name)
     finally:
         endpoint.close()
     if output == "json":
@@ -467,19 +469,9 @@ def _describe_job(
     adapter: WorkloadAdapter, kubeconfig: Path, context: str, namespace: str | None, name: str
 ) -> None:
     endpoint = connect(kubeconfig, context)
-    group, version, plural = _coordinates(adapter)
     try:
         with endpoint_errors(endpoint.server):
-            job = as_dict(
-                endpoint.custom.get_namespaced_custom_object(
-                    group,
-                    version,
-                    namespace or endpoint.namespace,
-                    plural,
-                    name,
-                    _request_timeout=REQUEST_TIMEOUT,
-                )
-            )
+            job = _read_job(endpoint, adapter, namespace, name)
             events = _events(endpoint, job)
     finally:
         endpoint.close()
