@@ -425,6 +425,10 @@ def _propagate_one(
             count_failure=False,
         )
         return "unavailable"
+    except redis.RedisError:
+        # The fleet's own store is away (a restart, a Sentinel failover): not the job's fault.
+        # The task fails and the propagation is sent again once its claim lapses.
+        raise
     except Exception as error:  # building or sending this job's copy failed: the job, not the batch
         log.exception("event=propagation_failed job=%s attempt=%d member=%s", key, attempt, member)
         what = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
