@@ -840,6 +840,12 @@ def main() -> None:
         "--keep", action="store_true", help="Keep the logs, Redis data and jobs.json of a run that finished."
     )
     parser.add_argument(
+        "--dump",
+        type=Path,
+        default=None,
+        help="Write the samples, every wait and every job's spec to this JSON file (for a trace).",
+    )
+    parser.add_argument(
         "--dispatcher-arg",
         action="append",
         default=[],
@@ -1073,6 +1079,22 @@ def _report(
     use_waiting = [s[1][root] / QUOTA for s in waiting]
     all_waits = waits(specs, submitted, transitions)
     fair = fairness(run, nodes, all_waits)
+    if args.dump is not None:
+        args.dump.write_text(
+            json.dumps(
+                {
+                    "started": started,
+                    "nodes": nodes,
+                    "samples": run,
+                    "waits": [
+                        [w.name, w.leaf, w.npus, w.start, None if w.end == math.inf else w.end]
+                        for w in all_waits
+                    ],
+                    "specs": {s.name: [s.leaf, s.klass, arrivals.get(s.name)] for s in specs},
+                    "transitions": {k: v for k, v in transitions.items()},
+                }
+            )
+        )
     share = {name: statistics.fmean(v) for name, v in fair.shares.items() if v}
     best = max(share.items(), key=lambda kv: kv[1]) if share else ("-", 0.0)
     worst = min(share.items(), key=lambda kv: kv[1]) if share else ("-", 0.0)

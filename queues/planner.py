@@ -59,7 +59,11 @@ No starvation (``starvation_seconds``)
     sibling; nor are a leaf's own jobs within its guarantee held back for a head of the leaf that
     asks for more than the leaf's ``min`` (it can only start by borrowing). Its wait is bounded
     by the bound plus the time the jobs already running under that node take to end (or less,
-    with preemption), plus the time owed siblings take to reach their ``min``. The clock is the
+    with preemption), plus the time owed siblings take to reach their ``min``. A head holds
+    nothing (neither this reservation nor the wait rule above) while it would be refused even
+    with every job under that node ended: what it waits for (a sibling's guarantee, usage
+    elsewhere) no hold there brings about, and holding would only idle the quota or, with
+    nothing running, keep the jobs behind it waiting for good. The clock is the
     dispatcher's memory: a new leader starts it again.
 
 Preemption (:meth:`victims`)
@@ -211,6 +215,9 @@ class _Starving:
     borrows: bool = False
     #: What it asks for.
     request: Mapping[str, int] = field(default_factory=dict)
+    #: Whether holding ``node`` can help it: it would fit once every job under ``node`` ended
+    #: (:func:`_can_hold`). A hold that cannot help only idles the quota it keeps.
+    holds: bool = True
 
 
 class Planner:
@@ -303,7 +310,7 @@ class Planner:
                 borrows=s.borrows,
             )
             for leaf, s in self._starving.items()
-            if now - s.since >= bound
+            if now - s.since >= bound and s.holds
         ]
         for job, nomination in list(self._nominated.items()):
             if nomination.until <= now:
@@ -345,6 +352,7 @@ class Planner:
             if park is not None and leaf in snap.nodes:  # it holds what its last refusal says
                 s.node = _blocking_node(snap, leaf, park.refusal)
                 s.resources = _held(park.refusal, _class_of(heads[leaf], s.job))
+                s.holds = _can_hold(snap, leaf, s.node, s.request)
         reservations = self.reservations(now)
         self._fair = snap.fair_shares() if self._starving else {}
         cursors: dict[str, list[_Cursor]] = {}
@@ -397,6 +405,7 @@ class Planner:
                     # held for the node that refuses it now, not the one that did before.
                     held.node = _blocking_node(snap, leaf, refusal)
                     held.resources = _held(refusal, request)
+                    held.holds = _can_hold(snap, leaf, held.node, request)
                 if not touched.intersection(snap.chain(leaf)):
                     self._parked[(leaf, cursor.classes.cls)] = _Park(_stamp(snap, leaf), head, refusal)
                     never = snap.never_fits(leaf, request)
@@ -447,7 +456,7 @@ class Planner:
         asks = _resources(request)
         guaranteed = _within_guarantee(snap, leaf, request)
         for s in self._starving.values():
-            if s.job == head.job or s.node not in chain or not s.resources & asks:
+            if s.job == head.job or not s.holds or s.node not in chain or not s.resources & asks:
                 continue
             if s.head.priority < head.priority or (guaranteed and (s.leaf != leaf or s.borrows)):
                 continue
@@ -534,8 +543,9 @@ class Planner:
             node = _blocking_node(snap, leaf, refusal)
             since = now if known is None else known.since
             borrows = _borrows(snap, leaf, cls.request)
+            holds = _can_hold(snap, leaf, node, cls.request)
             self._starving[leaf] = _Starving(
-                first.job, since, node, _held(refusal, cls.request), first, leaf, borrows, cls.request
+                first.job, since, node, _held(refusal, cls.request), first, leaf, borrows, cls.request, holds
             )
 
     # ---- preemption ---------------------------------------------------------------------------
@@ -749,6 +759,17 @@ def _blocking_node(snap: Snapshot, leaf: str, refusal: Refusal) -> str:
         return leaf
     by_path = {node.path: name for name, node in snap.nodes.items()}
     return by_path.get(refusal.node, leaf)
+
+
+def _can_hold(snap: Snapshot, leaf: str, node: str, request: Mapping[str, int]) -> bool:
+    """Whether keeping what is released under ``node`` for a head of ``leaf`` can ever let the
+    head in: it fits once every job under ``node`` has ended (:meth:`Snapshot.drained`). A head
+    refused by what another subtree is owed, or by usage outside ``node``, waits for something
+    no hold at ``node`` brings about; holding the jobs behind it would idle the quota and, with
+    nothing running under ``node``, keep everything behind it waiting for good."""
+    if node not in snap.nodes:
+        return False
+    return snap.drained(node).check(leaf, request) is None
 
 
 def _passes(keys: _Keys, leaf: str, holder: str) -> bool:

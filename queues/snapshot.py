@@ -237,6 +237,52 @@ class Snapshot:
             if now != owed:
                 _add(self.nodes[node.parent].due, r, now - owed)
 
+    def drained(self, name: str) -> Snapshot:
+        """The tree as it would be once every job under ``name`` has ended (its waiting jobs
+        still waiting): a starving head's hold at ``name`` can only ever help the head if the
+        head fits this tree (:meth:`queues.planner.Planner.plan`). What children could take and
+        are owed is derived again from the changed usage, as the scripts keep it."""
+        gone = dict(self.nodes[name].used)
+        under = set(self._subtree(name))
+        nodes = []
+        for node in self.nodes.values():
+            used = {} if node.name in under else dict(node.used)
+            if node.name not in under and name in self.nodes and node.name in self.nodes[name].chain[1:]:
+                for r, amount in gone.items():
+                    _add(used, r, -amount)
+            nodes.append(
+                Node(
+                    node.name,
+                    node.path,
+                    node.parent,
+                    node.chain,
+                    max=node.max,
+                    min=node.min,
+                    used=used,
+                    pending=node.pending,
+                    queued=node.queued,
+                    want=node.want,
+                    guarded=node.guarded,
+                )
+            )
+        model = Snapshot(nodes, version=self.version, epoch=self.epoch)
+        for node in sorted(model.nodes.values(), key=lambda n: -len(n.chain)):  # children first
+            if node.parent not in model.nodes:
+                continue
+            parent = model.nodes[node.parent]
+            for r in model._kept:
+                _add(parent.kids, r, node.could_take(r))
+            for r, low in node.min.items():
+                if low > 0:
+                    _add(parent.due, r, node.owed(r))
+        return model
+
+    def _subtree(self, name: str) -> list[str]:
+        out = [name]
+        for child in self.nodes[name].children:
+            out.extend(self._subtree(child))
+        return out
+
     # -- fairness -------------------------------------------------------------------------------
 
     def share(self, name: str) -> float:

@@ -189,6 +189,48 @@ def test_a_head_larger_than_its_quota_never_holds_others(ledger: Ledger) -> None
     assert d.planner.reservations(200) == []
 
 
+def test_a_head_no_release_under_its_node_could_let_in_holds_nothing(ledger: Ledger) -> None:
+    """Found by the stateful cycle test: ``wide`` (guarantee 1 NPU) and ``narrow`` (guarantee 2)
+    share 4 NPUs, and each one's waiting jobs are bigger than its guarantee, so each is refused for
+    what the other is owed. ``wide``'s starving 3-NPU head is refused at ``wide`` (it would borrow),
+    though nothing runs there: no release under ``wide`` can ever let it in. It must not hold the
+    2-NPU job of ``wide``'s other leaf, which fits now; before, the cycle admitted nothing, ever."""
+    tree = {
+        "name": "root",
+        "min": {NPU: 4},
+        "max": {NPU: 4},
+        "children": [
+            {
+                "name": "wide",
+                "min": {NPU: 1},
+                "max": {NPU: 5},
+                "children": [
+                    {"name": "solo", "max": {NPU: 8}, "namespaces": ["solo"]},
+                    {"name": "batch", "max": {NPU: 8}, "namespaces": ["batch"]},
+                ],
+            },
+            node("narrow", 2, 4),
+        ],
+    }
+    ledger.apply(make_tree(tree))
+    d = Driver(ledger, PlannerSettings(starvation_seconds=10, grace_seconds=5))
+    narrow = d.submit("narrow", 4)
+    start = time.time()
+    head = d.submit("batch", 3)
+    plan = d.cycle(now=start)
+    assert plan.picks == [] and {r.job for r in plan.refused} == {narrow, head}
+    assert d.planner.starving_since("batch") == (head, start)
+    # Long past the grace and the bound, a job of the sibling leaf arrives; it fits now.
+    ledger.client.set(ledger.keys.seq, int((start + 60) * 1e6))
+    fits = d.submit("solo", 2)
+    plan = d.cycle(now=start + 61)
+    assert [p.job for p in plan.picks] == [fits]
+    assert plan.blocked == [] and d.planner.reservations(start + 61) == []
+    # Had it been held, the hold would be futile: drained, the head is still refused.
+    snap = ledger.snapshot()
+    assert snap.drained("wide").check("batch", {NPU: 3}) is not None
+
+
 def running_of(ledger: Ledger) -> dict[str, Any]:
     snap = ledger.snapshot()
     return ledger.running_jobs(snap.leaves())

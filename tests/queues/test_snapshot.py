@@ -81,6 +81,18 @@ class ModelMachine(RuleBasedStateMachine):
         assert self.ledger.requeue(job)
         self.model.release(record.leaf, record.request, to_queue=True)
 
+    @rule(data=st.data())
+    def drain_a_node(self, data: st.DataObject) -> None:
+        """``Snapshot.drained(node)`` is the ledger once every job under the node has ended."""
+        name = data.draw(st.sampled_from(sorted(self.model.nodes)))
+        expected = self.ledger.snapshot().drained(name)
+        under = {n for n, node in self.model.nodes.items() if name in node.chain}
+        for job, record in sorted(self.ledger.records().items()):
+            if record.leaf in under:
+                self.ledger.release(job)
+                self.model.release(record.leaf, record.request)
+        same_state(expected, self.ledger.snapshot())
+
     @invariant()
     def model_is_the_ledger(self) -> None:
         same_state(self.model, self.ledger.snapshot())

@@ -225,7 +225,11 @@ def test_a_pytorchjob_that_fails_by_its_own_code_is_retried_then_failed(
     failed = [c["reason"] for c in obj["status"]["conditions"] if c["type"] == "Failed"]
     assert failed == ["PyTorchJobFailed", "PyTorchJobFailed", "BackoffLimitExceeded"]
     assert obj["status"]["failures"] == 2
-    assert fleet.ledger.usages(["root"])["root"].get("huawei.com/Ascend910", 0) == 0
+    fleet.wait_for(  # stored Failed first, then released: a reader may see the first alone
+        "its quota released",
+        lambda: fleet.ledger.usages(["root"])["root"].get("huawei.com/Ascend910", 0) == 0,
+        10,
+    )
 
 
 def test_jobs_of_two_kinds_with_one_name_are_kept_on_different_members(
