@@ -236,6 +236,8 @@ class Planner:
         self._holds: dict[str, tuple[str, str, frozenset[str]]] = {}
         #: This cycle's fair shares (:meth:`Snapshot.fair_shares`), when some head holds.
         self._fair: dict[str, dict[str, float]] = {}
+        #: This cycle's trees with a node's jobs all ended (:meth:`_can_hold`), by node.
+        self._drained: dict[str, Snapshot] = {}
 
     # ---- memory -------------------------------------------------------------------------------
 
@@ -341,6 +343,7 @@ class Planner:
         class goes on with its next job.
         """
         plan = Plan()
+        self._drained.clear()
         for leaf, s in list(self._starving.items()):
             first = _leaf_first(heads.get(leaf, ()))
             if first is None or first.job != s.job:
@@ -352,7 +355,7 @@ class Planner:
             if park is not None and leaf in snap.nodes:  # it holds what its last refusal says
                 s.node = _blocking_node(snap, leaf, park.refusal)
                 s.resources = _held(park.refusal, _class_of(heads[leaf], s.job))
-                s.holds = _can_hold(snap, leaf, s.node, s.request)
+                s.holds = self._can_hold(snap, leaf, s.node, s.request)
         reservations = self.reservations(now)
         self._fair = snap.fair_shares() if self._starving else {}
         cursors: dict[str, list[_Cursor]] = {}
@@ -405,7 +408,7 @@ class Planner:
                     # held for the node that refuses it now, not the one that did before.
                     held.node = _blocking_node(snap, leaf, refusal)
                     held.resources = _held(refusal, request)
-                    held.holds = _can_hold(snap, leaf, held.node, request)
+                    held.holds = self._can_hold(snap, leaf, held.node, request)
                 if not touched.intersection(snap.chain(leaf)):
                     self._parked[(leaf, cursor.classes.cls)] = _Park(_stamp(snap, leaf), head, refusal)
                     never = snap.never_fits(leaf, request)
@@ -491,6 +494,20 @@ class Planner:
         asked = [(r, a) for r, a in request.items() if a > 0 and r in fair]
         return bool(asked) and all(used.get(r, 0) + a <= fair[r] for r, a in asked)
 
+    def _can_hold(self, snap: Snapshot, leaf: str, node: str, request: Mapping[str, int]) -> bool:
+        """Whether keeping what is released under ``node`` for a head of ``leaf`` can ever let
+        the head in: it fits once every job under ``node`` has ended (:meth:`Snapshot.drained`,
+        one per node and cycle). A head refused by what another subtree is owed, or by usage
+        outside ``node``, waits for something no hold at ``node`` brings about; holding the jobs
+        behind it would idle the quota and, with nothing running under ``node``, keep everything
+        behind it waiting for good."""
+        if node not in snap.nodes:
+            return False
+        drained = self._drained.get(node)
+        if drained is None:
+            drained = self._drained[node] = snap.drained(node)
+        return drained.check(leaf, request) is None
+
     def _parked_leaves(self) -> set[str]:
         return {leaf for leaf, _ in self._parked}
 
@@ -543,7 +560,7 @@ class Planner:
             node = _blocking_node(snap, leaf, refusal)
             since = now if known is None else known.since
             borrows = _borrows(snap, leaf, cls.request)
-            holds = _can_hold(snap, leaf, node, cls.request)
+            holds = self._can_hold(snap, leaf, node, cls.request)
             self._starving[leaf] = _Starving(
                 first.job, since, node, _held(refusal, cls.request), first, leaf, borrows, cls.request, holds
             )
@@ -759,17 +776,6 @@ def _blocking_node(snap: Snapshot, leaf: str, refusal: Refusal) -> str:
         return leaf
     by_path = {node.path: name for name, node in snap.nodes.items()}
     return by_path.get(refusal.node, leaf)
-
-
-def _can_hold(snap: Snapshot, leaf: str, node: str, request: Mapping[str, int]) -> bool:
-    """Whether keeping what is released under ``node`` for a head of ``leaf`` can ever let the
-    head in: it fits once every job under ``node`` has ended (:meth:`Snapshot.drained`). A head
-    refused by what another subtree is owed, or by usage outside ``node``, waits for something
-    no hold at ``node`` brings about; holding the jobs behind it would idle the quota and, with
-    nothing running under ``node``, keep everything behind it waiting for good."""
-    if node not in snap.nodes:
-        return False
-    return snap.drained(node).check(leaf, request) is None
 
 
 def _passes(keys: _Keys, leaf: str, holder: str) -> bool:

@@ -23,7 +23,6 @@ against its ``max``; one with neither has share 0.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -87,6 +86,25 @@ class Node:
         return min(low - used, self.could_take(resource)) if used < low else 0
 
 
+def _copy_node(node: Node) -> Node:
+    return Node(
+        node.name,
+        node.path,
+        node.parent,
+        node.chain,
+        max=node.max,
+        min=node.min,
+        used=dict(node.used),
+        pending=node.pending,
+        queued=node.queued,
+        want=dict(node.want),
+        kids=dict(node.kids),
+        due=dict(node.due),
+        guarded=node.guarded,
+        children=list(node.children),
+    )
+
+
 def _split(value: str) -> tuple[str, ...]:
     return tuple(part for part in value.split("\t") if part)
 
@@ -121,7 +139,14 @@ class Snapshot:
         return cls(nodes, version=version, epoch=epoch)
 
     def copy(self) -> Snapshot:
-        return copy.deepcopy(self)
+        """An independent copy to plan on: what the cycle changes (usage, pending counts, what
+        children could take and are owed) is copied; the limits, which nothing changes, are
+        shared. A cycle copies the snapshot at least once, so this is kept cheap (a deep copy
+        cost several milliseconds with a few dozen nodes)."""
+        out = Snapshot.__new__(Snapshot)
+        out.nodes = {name: _copy_node(node) for name, node in self.nodes.items()}
+        out.version, out.epoch, out.governed, out._kept = self.version, self.epoch, self.governed, self._kept
+        return out
 
     @property
     def root(self) -> Node:
@@ -241,40 +266,31 @@ class Snapshot:
         """The tree as it would be once every job under ``name`` has ended (its waiting jobs
         still waiting): a starving head's hold at ``name`` can only ever help the head if the
         head fits this tree (:meth:`queues.planner.Planner.plan`). What children could take and
-        are owed is derived again from the changed usage, as the scripts keep it."""
-        gone = dict(self.nodes[name].used)
-        under = set(self._subtree(name))
-        nodes = []
-        for node in self.nodes.values():
-            used = {} if node.name in under else dict(node.used)
-            if node.name not in under and name in self.nodes and node.name in self.nodes[name].chain[1:]:
-                for r, amount in gone.items():
-                    _add(used, r, -amount)
-            nodes.append(
-                Node(
-                    node.name,
-                    node.path,
-                    node.parent,
-                    node.chain,
-                    max=node.max,
-                    min=node.min,
-                    used=used,
-                    pending=node.pending,
-                    queued=node.queued,
-                    want=node.want,
-                    guarded=node.guarded,
-                )
-            )
-        model = Snapshot(nodes, version=self.version, epoch=self.epoch)
-        for node in sorted(model.nodes.values(), key=lambda n: -len(n.chain)):  # children first
-            if node.parent not in model.nodes:
+        are owed is derived again, as the scripts keep it, where the changed usage reaches: the
+        nodes under ``name`` and its ancestors."""
+        model = self.copy()
+        gone = self.nodes[name].used
+        under = self._subtree(name)
+        for n in under:
+            model.nodes[n].used = {}
+        ancestors = list(self.nodes[name].chain[1:])
+        for n in ancestors:
+            used = model.nodes[n].used
+            for r, amount in gone.items():
+                _add(used, r, -amount)
+        # Children first: the subtree deepest first, then the ancestors upwards.
+        for n in [*sorted(under, key=lambda n: -len(self.nodes[n].chain)), *ancestors]:
+            node = model.nodes[n]
+            if not node.children:
                 continue
-            parent = model.nodes[node.parent]
-            for r in model._kept:
-                _add(parent.kids, r, node.could_take(r))
-            for r, low in node.min.items():
-                if low > 0:
-                    _add(parent.due, r, node.owed(r))
+            node.kids, node.due = {}, {}
+            for c in node.children:
+                child = model.nodes[c]
+                for r in model._kept:
+                    _add(node.kids, r, child.could_take(r))
+                for r, low in child.min.items():
+                    if low > 0:
+                        _add(node.due, r, child.owed(r))
         return model
 
     def _subtree(self, name: str) -> list[str]:

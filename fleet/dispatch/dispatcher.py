@@ -75,10 +75,11 @@ from fleet.policy import PropagationPolicy
 from fleet.state import Fence, Fenced, record_event, record_events
 from fleet.workloads import KINDS, InvalidWorkload, JobRef, UnknownKind, adapter_for, job_ref
 from queues import JobState, LedgerError
-from queues.heads import RunningJob, class_request
+from queues.heads import ClassHeads, RunningJob, class_request
 from queues.planner import (
     Blocked,
     Pick,
+    Plan,
     Planner,
     PlannerSettings,
     PreemptionKind,
@@ -374,7 +375,7 @@ class Dispatcher:
             why.update(f"held:{b.holder.why}@{b.holder.node}" for b in plan.blocked)
             log.debug(
                 "event=cycle seconds=%.3f root=%s picks=%d placed=%d nofit=%d refused=%d blocked=%d "
-                "why=%s held=%s preempted=%d",
+                "why=%s held=%s preempted=%d leaves=%s",
                 time.time() - now,
                 dict(snap.root.used),
                 len(plan.picks),
@@ -385,6 +386,7 @@ class Dispatcher:
                 ",".join(f"{k}:{n}" for k, n in why.most_common()) or "-",
                 ",".join(f"{r.why}:{r.job}@{r.node}" for r in held) or "-",
                 preempted,
+                _leaf_states(plan, heads, self.planner),
             )
         return placed, bool(plan.picks) or preempted > 0 or plan.changed
 
@@ -1057,6 +1059,30 @@ class Dispatcher:
             fixed,
             time.monotonic() - started,
         )
+
+
+def _leaf_states(plan: Plan, heads: Mapping[str, Sequence[ClassHeads]], planner: Planner) -> str:
+    """For the debug line: what each leaf with waiting jobs got this cycle, per class head:
+    ``p`` picked, ``b<leaf@node`` held by that leaf's head at that node, ``r:kind@node`` refused
+    now, ``z:kind@node`` parked since an earlier refusal."""
+    picked = Tally(p.leaf for p in plan.picks)
+    blocked = {b.job: b.holder for b in plan.blocked}
+    refused = {r.job: r.refusal for r in plan.refused}
+    out = []
+    for leaf, classes in heads.items():
+        marks = [f"p{picked[leaf]}"] if picked[leaf] else []
+        for c in classes:
+            if not c.heads:
+                continue
+            job = c.heads[0].job
+            if job in blocked:
+                marks.append(f"b<{blocked[job].leaf}@{blocked[job].node}")
+            elif job in refused:
+                marks.append(f"r:{refused[job].kind.value}@{refused[job].node}")
+            elif (parked := planner.parked(leaf, c.cls)) is not None:
+                marks.append(f"z:{parked.kind.value}@{parked.node}")
+        out.append(f"{leaf}[{' '.join(marks)}]")
+    return ";".join(out)
 
 
 def _admitted(obj: Mapping[str, Any]) -> bool:
