@@ -515,6 +515,7 @@ class Wait:
     npus: int
     start: float
     end: float
+    priority: int = 0
 
 
 #: States that mean a job was admitted (a later one stands in when the tail missed Admitted).
@@ -536,12 +537,12 @@ def waits(
         start: float | None = submitted[spec.name]
         for state, when in transitions.get(spec.key, []):
             if start is not None and state in _ADMITTED_OR_LATER:
-                out.append(Wait(spec.name, spec.leaf, spec.total, start, max(when, start)))
+                out.append(Wait(spec.name, spec.leaf, spec.total, start, max(when, start), spec.priority))
                 start = None
             elif start is None and state in _WAITING_AGAIN:
                 start = when
         if start is not None:
-            out.append(Wait(spec.name, spec.leaf, spec.total, start, math.inf))
+            out.append(Wait(spec.name, spec.leaf, spec.total, start, math.inf, spec.priority))
     return out
 
 
@@ -555,12 +556,29 @@ class Fairness:
 #: A leaf counts as waiting in a sample (for its share) when a job of it has waited this long:
 #: a job that just arrived and is being admitted is not a leaf held back.
 GRACE: Final = 1.0
+#: A leaf's head that has waited this long goes before the jobs behind it (the dispatcher's
+#: ``--grace-seconds``: past it, first come first served under the node that refuses the head).
+HEAD_GRACE: Final = 5.0
 
 
 def fairness(
-    samples: Sequence[tuple[float, list[int], list[int], list[int]]], nodes: list[str], all_waits: list[Wait]
+    samples: Sequence[tuple[float, list[int], list[int], list[int]]],
+    nodes: list[str],
+    all_waits: list[Wait],
+    *,
+    head_grace: float = HEAD_GRACE,
 ) -> Fairness:
-    """Entitlements and shares over the samples in which jobs waited at the root (ledger)."""
+    """Entitlements and shares over the samples in which jobs waited at the root (ledger).
+
+    Jobs are whole, so a leaf below its entitlement counts as served when no schedule could
+    give it more without going past its fair share or out of its own queue's order: what it is
+    owed is less than its smallest waiting job, or less than its head (its first job: highest
+    priority, then first submitted) once the head has waited ``head_grace`` and so goes before
+    the jobs behind it (issue 16, requirement 4: the head of a leaf is not passed for ever). A
+    leaf whose head is a gang as large as its share then empties before the gang starts, in any
+    schedule that keeps the guarantees (the ledger admits the gang only within the leaf's
+    ``min`` while siblings below theirs wait); that drain is the leaf's own order, not a
+    neighbour taking its share."""
     index = {n: i for i, n in enumerate(nodes)}
     root = index["root"]
     by_start = sorted(all_waits, key=lambda w: w.start)
@@ -578,9 +596,13 @@ def fairness(
         if pending_list[root] <= 0:
             continue
         waiting: dict[str, list[int]] = {}
+        heads: dict[str, Wait] = {}
         held_back: set[str] = set()
         for w in active.values():
             waiting.setdefault(w.leaf, []).append(w.npus)
+            first = heads.get(w.leaf)
+            if first is None or (-w.priority, w.start) < (-first.priority, first.start):
+                heads[w.leaf] = w
             if w.start <= t - GRACE:
                 held_back.add(w.leaf)
         used = {n: used_list[i] for n, i in index.items()}
@@ -591,9 +613,8 @@ def fairness(
         for name in held_back:
             if fair[name] > 0:
                 owed = fair[name] - used[name]
-                if 0 < owed < min(waiting[name]):
-                    # Jobs are whole: what the leaf is owed is less than its smallest waiting
-                    # job, so no schedule could give it more without going past its fair share.
+                head = heads[name]
+                if 0 < owed < min(waiting[name]) or (t - head.start >= head_grace and 0 < owed < head.npus):
                     result.shares[name].append(1.0)
                 else:
                     result.shares[name].append(min(1.0, used[name] / fair[name]))
@@ -1098,6 +1119,19 @@ def _report(
     share = {name: statistics.fmean(v) for name, v in fair.shares.items() if v}
     best = max(share.items(), key=lambda kv: kv[1]) if share else ("-", 0.0)
     worst = min(share.items(), key=lambda kv: kv[1]) if share else ("-", 0.0)
+    # Per sample with jobs waiting: the quota in use over what the tree let them use then.
+    used_at = {s[0]: s[1][root] for s in waiting}
+    of_attainable = [
+        min(1.0, used_at[t] / (a * QUOTA)) if a > 0 else 1.0
+        for t, a in zip(fair.attainable_at, fair.attainable, strict=True)
+    ]
+    # The measure of the earlier rows (before a leaf's own head counted, see fairness()).
+    earlier = {
+        n: statistics.fmean(v)
+        for n, v in fairness(run, nodes, all_waits, head_grace=math.inf).shares.items()
+        if v
+    }
+    earlier_spread = (max(earlier.values()) - min(earlier.values())) * 100 if earlier else 0.0
     timeline: list[float] = []
     attainable_timeline: list[float] = []
     if run:
@@ -1187,6 +1221,9 @@ def _report(
         "waiting_fraction": round(len(waiting) / len(run), 3) if run else None,
         "quota_use_while_waiting": round(statistics.fmean(use_waiting), 3) if use_waiting else None,
         "attainable_while_waiting": round(statistics.fmean(fair.attainable), 3) if fair.attainable else None,
+        "use_of_attainable_while_waiting": round(statistics.fmean(of_attainable), 3)
+        if of_attainable
+        else None,
         "quota_use_by_tenth_pct": timeline,
         "attainable_by_tenth_pct": attainable_timeline,
         "admission_wait": per_class,
@@ -1197,6 +1234,7 @@ def _report(
         "leaf_share_best": {"leaf": best[0], "pct": round(best[1] * 100, 1)},
         "leaf_share_worst": {"leaf": worst[0], "pct": round(worst[1] * 100, 1)},
         "leaf_spread_points": round((best[1] - worst[1]) * 100, 1),
+        "leaf_spread_points_smallest_job_only": round(earlier_spread, 1),
         "leaf_share_pct": {k: round(v * 100, 1) for k, v in share.items()},
         "leaf_share_samples": {k: len(v) for k, v in fair.shares.items()},
         "admissions": admissions,
@@ -1237,7 +1275,8 @@ def _report(
         f"{figures['waiting_fraction'] or 0:.0%} of the {len(run)} samples, "
         f"mean {figures['quota_use_while_waiting'] or 0:.1%} while they waited (goal >= 90%); "
         "the tree's max and max-jobs allowed "
-        f"{figures['attainable_while_waiting'] or 0:.1%} then"
+        f"{figures['attainable_while_waiting'] or 0:.1%} then, and "
+        f"{figures['use_of_attainable_while_waiting'] or 0:.1%} of that was in use"
     )
     print("quota in use by tenth of the run (%): " + " ".join(f"{x:.0f}" for x in timeline))
     attainable_timeline = figures["attainable_by_tenth_pct"]
@@ -1256,7 +1295,9 @@ def _report(
     print(
         f"share of fair entitlement while waiting: best {best[1]:.1%} ({best[0]}), "
         f"worst {worst[1]:.1%} ({worst[0]}): spread {figures['leaf_spread_points']} points (goal <= 10); "
-        "lowest: " + ", ".join(f"{n} {v:.0%}" for n, v in ranked[:5])
+        "lowest: "
+        + ", ".join(f"{n} {v:.0%}" for n, v in ranked[:5])
+        + f"; {figures['leaf_spread_points_smallest_job_only']} points as measured before the head rule"
     )
     print(
         f"dispatcher: {dispatcher_cpu:.1f} CPU s for {admissions} admissions = "

@@ -107,7 +107,7 @@ class Sim:
     def admitted(self, job: str) -> None:
         spec = self.specs[job]
         start = self.waiting_since.pop(job)
-        self.waits.append(Wait(spec.name, spec.leaf, spec.total, start, self.t))
+        self.waits.append(Wait(spec.name, spec.leaf, spec.total, start, self.t, spec.priority))
         self.attempt[job] += 1
         heapq.heappush(self.ends, (self.t + spec.duration + self.args.overhead, job, self.attempt[job]))
 
@@ -304,7 +304,7 @@ def report(
     waiting = [s for s in samples if s[3][root] > 0]
     use_waiting = [s[1][root] / QUOTA for s in waiting]
     waits = list(sim.waits) + [
-        Wait(sim.specs[k].name, sim.specs[k].leaf, sim.specs[k].total, t, math.inf)
+        Wait(sim.specs[k].name, sim.specs[k].leaf, sim.specs[k].total, t, math.inf, sim.specs[k].priority)
         for k, t in sim.waiting_since.items()
     ]
     fair = fairness(samples, nodes, waits)
@@ -321,6 +321,11 @@ def report(
             )
         )
     share = {name: statistics.fmean(v) for name, v in fair.shares.items() if v}
+    earlier = {
+        n: statistics.fmean(v)
+        for n, v in fairness(samples, nodes, waits, head_grace=math.inf).shares.items()
+        if v
+    }
     best = max(share.items(), key=lambda kv: kv[1])
     worst = min(share.items(), key=lambda kv: kv[1])
     of_attainable = [
@@ -381,6 +386,9 @@ def report(
         "leaf_share_best": {"leaf": best[0], "pct": round(best[1] * 100, 1)},
         "leaf_share_worst": {"leaf": worst[0], "pct": round(worst[1] * 100, 1)},
         "leaf_spread_points": round((best[1] - worst[1]) * 100, 1),
+        "leaf_spread_points_smallest_job_only": round(
+            (max(earlier.values()) - min(earlier.values())) * 100, 1
+        ),
         "leaf_share_pct": {k: round(v * 100, 1) for k, v in sorted(share.items(), key=lambda kv: kv[1])},
         "preemptions": dict(sim.preempted),
         "cycles": sim.cycles,
@@ -404,7 +412,8 @@ def print_figures(f: dict[str, Any]) -> None:
     print(f"class ratio by priority: {f['class_wait_ratio_by_priority']}")
     print(
         f"leaf share: best {f['leaf_share_best']}, worst {f['leaf_share_worst']}, "
-        f"spread {f['leaf_spread_points']} points; lowest "
+        f"spread {f['leaf_spread_points']} points "
+        f"({f['leaf_spread_points_smallest_job_only']} before the head rule); lowest "
         + ", ".join(f"{k} {v}" for k, v in list(f["leaf_share_pct"].items())[:6])
     )
     print(f"preemptions {f['preemptions']}; {f['cycles']} cycles, {f['planner_ms_per_cycle']} ms each")

@@ -8,6 +8,8 @@ AscendJob that its leaf accepts, and the fairness and floor arithmetic.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import redis
 
@@ -93,3 +95,34 @@ def test_floor() -> None:
     assert bound.quota == pytest.approx((32 * 4 + 6) / bench.QUOTA)
     assert bound.arrival == pytest.approx(18.0)
     assert bound.seconds == pytest.approx(18.0)
+
+
+def test_a_leaf_emptying_for_its_own_head_counts_as_served_once_the_head_goes_first() -> None:
+    """Whole jobs: asr-en (min 32, entitled to 32 with every leaf backlogged) holds 12 NPUs while
+    its head, a 32-NPU gang, waits; only an empty leaf fits it within its share. Once the head has
+    waited past the grace (it goes before the 1-NPU jobs behind it), the leaf is served; before,
+    and for a leaf whose head is small, it is not."""
+    nodes = bench.node_names()
+    used = [0] * len(nodes)
+    for _, leaf in bench.leaves():
+        used[nodes.index(leaf.name)] = leaf.min
+    used[nodes.index("asr-en")] = 12
+    pending = [1] * len(nodes)
+    jobs = [0] * len(nodes)
+    waits = [bench.Wait(f"w-{leaf.name}", leaf.name, 8, 0.0, math.inf) for _, leaf in bench.leaves()]
+    waits = [w for w in waits if w.leaf not in ("asr-en", "tts")]
+    gang = bench.Wait("gang", "asr-en", 32, 0.0, math.inf)
+    small = [bench.Wait(f"s{i}", "asr-en", 1, 1.0, math.inf) for i in range(4)]
+    used[nodes.index("tts")] = 12  # tts: its head is a 1-NPU job, it is simply short of its share
+    tts = [bench.Wait(f"t{i}", "tts", 1, 0.0, math.inf) for i in range(20)]
+
+    def share(at: float, leaf: str) -> float:
+        fair = bench.fairness([(at, used, jobs, pending)], nodes, [*waits, gang, *small, *tts])
+        return fair.shares[leaf][0]
+
+    assert share(10.0, "asr-en") == 1.0
+    assert share(3.0, "asr-en") < 0.5  # 12 NPUs of about 32
+    assert share(10.0, "tts") < 0.6  # 12 NPUs of about 24
+    # Without the head rule (the measure of the earlier rows), the drain counts against the leaf.
+    before = bench.fairness([(10.0, used, jobs, pending)], nodes, [*waits, gang, *small], head_grace=math.inf)
+    assert before.shares["asr-en"][0] < 0.5
