@@ -59,7 +59,7 @@ from bench.contention_bench import (
 )
 from fleet.connections import redis_from_url
 from queues import Ledger, load
-from queues.heads import RunningJob, class_request
+from queues.heads import HeadCache, RunningJob, class_request
 from queues.planner import Planner, PlannerSettings, PreemptionKind
 from queues.tree import preemption_policy
 from tests.support.redis_server import RedisServer
@@ -91,6 +91,7 @@ class Sim:
     last_end: float = 0.0
     preempted: Counter[str] = field(default_factory=Counter)
     cycles: int = 0
+    heads: HeadCache = field(default_factory=HeadCache)
     plan_seconds: float = 0.0
 
     @property
@@ -144,7 +145,7 @@ class Sim:
         active = [leaf for leaf in snap.leaves() if snap.nodes[leaf].pending > 0]
         if not active:
             return
-        heads = ledger.class_heads(active, 8)
+        heads = self.heads.heads(active, snap.queue_versions, lambda stale: ledger.class_heads(stale, 8))
         plan = planner.plan(snap.copy(), heads, now)
         for _ in range(3):  # as the dispatcher does: once more at once when only the holds moved
             if plan.picks or not plan.changed:

@@ -49,6 +49,14 @@ class Keys:
         """Hash: admitted job -> record; the ledger usage is rebuilt from."""
         return self.base + "admitted"
 
+    @property
+    def queue_versions(self) -> str:
+        """Hash: leaf -> a number that changes whenever the leaf's queue does (a job queued,
+        admitted, removed, or the classes rewritten); unique across leaves and time (from the
+        ``qversion`` counter in ``meta``), so a reader that kept a leaf's heads knows when to
+        read them again (:class:`queues.heads.HeadCache`)."""
+        return self.base + "qversions"
+
     def node(self, name: str) -> str:
         """Hash: a node's limits (``max:<res>``, ``min:<res>``), its place in the tree, what its
         subtree uses and has pending (``used:<res>``, ``pending``) and what its children are owed
@@ -89,6 +97,7 @@ class Keys:
                 "local K_SEQ = BASE .. 'seq'",
                 "local K_PENDING = BASE .. 'pending'",
                 "local K_ADMITTED = BASE .. 'admitted'",
+                "local K_QVERSIONS = BASE .. 'qversions'",
                 "local function k_node(name) return BASE .. 'node:' .. name end",
                 "local function k_queue(name) return BASE .. 'queue:' .. name end",
                 "local function k_classes(leaf) return BASE .. 'classes:' .. leaf end",

@@ -459,6 +459,7 @@ class Ledger:
         names = self._node_names()
         pipe = self.client.pipeline(transaction=True)
         pipe.hmget(self.keys.meta, "version", "epoch")
+        pipe.hgetall(self.keys.queue_versions)
         for name in names:
             pipe.hgetall(self.keys.node(name))
             pipe.zcard(self.keys.queue(name))
@@ -469,12 +470,14 @@ class Ledger:
             return self.snapshot()
         rows: dict[str, dict[str, str]] = {}
         for i, name in enumerate(names):
-            row = {text(k): text(v) for k, v in replies[1 + 2 * i].items()}
-            row["queued"] = str(replies[2 + 2 * i])
+            row = {text(k): text(v) for k, v in replies[2 + 2 * i].items()}
+            row["queued"] = str(replies[3 + 2 * i])
             rows[name] = row
         if version == 0:
             rows = {IMPLICIT_ROOT: rows.get(IMPLICIT_ROOT, {})}
-        return Snapshot.from_rows(rows, version=version, epoch=epoch)
+        snap = Snapshot.from_rows(rows, version=version, epoch=epoch)
+        snap.queue_versions = {text(k): int(v) for k, v in replies[1].items()}
+        return snap
 
     def _node_names(self) -> list[str]:
         if self._names is None:

@@ -116,6 +116,8 @@ class Snapshot:
         self.nodes: dict[str, Node] = {node.name: node for node in nodes}
         self.version = version
         self.epoch = epoch
+        #: Each leaf's queue version when read (:attr:`queues.keys.Keys.queue_versions`).
+        self.queue_versions: dict[str, int] = {}
         #: The resources some node limits (max or min): only these can refuse an admission.
         self.governed: frozenset[str] = frozenset(
             r for node in self.nodes.values() for r in (*node.max, *node.min)
@@ -146,6 +148,7 @@ class Snapshot:
         out = Snapshot.__new__(Snapshot)
         out.nodes = {name: _copy_node(node) for name, node in self.nodes.items()}
         out.version, out.epoch, out.governed, out._kept = self.version, self.epoch, self.governed, self._kept
+        out.queue_versions = self.queue_versions
         return out
 
     @property

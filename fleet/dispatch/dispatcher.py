@@ -75,7 +75,7 @@ from fleet.policy import PropagationPolicy
 from fleet.state import Fence, Fenced, record_event, record_events
 from fleet.workloads import KINDS, InvalidWorkload, JobRef, UnknownKind, adapter_for, job_ref
 from queues import JobState, LedgerError
-from queues.heads import ClassHeads, RunningJob, class_request
+from queues.heads import ClassHeads, HeadCache, RunningJob, class_request
 from queues.planner import (
     Blocked,
     Pick,
@@ -244,6 +244,8 @@ class Dispatcher:
             )
         )
         self._member_labels = member_labels or (lambda: {})
+        #: The leaves' class heads, read again only where a queue changed.
+        self._heads = HeadCache()
         self._misses: OrderedDict[str, _Miss] = OrderedDict()
         self._demands: OrderedDict[tuple[str, str], Demand] = OrderedDict()
         #: Job -> the pending message last written on it, its shape (digits blurred), when.
@@ -308,6 +310,7 @@ class Dispatcher:
         self._misses.clear()
         self._said.clear()
         self.planner.forget()
+        self._heads.clear()
         self._nominees.clear()
         self._idle = None
         self.reconcile()
@@ -355,7 +358,11 @@ class Dispatcher:
         active = [leaf for leaf in snap.leaves() if snap.nodes[leaf].pending > 0]
         if not active:
             return 0, False
-        heads = self.ctx.ledger.class_heads(active, self.settings.heads_per_class)
+        heads = self._heads.heads(
+            active,
+            snap.queue_versions,
+            lambda stale: self.ctx.ledger.class_heads(stale, self.settings.heads_per_class),
+        )
         self._check_nominees()
         plan = self.planner.plan(snap.copy(), heads, now, skip=lambda job: self._skip(job, now, epoch))
         for reservation in self.planner.reservations(now):

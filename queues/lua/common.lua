@@ -162,16 +162,23 @@ local function class_of(req, governed)
   return table.concat(parts, ',')
 end
 
+-- The leaf's queue changed: give it a new version (Keys.queue_versions).
+local function queue_touched(leaf)
+  redis.call('HSET', K_QVERSIONS, leaf, redis.call('HINCRBY', K_META, 'qversion', 1))
+end
+
 -- Put a pending job in its leaf's queue and its class queue, or take it out of both.
 local function queue_add(leaf, score, member, cls)
   redis.call('ZADD', k_queue(leaf), score, member)
   redis.call('ZADD', k_cqueue(leaf, cls), score, member)
   redis.call('HINCRBY', k_classes(leaf), cls, 1)
+  queue_touched(leaf)
 end
 local function class_left(leaf, cls, count)
   if redis.call('HINCRBY', k_classes(leaf), cls, -count) <= 0 then
     redis.call('HDEL', k_classes(leaf), cls)
   end
+  queue_touched(leaf)
 end
 local function queue_remove(leaf, member, cls)
   redis.call('ZREM', k_queue(leaf), member)
@@ -598,6 +605,7 @@ local function write_classes(leaves, classes)
       end
       redis.call('HSET', k_classes(leaf), cls, num(#q / 2))
     end
+    queue_touched(leaf)
   end
 end
 

@@ -20,6 +20,7 @@ from queues import (
     format_views,
     queue_views,
 )
+from queues.heads import ClassHeads, HeadCache
 from queues.quantity import MAX_JOBS, MAX_JOBS_UNLIMITED, UNLIMITED
 from tests.queues.support import assert_invariants, make_tree
 
@@ -451,3 +452,30 @@ def test_every_key_is_in_one_hash_slot(ledger: Ledger, redis_client: redis.Redis
     assert {key_slot(k if isinstance(k, bytes) else k.encode()) for k in keys} == {
         key_slot(ledger.keys.meta.encode())
     }
+
+
+def test_kept_heads_are_read_again_only_for_leaves_whose_queue_changed(ledger: Ledger) -> None:
+    """A cycle's head reads follow the changes, not the backlog (issue 16, requirement 1)."""
+    ledger.apply(make_tree(two_teams()))
+    for i in range(5):
+        ledger.enqueue(f"a{i}", "a", {"cpu": 20 * CPU})  # above a's max: refused for ever
+        ledger.enqueue(f"b{i}", "b", {"cpu": CPU})
+    cache = HeadCache()
+
+    def read() -> dict[str, list[ClassHeads]]:
+        return cache.heads(
+            ["a", "b"], ledger.snapshot().queue_versions, lambda stale: ledger.class_heads(stale, 2)
+        )
+
+    first = read()
+    assert cache.reads == 2 and [h.job for h in first["b"][0].heads] == ["b0", "b1"]
+    assert read() == first and cache.reads == 2  # nothing changed: nothing read
+    assert ledger.admit_pending_many(["b0"])[0].admitted
+    second = read()
+    assert cache.reads == 3 and second["a"] == first["a"]  # only b was read again
+    assert [h.job for h in second["b"][0].heads] == ["b1", "b2"]
+    ledger.release("b1")  # a pending job taken out of its queue
+    assert [h.job for h in read()["b"][0].heads] == ["b2", "b3"] and cache.reads == 4
+    ledger.apply(make_tree(two_teams(a_max=200)))  # a new tree rewrites every leaf's classes
+    read()
+    assert cache.reads == 6

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
 from queues import ElasticQuotaTree, JobState, Ledger
-from queues.heads import class_request
+from queues.heads import HeadCache, class_request
 from queues.snapshot import Snapshot
 from tests.queues.support import make_tree
 from tests.queues.test_ledger_stateful import requests, trees
@@ -37,6 +37,7 @@ class ModelMachine(RuleBasedStateMachine):
         self.ledger = Ledger(self.client)
         self.model = self.ledger.snapshot()
         self.serial = 0
+        self.cache = HeadCache()
 
     @initialize(tree=st.none() | trees())
     def first_tree(self, tree: ElasticQuotaTree | None) -> None:
@@ -97,6 +98,17 @@ class ModelMachine(RuleBasedStateMachine):
     def model_is_the_ledger(self) -> None:
         same_state(self.model, self.ledger.snapshot())
         assert self.ledger.rebuild() == []
+
+    @invariant()
+    def kept_heads_are_the_heads(self) -> None:
+        """Heads kept across steps and read again only where a leaf's queue version moved are
+        the heads read afresh."""
+        leaves = self.model.leaves()
+        snap = self.ledger.snapshot()
+        kept = self.cache.heads(leaves, snap.queue_versions, lambda stale: self.ledger.class_heads(stale, 3))
+        fresh = self.ledger.class_heads(leaves, 3)
+        assert {leaf: kept[leaf] for leaf in fresh} == fresh
+        assert all(kept[leaf] == [] for leaf in leaves if leaf not in fresh)
 
     @invariant()
     def class_heads_are_the_queue(self) -> None:
