@@ -48,6 +48,7 @@ from bench.contention_bench import (
     MAX_JOBS,
     NPU,
     QUOTA,
+    TREE_SHAPES,
     Spec,
     Wait,
     _percentile,
@@ -55,6 +56,7 @@ from bench.contention_bench import (
     floor,
     node_names,
     tree_document,
+    use_tree,
     workload,
 )
 from fleet.connections import redis_from_url
@@ -241,6 +243,7 @@ class Sim:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    use_tree(args.tree)
     jobs = args.jobs if args.jobs is not None else round(10_000 * args.scale)
     specs, _ = workload(
         jobs, seed=args.seed, burst=args.burst, window=args.window, priority_mix=args.priority_mix
@@ -366,6 +369,7 @@ def report(
         "benchmark": "policy_sim",
         "jobs": len(specs),
         "finished": sim.succeeded == len(specs),
+        "tree": args.tree,
         "cycle_s": args.cycle,
         "overhead_s": args.overhead,
         "settings": {
@@ -425,6 +429,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", type=float, default=1.0)
     p.add_argument("--jobs", type=int, default=None)
     p.add_argument("--seed", type=int, default=16)
+    p.add_argument("--tree", choices=TREE_SHAPES, default="elastic", help="The quota tree's shape.")
     p.add_argument("--burst", type=float, default=0.5)
     p.add_argument("--window", type=float, default=0.7)
     p.add_argument("--priority-mix", action="store_true")

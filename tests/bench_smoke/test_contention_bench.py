@@ -9,6 +9,7 @@ AscendJob that its leaf accepts, and the fairness and floor arithmetic.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import pytest
 import redis
@@ -21,7 +22,21 @@ from fleet.workloads import adapter_for
 from queues import Ledger, load
 
 
-def test_the_tree_is_valid_and_its_mins_add_up() -> None:
+@pytest.fixture(params=bench.TREE_SHAPES)
+def shape(request: pytest.FixtureRequest) -> Iterator[str]:
+    bench.use_tree(request.param)
+    yield request.param
+    bench.use_tree("elastic")
+
+
+@pytest.fixture
+def tight() -> Iterator[None]:
+    bench.use_tree("tight")
+    yield
+    bench.use_tree("elastic")
+
+
+def test_the_tree_is_valid_and_its_mins_add_up(shape: str) -> None:
     tree, _ = load(bench.tree_document())  # raises on any error
     assert len(bench.GROUPS) >= 4
     assert len(bench.leaves()) >= 30
@@ -70,7 +85,7 @@ def test_water_fill() -> None:
     assert bench.water_fill(10, [1, 1], [2, 3]) == [2, 3]  # what the caps allow, no more
 
 
-def test_entitlements() -> None:
+def test_entitlements(tight: None) -> None:
     names = [leaf.name for _, leaf in bench.leaves()]
     idle = {name: 0 for name in names}
     # Every leaf with a backlog: each is entitled to its min (they add up to the quota).
@@ -86,7 +101,17 @@ def test_entitlements() -> None:
     assert stuck["llm-eval"] == 48
 
 
-def test_floor() -> None:
+def test_an_elastic_tree_lets_a_leaf_waiting_alone_use_the_quota() -> None:
+    names = [leaf.name for _, leaf in bench.leaves()]
+    idle = {name: 0 for name in names}
+    alone = bench.entitlements(idle, idle, {"llm-pretrain": [32] * 100})
+    assert alone["llm-pretrain"] == bench.QUOTA
+    # Max-jobs still caps: a research leaf takes 12 jobs' worth, whatever the quota.
+    lab = bench.entitlements(idle, idle, {"lab-rl": [8] * 100})
+    assert lab["lab-rl"] == 12 * 8
+
+
+def test_floor(tight: None) -> None:
     specs = [
         bench.Spec("a", "llm-pretrain", "4x8", 4, 8, 4.0, 0, 0.0),
         bench.Spec("b", "lab-rl", "1x1", 1, 1, 6.0, 0, 10.0),
