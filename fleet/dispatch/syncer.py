@@ -71,7 +71,7 @@ from fleet.dispatch.handback import COMPONENT, Blame, finish, give_back
 from fleet.dispatch.health import MemberHealth, read_health, write_health
 from fleet.dispatch.ownership import Shards
 from fleet.dispatch.preemption import is_being_preempted, requeued
-from fleet.jobs.phases import FINISHED, FleetReason, Phase
+from fleet.jobs.phases import FINISHED, HELD, FleetReason, Phase
 from fleet.jobs.status import attempt_of, cluster_of, current_state, mirror
 from fleet.jobs.store import get_jobs, list_jobs, mutate_jobs, try_get_job
 from fleet.jobs.submit import job_key
@@ -570,10 +570,10 @@ class Syncer:
 
     def _stale_copy(self, ident: _Copy, obj: dict[str, Any]) -> None:
         """A copy of an attempt the fleet job has left behind: purge it when its policy says
-        (a paused job's at once, whatever the policy: pausing is removing its replicas)."""
-        if current_state(obj) == Phase.PAUSED and attempt_of(obj) == ident.attempt:
+        (a held job's at once, whatever the policy: pausing or suspending is removing its replicas)."""
+        if current_state(obj) in HELD and attempt_of(obj) == ident.attempt:
             finish(self.ctx, ident.key, ident.uid, ident.attempt, member=ident.member)
-            self._purge(ident, "paused")
+            self._purge(ident, "paused")  # the metric label of every held job
             return
         policy = self._failover_policy(obj)
         if policy.purge_mode == PurgeMode.IMMEDIATELY or attempt_of(obj) < ident.attempt:
