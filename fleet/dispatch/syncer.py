@@ -54,7 +54,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from prometheus_client import Counter, Gauge, Histogram
@@ -90,6 +90,7 @@ from fleet.workloads import (
     member_resource,
     ref_for,
 )
+from fleet.workloads.base import PodEvidence, unschedulable
 from fleet.workloads.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
 
 __all__ = ["Syncer", "SyncerSettings"]
@@ -138,6 +139,10 @@ class SyncerSettings:
     #: doubling up to ``delete_retry_max`` (and at once when the copy is seen again).
     delete_retry_initial: float = 1.0
     delete_retry_max: float = 30.0
+    #: How often the pods of a copy still waiting to run are read, for the kinds whose operator
+    #: never says on the job that its gang waits (Kubeflow's: ``reads_pods``); from its member's
+    #: probe thread, only while the member is Ready.
+    pod_check_every: float = 2.0
 
 
 @dataclass(frozen=True)
@@ -238,6 +243,13 @@ class Syncer:
         self._watchers: dict[str, list[Watcher]] = {}
         #: (member, uid, attempt) -> when the copy was first seen waiting for its gang (monotonic).
         self._pending_since: dict[_Copy, float] = {}
+        #: The same copies -> what says they wait (the member's reason, or their pods').
+        self._pending_why: dict[_Copy, str] = {}
+        #: Copies of kinds whose pods tell that the gang waits, not running yet -> (their status
+        #: as last seen, when their pods were last read: monotonic, 0 for never).
+        self._starting: dict[_Copy, tuple[WorkloadStatus, float]] = {}
+        #: What the pods of such a copy said when last read (:func:`fleet.workloads.base.unschedulable`).
+        self._evidence: dict[_Copy, str] = {}
         #: Stale copies waiting for their purge time (Gracefully) -> first seen stale (monotonic).
         self._stale: dict[_Copy, float] = {}
         #: Purges sent -> when (monotonic), so a copy seen again is not purged twice at once.
@@ -332,7 +344,16 @@ class Syncer:
         with self._lock:
             self._health.pop(name, None)
             self._probed.discard(name)
-            for table in (self._pending_since, self._stale, self._purged, self._deleting):
+            tables: tuple[dict[_Copy, Any], ...] = (
+                self._pending_since,
+                self._pending_why,
+                self._starting,
+                self._evidence,
+                self._stale,
+                self._purged,
+                self._deleting,
+            )
+            for table in tables:
                 for ident in [i for i in table if i.member == name]:
                     del table[ident]
             self._kept = {i for i in self._kept if i.member != name}
@@ -487,11 +508,60 @@ class Syncer:
             finish(self.ctx, ident.key, ident.uid, ident.attempt, member=ident.member)
 
     def _track_pending(self, ident: _Copy, seen: WorkloadStatus) -> None:
+        """Note whether the copy waits for its gang, by its adapter's classification: from the
+        copy's status, and for a kind whose pods tell it (``reads_pods``) with what its pods said
+        when last read (:meth:`_read_pods`, from the member's probe thread)."""
+        adapter = ident.ref.adapter
+        reads_pods = isinstance(adapter, PodEvidence) and adapter.reads_pods
         with self._lock:
-            if ident.ref.adapter.classify(seen) is Outcome.STUCK_PENDING:
+            if reads_pods:
+                seen = replace(seen, unschedulable=self._evidence.get(ident))
+            outcome = adapter.classify(seen)
+            if outcome is Outcome.STUCK_PENDING:
                 self._pending_since.setdefault(ident, time.monotonic())
+                self._pending_why[ident] = seen.unschedulable or f"{seen.reason}: {seen.message or ''}"
             else:
                 self._pending_since.pop(ident, None)
+                self._pending_why.pop(ident, None)
+            if reads_pods and outcome in (Outcome.STARTING, Outcome.STUCK_PENDING):
+                self._starting[ident] = (seen, self._starting.get(ident, (seen, 0.0))[1])
+            else:
+                self._starting.pop(ident, None)
+                self._evidence.pop(ident, None)
+
+    def _read_pods(self, name: str, member: Member) -> None:
+        """Read the pods of ``name``'s copies that wait to run (for the kinds whose operator never
+        says that the gang waits), each at most every ``pod_check_every``, and classify them
+        again with what the pods say: a real member's scheduler marks a pod it cannot place
+        ``PodScheduled`` False, ``Unschedulable`` (:func:`fleet.workloads.base.unschedulable`).
+        Skipped while the member is not Ready (its copies are the cluster failover's then)."""
+        now = time.monotonic()
+        with self._lock:
+            health = self._health.get(name)
+            if health is not None and health.ready is False:
+                return
+            due = [
+                (ident, seen)
+                for ident, (seen, read) in self._starting.items()
+                if ident.member == name and now - read >= self.settings.pod_check_every
+            ]
+        for ident, seen in due:
+            selector = f"{JOB_UID_LABEL}={ident.uid},{ATTEMPT_LABEL}={ident.attempt}"
+            try:
+                pods = member.list_pods(selector, namespace=ident.namespace)
+            except Exception as exc:  # the member is slow or away: the next round reads again
+                log.info("event=pods_not_read job=%s member=%s error=%s", ident.key, name, redact(str(exc)))
+                continue
+            evidence = unschedulable(pods)
+            with self._lock:
+                if ident not in self._starting:
+                    continue  # it ran, finished or went meanwhile
+                self._starting[ident] = (self._starting[ident][0], now)
+                if evidence is None:
+                    self._evidence.pop(ident, None)
+                else:
+                    self._evidence[ident] = evidence
+            self._track_pending(ident, seen)
 
     def _vanished(self, member: str, copy: Mapping[str, Any]) -> None:
         ident = _Copy.of(member, copy)
@@ -499,6 +569,9 @@ class Syncer:
             return
         with self._lock:
             self._pending_since.pop(ident, None)
+            self._pending_why.pop(ident, None)
+            self._starting.pop(ident, None)
+            self._evidence.pop(ident, None)
             self._stale.pop(ident, None)
             self._purged.pop(ident, None)
             self._kept.discard(ident)
@@ -552,6 +625,9 @@ class Syncer:
         )
         with self._lock:
             self._pending_since.pop(ident, None)
+            self._pending_why.pop(ident, None)
+            self._starting.pop(ident, None)
+            self._evidence.pop(ident, None)
         if outcome.changed:
             FAILOVERS.labels("application", ident.member, ident.ref.adapter.kind).inc()
             log.info(
@@ -634,13 +710,18 @@ class Syncer:
     def _tick(self) -> None:
         now = time.monotonic()
         with self._lock:
-            pending = [(i, since) for i, since in self._pending_since.items() if self._mine(i.member)]
+            pending = [
+                (i, since, self._pending_why.get(i, ""))
+                for i, since in self._pending_since.items()
+                if self._mine(i.member)
+            ]
             stale = [i for i in self._stale if self._mine(i.member)]
-        for ident, since in pending:
+        for ident, since, why in pending:
             obj = try_get_job(self.ctx.objects, ident.key)
             if obj is None or is_being_preempted(obj):
                 with self._lock:
                     self._pending_since.pop(ident, None)
+                    self._pending_why.pop(ident, None)
                 continue
             toleration = self._failover_policy(obj).decision_conditions.toleration_seconds
             if now - since > toleration:
@@ -648,8 +729,7 @@ class Syncer:
                     ident,
                     obj,
                     None,
-                    f"its pods waited in {ident.member} for {toleration}s without all fitting "
-                    "(PodGroupPending)",
+                    f"its pods waited in {ident.member} for {toleration}s without all fitting ({why})",
                     blame=Blame.MEMBER,
                 )
         for ident in stale:
@@ -717,6 +797,8 @@ class Syncer:
             self._record_probe(
                 name, healthy=probe.healthy, error=probe.error, latency=probe.seconds, detail=probe.detail
             )
+            if probe.healthy and self._mine(name):
+                self._read_pods(name, member)
             stop.wait(self.settings.probe_interval)
 
     def _load_health(self, members: Sequence[str]) -> None:

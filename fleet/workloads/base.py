@@ -34,6 +34,7 @@ __all__ = [
     "InvalidWorkload",
     "Outcome",
     "Pausable",
+    "PodEvidence",
     "PriorityRequest",
     "QueueNaming",
     "UnknownKind",
@@ -263,6 +264,16 @@ class Pausable(Protocol):
     def without_pause_switch(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """``obj``'s spec without the switch: two specs that differ only there compare equal."""
         ...
+
+
+@runtime_checkable
+class PodEvidence(Protocol):
+    """A kind whose operator may never say on the job that its gang waits (Kubeflow's training
+    and MPI operators leave that to the scheduler): when ``reads_pods``, the syncer reads a
+    waiting copy's pods into :attr:`WorkloadStatus.unschedulable` before classifying it."""
+
+    @property
+    def reads_pods(self) -> bool: ...
 
 
 @runtime_checkable

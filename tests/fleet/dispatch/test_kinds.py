@@ -10,8 +10,12 @@ from typing import Any
 
 from fleet.api.kinds import PROPAGATION_POLICY
 from fleet.jobs import cluster_of, current_state
+from fleet.jobs.phases import FleetReason, Phase
+from fleet.jobs.status import set_state
+from fleet.jobs.submit import job_key
 from fleet.members import load_members
 from fleet.state import events_for
+from fleet.workloads.kubeflow import pytorchjob as torch_adapter
 from fleet.workloads.labels import JOB_UID_LABEL
 from queues import JobState
 from tests.fleet.dispatch.conftest import A800_POOL, MODULE_POOL, RunningFleet
@@ -251,3 +255,76 @@ def test_jobs_of_two_kinds_with_one_name_are_kept_on_different_members(
         cluster_of(fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "twin")),
     }
     assert members == {"member-1", "member-3"}
+
+
+def test_a_pytorchjob_its_member_cannot_schedule_is_failed_over_by_what_its_pods_say(
+    fleet_factory: Callable[..., RunningFleet],
+) -> None:
+    """Kubeflow's operator never says on the job that its gang waits: the copy stays Created
+    (PyTorchJobCreated) and only its pods say it (``PodScheduled`` False, ``Unschedulable``). The
+    syncer reads them and fails the job over past the toleration, avoiding that member; the
+    dispatcher then places it where it fits. The job is put on a member too small for it by hand
+    (no dispatcher yet), as a member whose capacity changed after the decision would be."""
+    wide_pool = {**MODULE_POOL, "prefix": "wide", "count": 8}
+    fleet = fleet_factory(
+        members={"member-1": MODULE_POOL, "member-2": wide_pool},
+        workers=1,
+        dispatchers=0,
+        tree=TREE,
+        syncer_args=FAST_PROBES,
+    )
+    policy = {
+        "apiVersion": "policy.one.alibabacloud.com/v1alpha1",
+        "kind": "PropagationPolicy",
+        "metadata": {"name": "pytorch", "namespace": "team-a"},
+        "spec": {
+            "failover": {
+                "application": {"decisionConditions": {"tolerationSeconds": 2}, "purgeMode": "Immediately"}
+            },
+            "resourceSelectors": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob"}],
+        },
+    }
+    fleet.objects.create(PROPAGATION_POLICY, policy)
+    stored = fleet.submit(pytorchjob("wide", workers=4, seconds=600))  # 5 x 8 NPUs; member-1 has 4 nodes
+    key, uid = job_key(stored), str(stored["metadata"]["uid"])
+    assert fleet.ledger.admit_pending_many([key])[0].admitted
+
+    def on_member_1(obj: dict[str, Any]) -> dict[str, Any]:
+        obj["status"].update(cluster="member-1", attempt=1)
+        set_state(obj["status"], Phase.ADMITTED, FleetReason.ADMITTED, "admitted; placed on member-1")
+        return obj
+
+    assert fleet.objects.mutate(FLEET_PYTORCHJOB, "team-a", "wide", on_member_1) is not None
+    members = load_members(fleet.sim.kubeconfig)
+    try:
+        members["member-1"].create_job(PYTORCHJOBS, "team-a", torch_adapter.member_copy(stored, uid, 1))
+    finally:
+        for member in members.values():
+            member.close()
+
+    def failed_over() -> bool:
+        obj = fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "wide")
+        return any(c.get("reason") == "ApplicationFailover" for c in obj["status"]["conditions"])
+
+    fleet.wait_for("the job to be failed over from member-1", failed_over, 30)
+    obj = fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "wide")
+    mirrored = [c["reason"] for c in obj["status"]["conditions"] if c["type"] == "Created"]
+    assert mirrored == ["PyTorchJobCreated"]  # nothing on the job said it waited
+    (moved,) = [c for c in obj["status"]["conditions"] if c["type"] == "Rescheduling"]
+    assert moved["reason"] == "ApplicationFailover"
+    assert "its pods waited in member-1 for 2" in moved["message"]
+    assert "is unschedulable" in moved["message"] and "Insufficient huawei.com/Ascend910" in moved["message"]
+    assert "member-1" in (obj["status"].get("excluded") or {}) or "member-1" in (
+        obj["status"].get("excludedFirmly") or {}
+    )
+    fleet.wait_for("the copy on member-1 to be purged", lambda: _copies(fleet, uid) == [], 30)
+
+    fleet.procs.start("dispatcher", "dispatcher")
+    fleet.wait_for(
+        "the job to run on member-2",
+        lambda: (
+            cluster_of(fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "wide")) == "member-2"
+            and _state(fleet, FLEET_PYTORCHJOB, "wide") == "Running"
+        ),
+        40,
+    )
