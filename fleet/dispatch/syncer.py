@@ -67,16 +67,18 @@ from fleet.apiserver.resources import ResourceType
 from fleet.ascend import Condition
 from fleet.dispatch.context import Context, policy_for
 from fleet.dispatch.deletion import complete, is_deleting, left_entry, terminating
-from fleet.dispatch.handback import COMPONENT, Blame, finish, give_back
+from fleet.dispatch.handback import COMPONENT, Blame, clear_inflight, finish, give_back
 from fleet.dispatch.health import MemberHealth, read_health, write_health
 from fleet.dispatch.ownership import Shards
 from fleet.dispatch.preemption import is_being_preempted, requeued
+from fleet.jobs.pause import parse_held_entry
 from fleet.jobs.phases import FINISHED, HELD, FleetReason, Phase
 from fleet.jobs.status import attempt_of, cluster_of, current_state, mirror
 from fleet.jobs.store import get_jobs, list_jobs, mutate_jobs, try_get_job
 from fleet.jobs.submit import job_key
 from fleet.members import DELETED, SYNC, Member, Watcher, WatchEvent
 from fleet.members.errors import redact
+from fleet.placement import job_pod_key
 from fleet.policy import ApplicationFailover, PropagationPolicy, PurgeMode
 from fleet.state import record_event, record_events
 from fleet.workloads import (
@@ -739,7 +741,30 @@ class Syncer:
             else:
                 self._stale_copy(ident, obj)
         self._retry_deletions(now)
+        self._purge_held()
         self._cluster_failover()
+
+    def _purge_held(self) -> None:
+        """Purge the copies of the jobs held (paused, suspended) while placed (their records in
+        :attr:`~fleet.dispatch.keys.DispatchKeys.held`, written by :mod:`fleet.jobs.pause`), on
+        the members this syncer owns, and drop their capacity holds. The ledger is left alone:
+        the hold gave the quota back, and the job may be queued again already. The purge task
+        never touches a successor (another uid or attempt)."""
+        for raw in self.ctx.client.smembers(self.ctx.keys.held):
+            parsed = parse_held_entry(raw)
+            if parsed is None:
+                self.ctx.client.srem(self.ctx.keys.held, raw)
+                continue
+            member, key, uid, attempt = parsed
+            if member in self.ctx.members and not self._mine(member):
+                continue  # its owner purges it
+            if member in self.ctx.members:
+                ref = job_ref(key)
+                ident = _Copy(member, ref.namespace, ref.name, uid, attempt, ref.tag)
+                self.ctx.reservations.release(member, job_pod_key(uid, attempt))
+                clear_inflight(self.ctx, key, uid, attempt)
+                self._purge(ident, "paused")
+            self.ctx.client.srem(self.ctx.keys.held, raw)
 
     def _cluster_failover(self) -> None:
         wall = time.time()

@@ -17,9 +17,9 @@ fleet either:
   :attr:`~fleet.workloads.base.Pausable.held_state`) and not queued;
 * held while ``Queued``, it leaves its queue; while ``Admitted``, ``Dispatched`` or running in a
   member, its quota is given back at once and the fleet object stops naming the member: the
-  syncer then deletes the member copy whatever the purge mode, and drops its capacity hold
-  (:meth:`fleet.dispatch.syncer.Syncer`, stale copies). A member copy is never suspended in
-  place: Fleet holds the job, the member no longer has it;
+  syncer then deletes the member copy at once whatever the purge mode (the copy is recorded in
+  :attr:`~fleet.dispatch.keys.DispatchKeys.held`), and drops its capacity hold. A member copy is
+  never suspended in place: Fleet holds the job, the member no longer has it;
 * released (the switch off again), it is ``Queued`` again on its leaf, with the priority
   recorded at its submission, and goes through admission and placement like any job (a new
   attempt);
@@ -41,8 +41,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleet.apiserver.resources import Obj, ResourceType
+from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS
 from fleet.jobs.phases import FINISHED, HELD, FleetReason, Phase
-from fleet.jobs.status import current_state, set_state
+from fleet.jobs.status import attempt_of, current_state, set_state
 from fleet.jobs.store import job_kind
 from fleet.jobs.submit import COMPONENT, enqueue, job_key
 from fleet.state import Objects, record_event
@@ -55,9 +56,11 @@ __all__ = [
     "SpecChanged",
     "apply",
     "converge",
+    "held_entry",
     "held_message",
     "mark_paused",
     "metadata_changed",
+    "parse_held_entry",
     "pausable",
     "pause_field",
     "paused_at_submission",
@@ -144,6 +147,21 @@ def mark_paused(status: dict[str, Any], adapter: Pausable) -> None:
     set_state(status, adapter.held_state, adapter.held_state, held_message(adapter))
 
 
+def held_entry(member: str, key: str, uid: str, attempt: int) -> str:
+    """The record, in :attr:`fleet.dispatch.keys.DispatchKeys.held`, of the copy in ``member``
+    of attempt ``attempt`` of held job ``key`` (uid ``uid``), for the syncer to purge."""
+    return f"{member}|{key}|{uid}|{attempt}"
+
+
+def parse_held_entry(raw: bytes | str) -> tuple[str, str, str, int] | None:
+    """``(member, job key, uid, attempt)`` of a :func:`held_entry`; None when it is not one."""
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    parts = text.split("|")
+    if len(parts) != 4 or not parts[3].isdigit():
+        return None
+    return parts[0], parts[1], parts[2], int(parts[3])
+
+
 def switch_out_of_step(obj: Mapping[str, Any]) -> bool | None:
     """Whether a stored job's switch and state disagree: True (the switch holds it, the state
     does not), False (the state holds it, the switch no longer does), None (they agree, the job
@@ -212,6 +230,9 @@ def _follow_switch(
     result = objects.mutate(rt, namespace, name, change, current=stored)
     if result is None or not acted:
         return result
+    if pause and acted[0]:  # its copy there goes at once (the syncer purges it)
+        entry = held_entry(acted[0], key, str(uid), attempt_of(result))
+        objects.client.sadd(DEFAULT_DISPATCH_KEYS.held, entry)
     if pause:
         ledger.release(key)  # out of its queue, or its admitted usage returned: idempotent
         where = f" (its copy in {acted[0]} is deleted)" if acted[0] else ""
