@@ -144,7 +144,7 @@ def mark_paused(status: dict[str, Any], adapter: Pausable) -> None:
         status["lastCluster"] = member
     for key in ("reservation", *MIRRORED_FIELDS):
         status.pop(key, None)
-    set_state(status, adapter.held_state, adapter.held_state, held_message(adapter))
+    set_state(status, adapter.held_state, adapter.held_reason, held_message(adapter))
 
 
 def held_entry(member: str, key: str, uid: str, attempt: int) -> str:
@@ -237,7 +237,7 @@ def _follow_switch(
         ledger.release(key)  # out of its queue, or its admitted usage returned: idempotent
         where = f" (its copy in {acted[0]} is deleted)" if acted[0] else ""
         message = f"{held_message(adapter)}{where}"
-        reason = adapter.held_state
+        reason = adapter.held_reason
     else:
         enqueue(ledger, result)
         message = f"resumed: waiting in queue {(result.get('status') or {}).get('queue')}"

@@ -254,8 +254,14 @@ class Pausable(Protocol):
     #: Where the switch sits, for messages and errors (``spec.runPolicy.suspend``).
     pause_field: str
     #: The fleet state a held job shows, in its kind's word (one of :data:`fleet.jobs.phases.HELD`:
-    #: ``Paused`` for T9k, ``Suspended`` for Kubeflow); also the reason of that state.
+    #: ``Paused`` for T9k, ``Suspended`` for Kubeflow).
     held_state: str
+
+    @property
+    def held_reason(self) -> str:
+        """The reason of that state and of its Event, as the kind's operator gives it
+        (``PyTorchJobSuspended``; T9k: ``Paused``)."""
+        ...
 
     def paused(self, obj: Mapping[str, Any]) -> bool:
         """Whether ``obj``'s switch holds it back."""

@@ -222,6 +222,12 @@ class KubeflowAdapter(ReplicaSpecAdapter):
     pause_field = SUSPEND_FIELD
     held_state = SUSPENDED
 
+    @property
+    def held_reason(self) -> str:
+        """``<Kind>Suspended``, the operators' reason for a suspended job (``commonutil.NewReason``
+        with ``JobSuspendedReason``; the MPI operator's ``mpiJobSuspendedReason``)."""
+        return f"{self.kind}{SUSPENDED}"
+
     def pod_labels(self, name: str, rtype: str) -> dict[str, str]:
         return {JOB_NAME_LABEL: name, REPLICA_TYPE_LABEL: rtype.lower()}
 

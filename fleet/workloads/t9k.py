@@ -292,6 +292,7 @@ class T9kAdapter(ReplicaSpecAdapter):
     pause_field = PAUSE_FIELD
     #: A paused job shows T9k's own phase, ``Paused``.
     held_state = T9kPhase.PAUSED
+    held_reason = T9kPhase.PAUSED
 
     # -- per kind -------------------------------------------------------------------------------
 

@@ -69,7 +69,7 @@ def test_a_job_submitted_suspended_waits_unqueued_and_holds_no_quota(
     assert row(kubectl)[:3] == ["pytorch-test", "Suspended", "<none>"]
     stored = Objects(fleet_redis).get(FLEET_PYTORCHJOB, "default", "pytorch-test")
     last = stored["status"]["conditions"][-1]
-    assert (last["type"], last["reason"]) == ("Suspended", "Suspended")
+    assert (last["type"], last["reason"]) == ("Suspended", "PyTorchJobSuspended")  # the operator's reason
     assert last["message"] == (
         "suspended: spec.runPolicy.suspend is true, so it is not admitted: no member copy, no "
         "replicas, no quota held until it is set to false"
@@ -112,7 +112,7 @@ def test_suspending_gives_the_quota_back_and_resuming_takes_it_again(
     admit(fleet_redis)
     assert ledger.usage(LEAF)[JOBS] == 1
     described = kubectl("describe", *job).stdout
-    assert "Suspended" in described and "Resumed" in described
+    assert "PyTorchJobSuspended" in described and "Resumed" in described
     assert "its copy in member-1 is deleted" in described
 
     # Anything else in the spec is what was queued and charged: refused, naming the switch.

@@ -155,10 +155,15 @@ def _pause(obj: dict[str, Any], on: bool) -> None:
 
 
 @pytest.mark.parametrize(
-    ("obj", "switch", "held"),
+    ("obj", "switch", "held", "reason"),
     [
-        (lambda: pytorch_job("torch", workers=1, npus=8, selector={}), _suspend, "Suspended"),
-        (lambda: t9k_job("tf", npus=1), _pause, "Paused"),
+        (
+            lambda: pytorch_job("torch", workers=1, npus=8, selector={}),
+            _suspend,
+            "Suspended",
+            "PyTorchJobSuspended",
+        ),
+        (lambda: t9k_job("tf", npus=1), _pause, "Paused", "Paused"),
     ],
     ids=["kubeflow-suspend", "t9k-pause"],
 )
@@ -167,6 +172,7 @@ def test_a_switch_stored_without_its_state_is_converged(
     obj: Callable[[], dict[str, Any]],
     switch: Callable[[dict[str, Any], bool], None],
     held: str,
+    reason: str,
 ) -> None:
     """The API died between storing the switch and writing the state: the job would run on
     held (or stay held once released). The reconcile holds it, giving its quota back and letting
@@ -183,7 +189,8 @@ def test_a_switch_stored_without_its_state_is_converged(
     assert cluster_of(after) is None and after["status"]["lastCluster"] == "member-1"
     assert ctx.ledger.state(key) is JobState.ABSENT
     assert ctx.ledger.usage("root").get("kube-queue/max-jobs", 0) == 0
-    assert held in [e["reason"] for e in events_for(ctx.objects, after)]
+    assert after["status"]["conditions"][-1]["reason"] == reason
+    assert reason in [e["reason"] for e in events_for(ctx.objects, after)]
     dispatcher.reconcile()  # converged: nothing more to do
     assert current_state(ctx.objects.get(rt, "default", name)) == held
 
