@@ -15,6 +15,7 @@ from fleet.dispatch.context import Context
 from fleet.dispatch.dispatcher import Dispatcher
 from fleet.dispatch.handback import inflight_entry
 from fleet.jobs import submit
+from fleet.jobs.pause import held_entry
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import cluster_of, current_state, set_state
 from fleet.jobs.submit import job_key
@@ -190,6 +191,9 @@ def test_a_switch_stored_without_its_state_is_converged(
     assert ctx.ledger.state(key) is JobState.ABSENT
     assert ctx.ledger.usage("root").get("kube-queue/max-jobs", 0) == 0
     assert after["status"]["conditions"][-1]["reason"] == reason
+    # Its copy on member-1 is recorded for the syncer to purge at once.
+    entry = held_entry("member-1", key, after["metadata"]["uid"], 1)
+    assert ctx.client.sismember(ctx.keys.held, entry)
     assert reason in [e["reason"] for e in events_for(ctx.objects, after)]
     dispatcher.reconcile()  # converged: nothing more to do
     assert current_state(ctx.objects.get(rt, "default", name)) == held
