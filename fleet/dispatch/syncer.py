@@ -141,9 +141,9 @@ class SyncerSettings:
     #: doubling up to ``delete_retry_max`` (and at once when the copy is seen again).
     delete_retry_initial: float = 1.0
     delete_retry_max: float = 30.0
-    #: How often the pods of a copy still waiting to run are read, for the kinds whose operator
-    #: never says on the job that its gang waits (Kubeflow's: ``reads_pods``); from its member's
-    #: probe thread, only while the member is Ready.
+    #: How often the pods waiting in a member are read (one list), while copies of kinds whose
+    #: operator never says on the job that its gang waits (Kubeflow's: ``reads_pods``) wait to
+    #: run there; from the member's probe thread, only while the member is Ready.
     pod_check_every: float = 2.0
 
 
@@ -247,9 +247,11 @@ class Syncer:
         self._pending_since: dict[_Copy, float] = {}
         #: The same copies -> what says they wait (the member's reason, or their pods').
         self._pending_why: dict[_Copy, str] = {}
-        #: Copies of kinds whose pods tell that the gang waits, not running yet -> (their status
-        #: as last seen, when their pods were last read: monotonic, 0 for never).
-        self._starting: dict[_Copy, tuple[WorkloadStatus, float]] = {}
+        #: Copies of kinds whose pods tell that the gang waits, not running yet -> their status
+        #: as last seen.
+        self._starting: dict[_Copy, WorkloadStatus] = {}
+        #: Member -> when the pods waiting in it were last read (monotonic).
+        self._pods_read: dict[str, float] = {}
         #: What the pods of such a copy said when last read (:func:`fleet.workloads.base.unschedulable`).
         self._evidence: dict[_Copy, str] = {}
         #: Stale copies waiting for their purge time (Gracefully) -> first seen stale (monotonic).
@@ -346,6 +348,7 @@ class Syncer:
         with self._lock:
             self._health.pop(name, None)
             self._probed.discard(name)
+            self._pods_read.pop(name, None)
             tables: tuple[dict[_Copy, Any], ...] = (
                 self._pending_since,
                 self._pending_why,
@@ -526,39 +529,44 @@ class Syncer:
                 self._pending_since.pop(ident, None)
                 self._pending_why.pop(ident, None)
             if reads_pods and outcome in (Outcome.STARTING, Outcome.STUCK_PENDING):
-                self._starting[ident] = (seen, self._starting.get(ident, (seen, 0.0))[1])
+                self._starting[ident] = seen
             else:
                 self._starting.pop(ident, None)
                 self._evidence.pop(ident, None)
 
     def _read_pods(self, name: str, member: Member) -> None:
-        """Read the pods of ``name``'s copies that wait to run (for the kinds whose operator never
-        says that the gang waits), each at most every ``pod_check_every``, and classify them
-        again with what the pods say: a real member's scheduler marks a pod it cannot place
-        ``PodScheduled`` False, ``Unschedulable`` (:func:`fleet.workloads.base.unschedulable`).
-        Skipped while the member is not Ready (its copies are the cluster failover's then)."""
+        """Read what the pods of ``name``'s copies that wait to run say (for the kinds whose
+        operator never says that the gang waits), at most every ``pod_check_every``, and
+        classify those copies again with it: a real member's scheduler marks a pod it cannot
+        place ``PodScheduled`` False, ``Unschedulable`` (:func:`fleet.workloads.base.unschedulable`).
+        One list per member and round, whatever the number of waiting copies: every Pending pod
+        that carries a fleet uid, told apart by its uid and attempt labels. Skipped while the
+        member is not Ready (its copies are the cluster failover's then)."""
         now = time.monotonic()
         with self._lock:
             health = self._health.get(name)
             if health is not None and health.ready is False:
                 return
-            due = [
-                (ident, seen)
-                for ident, (seen, read) in self._starting.items()
-                if ident.member == name and now - read >= self.settings.pod_check_every
-            ]
-        for ident, seen in due:
-            selector = f"{JOB_UID_LABEL}={ident.uid},{ATTEMPT_LABEL}={ident.attempt}"
-            try:
-                pods = member.list_pods(selector, namespace=ident.namespace)
-            except Exception as exc:  # the member is slow or away: the next round reads again
-                log.info("event=pods_not_read job=%s member=%s error=%s", ident.key, name, redact(str(exc)))
-                continue
-            evidence = unschedulable(pods)
+            waiting = {i: seen for i, seen in self._starting.items() if i.member == name}
+            if not waiting or now - self._pods_read.get(name, 0.0) < self.settings.pod_check_every:
+                return
+            self._pods_read[name] = now
+        try:
+            pods = member.list_pods(JOB_UID_LABEL, "status.phase=Pending")
+        except Exception as exc:  # the member is slow or away: the next round reads again
+            log.info("event=pods_not_read member=%s error=%s", name, redact(str(exc)))
+            return
+        by_copy: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+        for pod in pods:
+            labels = (pod.get("metadata") or {}).get("labels") or {}
+            by_copy.setdefault((str(labels.get(JOB_UID_LABEL)), str(labels.get(ATTEMPT_LABEL))), []).append(
+                pod
+            )
+        for ident, seen in waiting.items():
+            evidence = unschedulable(by_copy.get((ident.uid, str(ident.attempt)), []))
             with self._lock:
                 if ident not in self._starting:
                     continue  # it ran, finished or went meanwhile
-                self._starting[ident] = (self._starting[ident][0], now)
                 if evidence is None:
                     self._evidence.pop(ident, None)
                 else:
