@@ -22,9 +22,10 @@ authorizer (:mod:`fleet.apiserver.reviews`), so what they say is what the API do
 Everything else is 403, worded as kube-apiserver words it (``User "alice" cannot create resource
 "ascendjobs" in API group "mindxdl.gitee.com" in the namespace "b"``) so kubectl prints the
 familiar line. A user may not update or patch a job (its spec is what was queued), except to
-flip the pause switch of a kind that has one (T9k's; the backend refuses any other change), nor
-write its ``status`` (that is Fleet's). Users are identified by name: one user name's tokens must all carry
-the same groups, which the loader checks, so a user's rights never depend on which token was used.
+flip the switch of a kind that has one (T9k's pause, Kubeflow's suspend; the backend refuses any
+other change), nor write its ``status`` (that is Fleet's). Users are identified by name: one user
+name's tokens must all carry the same groups, which the loader checks, so a user's rights never
+depend on which token was used.
 Tokens are secrets: no ``repr``, error or log line here contains one.
 """
 
@@ -76,7 +77,7 @@ _JOB_KINDS: Final = frozenset(rt.key for rt in FLEET_JOB_KINDS)
 _JOB_VERBS: Final = frozenset({"create", "get", "list", "watch", "delete", "deletecollection"})
 #: The ConfigMaps, Secrets and Services of a user's namespaces are the user's, like its jobs.
 _COMPANIONS: Final = frozenset(rt.key for rt in COMPANION_KINDS)
-#: What the owners of a job of a kind with a pause mode may also do: flip its pause switch.
+#: What the owners of a job of a kind with a switch (pause, suspend) may also do: flip it.
 _PAUSE_VERBS: Final = frozenset({"update", "patch"})
 _PAUSABLE: Final = frozenset(fleet_kind(a).key for a in KINDS if isinstance(a, Pausable))
 #: Kinds every authenticated user may read, in any namespace.
@@ -185,8 +186,8 @@ class FleetAuthorizer:
             return False
         if key in _JOB_KINDS:
             writes_status = access.subresource is not None and access.verb not in _READ
-            # A kind with a pause mode may be updated by its owners: the backend lets such an
-            # update flip the pause switch and nothing else (fleet.jobs.pause).
+            # A kind with a switch (pause, suspend) may be updated by its owners: the backend lets
+            # such an update flip the switch and nothing else (fleet.jobs.pause).
             verbs = _JOB_VERBS | _PAUSE_VERBS if key in _PAUSABLE else _JOB_VERBS
             return access.verb in verbs and not writes_status
         if key == FLEET_EVENT.key:

@@ -27,8 +27,9 @@ The ledger is synchronous (``redis.Redis``); its calls run in worker threads, of
 Status is Fleet's: the dispatcher and syncers write it through :class:`fleet.state.Objects`;
 through the API only an admin may (the authorizer refuses the subresource to users). The spec
 is what was queued and charged, so an update may change metadata but not the spec (delete and
-submit again), except for the pause switch of a kind that has one (:mod:`fleet.jobs.pause`:
-pausing gives back the job's quota and member copy, resuming queues it again). ``delete``
+submit again), except for the switch of a kind that has one (T9k's pause, Kubeflow's suspend:
+:mod:`fleet.jobs.pause`: holding gives back the job's quota and member copy, releasing queues it
+again). ``delete``
 marks the job (its finalizer holds it until the syncer has released its
 quota and purged its member copy, then the object goes).
 """
@@ -56,17 +57,18 @@ from fleet.jobs.pause import (
     mark_paused,
     metadata_changed,
     pausable,
+    pause_field,
     paused_at_submission,
     switched,
 )
 from fleet.jobs.pause import apply as pause_apply
-from fleet.jobs.phases import Phase
+from fleet.jobs.phases import HELD, Phase
 from fleet.jobs.priority import PRIORITY_ANNOTATION, PriorityClassNotFound, priority_classes
 from fleet.jobs.status import current_state
 from fleet.jobs.submit import Prepared, prepare, queue_accepted
 from fleet.state import Objects, RedisStore
 from fleet.workloads import InvalidWorkload, UnknownKind, adapter_for, job_ref
-from fleet.workloads.base import QueueNaming
+from fleet.workloads.base import Pausable, QueueNaming
 from queues import InvalidRequest, Ledger, QuotaNotAvailable, UnboundJob
 from queues.records import request_args, score_of
 
@@ -84,13 +86,15 @@ class Timeout(ApiError):
 
 def _quota_field(obj: Mapping[str, Any], error: UnboundJob) -> tuple[str, str]:
     """The field a quota refusal names, and its message: the namespace, the quota label, or, for
-    a kind that names its queue in its spec (T9k), that field when the label came from it."""
+    a kind that names its queue in its spec (:func:`fleet.jobs.submit.quota_labels`), that field
+    when the label came from it."""
     if error.label is None:
         return "metadata.namespace", str(error)
     own = (obj.get("metadata") or {}).get("labels") or {}
     adapter = adapter_for(obj)
     if error.label not in own and isinstance(adapter, QueueNaming):
-        return adapter.queue_field, f"{adapter.queue_field} names the job's quota leaf: {error}"
+        named = f"={adapter.queue(obj)!r}" if adapter.queue(obj) else ""
+        return adapter.queue_field, f"{adapter.queue_field}{named} names the job's quota leaf: {error}"
     return f"metadata.labels[{error.label}]", str(error)
 
 
@@ -175,13 +179,14 @@ class JobBackend:
 
     async def create(self, rt: ResourceType, obj: Obj, *, dry_run: bool = False) -> Obj:
         prepared = await asyncio.to_thread(self._prepare, rt, obj)
-        if paused_at_submission(prepared.obj):  # stored Paused, not queued (fleet.jobs.pause)
-            mark_paused(prepared.obj["status"])
+        adapter = adapter_for(prepared.obj)
+        if isinstance(adapter, Pausable) and paused_at_submission(prepared.obj):
+            mark_paused(prepared.obj["status"], adapter)  # stored held, not queued (fleet.jobs.pause)
         if dry_run:
             return await self.store.create(rt, prepared.obj, dry_run=True)
         stored = await self.store.create(rt, prepared.obj)
-        if current_state(stored) == Phase.PAUSED:
-            log.info("event=submitted_paused job=%s leaf=%s", prepared.key, prepared.leaf)
+        if current_state(stored) in HELD:
+            log.info("event=submitted_held job=%s leaf=%s", prepared.key, prepared.leaf)
             return stored
         await asyncio.to_thread(self._queue, prepared, stored)
         log.info("event=submitted job=%s leaf=%s priority=%d", prepared.key, prepared.leaf, prepared.priority)
@@ -231,9 +236,11 @@ class JobBackend:
         if subresource is None:
             namespace, name = update_target(rt, obj)
             current = await self.store.get(rt, namespace, name)
+            switch = pause_field(current)
             try:
                 pause = switched(current, obj)
             except SpecChanged:
+                may = f" (a job of this kind may flip {switch})" if switch else ""
                 raise invalid(
                     rt,
                     obj,
@@ -241,8 +248,7 @@ class JobBackend:
                         Cause(
                             "spec",
                             "field is immutable: the job was queued and charged with this spec; "
-                            "delete it and submit it again (a kind with a pause mode may flip "
-                            "spec.runMode.pause.enabled)",
+                            f"delete it and submit it again{may}",
                             "FieldValueForbidden",
                         )
                     ],
@@ -254,7 +260,7 @@ class JobBackend:
                     [
                         Cause(
                             f"metadata.{field}",
-                            "field is immutable: only spec.runMode.pause.enabled may change after submission",
+                            f"field is immutable: only {switch} may change after submission",
                             "FieldValueForbidden",
                         )
                     ],

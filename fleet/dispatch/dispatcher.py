@@ -66,7 +66,8 @@ from fleet.dispatch.lease import LEASE_SECONDS, STANDBY_POLL_SECONDS, Lease, Ren
 from fleet.dispatch.preemption import PREEMPTED_BY, PREEMPTIONS, RUNNING_STATES, mark_victims
 from fleet.dispatch.tasks import Propagation, propagate_batch
 from fleet.jobs import job_priority
-from fleet.jobs.phases import FINISHED, FleetReason, Phase
+from fleet.jobs.pause import converge, switch_out_of_step
+from fleet.jobs.phases import FINISHED, HELD, FleetReason, Phase
 from fleet.jobs.status import attempt_of, cluster_of, current_state, set_state
 from fleet.jobs.store import get_jobs, list_jobs, mutate_job, mutate_jobs
 from fleet.jobs.submit import enqueue, job_key
@@ -1000,12 +1001,14 @@ class Dispatcher:
         """Make the ledger and the fleet objects agree, after a takeover or a crash.
 
         A stored job the ledger does not know is queued (the API died between storing and
-        queueing); a ``Paused`` one it still holds is released (the API died between pausing and
-        releasing, :mod:`fleet.jobs.pause`); an admitted job whose object says ``Queued`` is
-        requeued (a dispatcher died between admitting and recording); an ``Admitted`` job whose
-        propagation is not in flight gets it again (a dispatcher died before enqueueing it; one in
-        flight is left to its deadline, :meth:`_retry_inflight`); a ledger entry whose job is gone
-        is released.
+        queueing); a job whose pause or suspend switch and state disagree is held or queued again
+        as its switch says (the API died between storing the switch and the state,
+        :func:`fleet.jobs.pause.converge`); a held one (``Paused``, ``Suspended``) the ledger
+        still holds is released (the API died between holding and releasing); an admitted job
+        whose object says ``Queued`` is requeued (a dispatcher died between admitting and
+        recording); an ``Admitted`` job whose propagation is not in flight gets it again (a
+        dispatcher died before enqueueing it; one in flight is left to its deadline,
+        :meth:`_retry_inflight`); a ledger entry whose job is gone is released.
 
         The listing is not a snapshot of the ledger: jobs are submitted while it runs. So a
         ledger entry missing from the listing is released only if its object is still absent
@@ -1030,6 +1033,13 @@ class Dispatcher:
             state = current_state(obj)
             if state in FINISHED:
                 continue
+            if switch_out_of_step(obj) is not None:
+                fixed += 1
+                try:
+                    converge(self.ctx.objects, ledger, obj)
+                except (InvalidWorkload, UnknownKind, LookupError, LedgerError) as error:
+                    self._fail_invalid(key, obj, f"cannot be queued: {error}")
+                continue
             ledger_state = ledger.state(key)
             if state == Phase.QUEUED and ledger_state is JobState.ABSENT:
                 try:
@@ -1040,8 +1050,8 @@ class Dispatcher:
             elif state == Phase.QUEUED and ledger_state is JobState.ADMITTED:
                 ledger.requeue(key, fence=self._ledger_fence)
                 fixed += 1
-            elif state == Phase.PAUSED and ledger_state is not JobState.ABSENT:
-                ledger.release(key, fence=self._ledger_fence)  # paused, then a crash before its release
+            elif state in HELD and ledger_state is not JobState.ABSENT:
+                ledger.release(key, fence=self._ledger_fence)  # held, then a crash before its release
                 fixed += 1
             elif state == Phase.ADMITTED:
                 status = obj.get("status") or {}

@@ -49,6 +49,14 @@ class DispatchKeys:
         return self.base + "left"
 
     @property
+    def held(self) -> str:
+        """Set: ``member|job key|uid|attempt`` of the member copies whose jobs were held (paused,
+        suspended) while placed there, for the syncer to purge at once
+        (:func:`fleet.jobs.pause.held_entry`): a running copy may not change again to be seen
+        stale. An entry goes when its purge is sent."""
+        return self.base + "held"
+
+    @property
     def health(self) -> str:
         """Hash: member -> JSON of its health as the syncer last probed it."""
         return self.base + "health"

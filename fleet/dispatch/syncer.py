@@ -54,7 +54,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from prometheus_client import Counter, Gauge, Histogram
@@ -67,16 +67,18 @@ from fleet.apiserver.resources import ResourceType
 from fleet.ascend import Condition
 from fleet.dispatch.context import Context, policy_for
 from fleet.dispatch.deletion import complete, is_deleting, left_entry, terminating
-from fleet.dispatch.handback import COMPONENT, Blame, finish, give_back
+from fleet.dispatch.handback import COMPONENT, Blame, clear_inflight, finish, give_back
 from fleet.dispatch.health import MemberHealth, read_health, write_health
 from fleet.dispatch.ownership import Shards
 from fleet.dispatch.preemption import is_being_preempted, requeued
-from fleet.jobs.phases import FINISHED, FleetReason, Phase
+from fleet.jobs.pause import parse_held_entry
+from fleet.jobs.phases import FINISHED, HELD, FleetReason, Phase
 from fleet.jobs.status import attempt_of, cluster_of, current_state, mirror
 from fleet.jobs.store import get_jobs, list_jobs, mutate_jobs, try_get_job
 from fleet.jobs.submit import job_key
 from fleet.members import DELETED, SYNC, Member, Watcher, WatchEvent
 from fleet.members.errors import redact
+from fleet.placement import job_pod_key
 from fleet.policy import ApplicationFailover, PropagationPolicy, PurgeMode
 from fleet.state import record_event, record_events
 from fleet.workloads import (
@@ -90,6 +92,7 @@ from fleet.workloads import (
     member_resource,
     ref_for,
 )
+from fleet.workloads.base import PodEvidence, unschedulable
 from fleet.workloads.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
 
 __all__ = ["Syncer", "SyncerSettings"]
@@ -138,6 +141,10 @@ class SyncerSettings:
     #: doubling up to ``delete_retry_max`` (and at once when the copy is seen again).
     delete_retry_initial: float = 1.0
     delete_retry_max: float = 30.0
+    #: How often the pods waiting in a member are read (one list), while copies of kinds whose
+    #: operator never says on the job that its gang waits (Kubeflow's: ``reads_pods``) wait to
+    #: run there; from the member's probe thread, only while the member is Ready.
+    pod_check_every: float = 2.0
 
 
 @dataclass(frozen=True)
@@ -238,6 +245,15 @@ class Syncer:
         self._watchers: dict[str, list[Watcher]] = {}
         #: (member, uid, attempt) -> when the copy was first seen waiting for its gang (monotonic).
         self._pending_since: dict[_Copy, float] = {}
+        #: The same copies -> what says they wait (the member's reason, or their pods').
+        self._pending_why: dict[_Copy, str] = {}
+        #: Copies of kinds whose pods tell that the gang waits, not running yet -> their status
+        #: as last seen.
+        self._starting: dict[_Copy, WorkloadStatus] = {}
+        #: Member -> when the pods waiting in it were last read (monotonic).
+        self._pods_read: dict[str, float] = {}
+        #: What the pods of such a copy said when last read (:func:`fleet.workloads.base.unschedulable`).
+        self._evidence: dict[_Copy, str] = {}
         #: Stale copies waiting for their purge time (Gracefully) -> first seen stale (monotonic).
         self._stale: dict[_Copy, float] = {}
         #: Purges sent -> when (monotonic), so a copy seen again is not purged twice at once.
@@ -332,7 +348,17 @@ class Syncer:
         with self._lock:
             self._health.pop(name, None)
             self._probed.discard(name)
-            for table in (self._pending_since, self._stale, self._purged, self._deleting):
+            self._pods_read.pop(name, None)
+            tables: tuple[dict[_Copy, Any], ...] = (
+                self._pending_since,
+                self._pending_why,
+                self._starting,
+                self._evidence,
+                self._stale,
+                self._purged,
+                self._deleting,
+            )
+            for table in tables:
                 for ident in [i for i in table if i.member == name]:
                     del table[ident]
             self._kept = {i for i in self._kept if i.member != name}
@@ -487,11 +513,65 @@ class Syncer:
             finish(self.ctx, ident.key, ident.uid, ident.attempt, member=ident.member)
 
     def _track_pending(self, ident: _Copy, seen: WorkloadStatus) -> None:
+        """Note whether the copy waits for its gang, by its adapter's classification: from the
+        copy's status, and for a kind whose pods tell it (``reads_pods``) with what its pods said
+        when last read (:meth:`_read_pods`, from the member's probe thread)."""
+        adapter = ident.ref.adapter
+        reads_pods = isinstance(adapter, PodEvidence) and adapter.reads_pods
         with self._lock:
-            if ident.ref.adapter.classify(seen) is Outcome.STUCK_PENDING:
+            if reads_pods:
+                seen = replace(seen, unschedulable=self._evidence.get(ident))
+            outcome = adapter.classify(seen)
+            if outcome is Outcome.STUCK_PENDING:
                 self._pending_since.setdefault(ident, time.monotonic())
+                self._pending_why[ident] = seen.unschedulable or f"{seen.reason}: {seen.message or ''}"
             else:
                 self._pending_since.pop(ident, None)
+                self._pending_why.pop(ident, None)
+            if reads_pods and outcome in (Outcome.STARTING, Outcome.STUCK_PENDING):
+                self._starting[ident] = seen
+            else:
+                self._starting.pop(ident, None)
+                self._evidence.pop(ident, None)
+
+    def _read_pods(self, name: str, member: Member) -> None:
+        """Read what the pods of ``name``'s copies that wait to run say (for the kinds whose
+        operator never says that the gang waits), at most every ``pod_check_every``, and
+        classify those copies again with it: a real member's scheduler marks a pod it cannot
+        place ``PodScheduled`` False, ``Unschedulable`` (:func:`fleet.workloads.base.unschedulable`).
+        One list per member and round, whatever the number of waiting copies: every Pending pod
+        that carries a fleet uid, told apart by its uid and attempt labels. Skipped while the
+        member is not Ready (its copies are the cluster failover's then)."""
+        now = time.monotonic()
+        with self._lock:
+            health = self._health.get(name)
+            if health is not None and health.ready is False:
+                return
+            waiting = {i: seen for i, seen in self._starting.items() if i.member == name}
+            if not waiting or now - self._pods_read.get(name, 0.0) < self.settings.pod_check_every:
+                return
+            self._pods_read[name] = now
+        try:
+            pods = member.list_pods(JOB_UID_LABEL, "status.phase=Pending")
+        except Exception as exc:  # the member is slow or away: the next round reads again
+            log.info("event=pods_not_read member=%s error=%s", name, redact(str(exc)))
+            return
+        by_copy: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+        for pod in pods:
+            labels = (pod.get("metadata") or {}).get("labels") or {}
+            by_copy.setdefault((str(labels.get(JOB_UID_LABEL)), str(labels.get(ATTEMPT_LABEL))), []).append(
+                pod
+            )
+        for ident, seen in waiting.items():
+            evidence = unschedulable(by_copy.get((ident.uid, str(ident.attempt)), []))
+            with self._lock:
+                if ident not in self._starting:
+                    continue  # it ran, finished or went meanwhile
+                if evidence is None:
+                    self._evidence.pop(ident, None)
+                else:
+                    self._evidence[ident] = evidence
+            self._track_pending(ident, seen)
 
     def _vanished(self, member: str, copy: Mapping[str, Any]) -> None:
         ident = _Copy.of(member, copy)
@@ -499,6 +579,9 @@ class Syncer:
             return
         with self._lock:
             self._pending_since.pop(ident, None)
+            self._pending_why.pop(ident, None)
+            self._starting.pop(ident, None)
+            self._evidence.pop(ident, None)
             self._stale.pop(ident, None)
             self._purged.pop(ident, None)
             self._kept.discard(ident)
@@ -552,6 +635,9 @@ class Syncer:
         )
         with self._lock:
             self._pending_since.pop(ident, None)
+            self._pending_why.pop(ident, None)
+            self._starting.pop(ident, None)
+            self._evidence.pop(ident, None)
         if outcome.changed:
             FAILOVERS.labels("application", ident.member, ident.ref.adapter.kind).inc()
             log.info(
@@ -570,10 +656,10 @@ class Syncer:
 
     def _stale_copy(self, ident: _Copy, obj: dict[str, Any]) -> None:
         """A copy of an attempt the fleet job has left behind: purge it when its policy says
-        (a paused job's at once, whatever the policy: pausing is removing its replicas)."""
-        if current_state(obj) == Phase.PAUSED and attempt_of(obj) == ident.attempt:
+        (a held job's at once, whatever the policy: pausing or suspending is removing its replicas)."""
+        if current_state(obj) in HELD and attempt_of(obj) == ident.attempt:
             finish(self.ctx, ident.key, ident.uid, ident.attempt, member=ident.member)
-            self._purge(ident, "paused")
+            self._purge(ident, "paused")  # the metric label of every held job
             return
         policy = self._failover_policy(obj)
         if policy.purge_mode == PurgeMode.IMMEDIATELY or attempt_of(obj) < ident.attempt:
@@ -634,13 +720,18 @@ class Syncer:
     def _tick(self) -> None:
         now = time.monotonic()
         with self._lock:
-            pending = [(i, since) for i, since in self._pending_since.items() if self._mine(i.member)]
+            pending = [
+                (i, since, self._pending_why.get(i, ""))
+                for i, since in self._pending_since.items()
+                if self._mine(i.member)
+            ]
             stale = [i for i in self._stale if self._mine(i.member)]
-        for ident, since in pending:
+        for ident, since, why in pending:
             obj = try_get_job(self.ctx.objects, ident.key)
             if obj is None or is_being_preempted(obj):
                 with self._lock:
                     self._pending_since.pop(ident, None)
+                    self._pending_why.pop(ident, None)
                 continue
             toleration = self._failover_policy(obj).decision_conditions.toleration_seconds
             if now - since > toleration:
@@ -648,8 +739,7 @@ class Syncer:
                     ident,
                     obj,
                     None,
-                    f"its pods waited in {ident.member} for {toleration}s without all fitting "
-                    "(PodGroupPending)",
+                    f"its pods waited in {ident.member} for {toleration}s without all fitting ({why})",
                     blame=Blame.MEMBER,
                 )
         for ident in stale:
@@ -659,7 +749,30 @@ class Syncer:
             else:
                 self._stale_copy(ident, obj)
         self._retry_deletions(now)
+        self._purge_held()
         self._cluster_failover()
+
+    def _purge_held(self) -> None:
+        """Purge the copies of the jobs held (paused, suspended) while placed (their records in
+        :attr:`~fleet.dispatch.keys.DispatchKeys.held`, written by :mod:`fleet.jobs.pause`), on
+        the members this syncer owns, and drop their capacity holds. The ledger is left alone:
+        the hold gave the quota back, and the job may be queued again already. The purge task
+        never touches a successor (another uid or attempt)."""
+        for raw in self.ctx.client.smembers(self.ctx.keys.held):
+            parsed = parse_held_entry(raw)
+            if parsed is None:
+                self.ctx.client.srem(self.ctx.keys.held, raw)
+                continue
+            member, key, uid, attempt = parsed
+            if member in self.ctx.members and not self._mine(member):
+                continue  # its owner purges it
+            if member in self.ctx.members:
+                ref = job_ref(key)
+                ident = _Copy(member, ref.namespace, ref.name, uid, attempt, ref.tag)
+                self.ctx.reservations.release(member, job_pod_key(uid, attempt))
+                clear_inflight(self.ctx, key, uid, attempt)
+                self._purge(ident, "paused")
+            self.ctx.client.srem(self.ctx.keys.held, raw)
 
     def _cluster_failover(self) -> None:
         wall = time.time()
@@ -717,6 +830,8 @@ class Syncer:
             self._record_probe(
                 name, healthy=probe.healthy, error=probe.error, latency=probe.seconds, detail=probe.detail
             )
+            if probe.healthy and self._mine(name):
+                self._read_pods(name, member)
             stop.wait(self.settings.probe_interval)
 
     def _load_health(self, members: Sequence[str]) -> None:

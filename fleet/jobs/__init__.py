@@ -7,7 +7,7 @@ mirrored after Fleet's own), :mod:`~fleet.jobs.submit` accepts a job (validate, 
 (:func:`job_priority`).
 """
 
-from fleet.jobs.phases import FINISHED, MEMBER_STATES, FleetReason, Phase
+from fleet.jobs.phases import FINISHED, HELD, MEMBER_STATES, FleetReason, Phase
 from fleet.jobs.priority import JobPriority, PriorityClasses, PriorityClassNotFound, job_priority
 from fleet.jobs.status import attempt_of, cluster_of, current_state, is_finished, mirror, set_state
 from fleet.jobs.submit import FINALIZER, Prepared, enqueue, job_key, prepare, quota_request, split_key, submit
@@ -15,6 +15,7 @@ from fleet.jobs.submit import FINALIZER, Prepared, enqueue, job_key, prepare, qu
 __all__ = [
     "FINALIZER",
     "FINISHED",
+    "HELD",
     "MEMBER_STATES",
     "FleetReason",
     "JobPriority",

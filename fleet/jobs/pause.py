@@ -1,20 +1,38 @@
-"""Pause and resume at the fleet, for the kinds with a pause mode (:class:`~fleet.workloads.base.Pausable`).
+"""Holding a job back at the fleet, for the kinds with a switch for it
+(:class:`~fleet.workloads.base.Pausable`): T9k's pause mode and Kubeflow's suspend, one mechanism.
 
 T9k's seeds: in pause mode a job's replicas are deleted (or never created), and a user may flip
-``spec.runMode.pause.enabled`` at any time. A paused job runs nowhere, so at the fleet it holds
-nothing either:
+``spec.runMode.pause.enabled`` at any time. Kubeflow's training operator
+(``pkg/controller.v1/common/job.go``, ``ReconcileJobs``) and MPI operator
+(``pkg/controller/mpi_job_controller.go``): a job with ``spec.runPolicy.suspend`` has no pods
+(they are deleted, ``replicaStatuses`` active 0) and the condition ``Suspended`` (reason
+``<Kind>Suspended``); turned off, the condition turns False (``<Kind>Resumed``) and the pods are
+made again. Kueue uses that same field as its admission gate (``kubernetes-sigs/kueue``,
+``pkg/controller/jobframework/reconciler.go``, ``ReconcileGenericJob``): a suspended job runs
+only once its Workload is admitted, and a job that stops being active has its admission cleared,
+its quota released. Fleet is the queue here, so a job held by its switch holds nothing at the
+fleet either:
 
-* submitted paused, it is stored ``Paused`` and not queued;
-* paused while ``Queued``, it leaves its queue; while ``Admitted``, ``Dispatched`` or running in
-  a member, its quota is given back at once and the fleet object stops naming the member: the
-  syncer then deletes the member copy whatever the purge mode, and drops its capacity hold
-  (:meth:`fleet.dispatch.syncer.Syncer`, stale copies);
-* resumed (the switch off again), it is ``Queued`` again on its leaf, with the priority recorded
-  at its submission, and goes through admission and placement like any job (a new attempt);
+* submitted held, it is stored in its kind's held state (``Paused``, ``Suspended``: its adapter's
+  :attr:`~fleet.workloads.base.Pausable.held_state`) and not queued;
+* held while ``Queued``, it leaves its queue; while ``Admitted``, ``Dispatched`` or running in a
+  member, its quota is given back at once and the fleet object stops naming the member: the
+  syncer then deletes the member copy at once whatever the purge mode (the copy is recorded in
+  :attr:`~fleet.dispatch.keys.DispatchKeys.held`), and drops its capacity hold. A member copy is
+  never suspended in place: Fleet holds the job, the member no longer has it;
+* released (the switch off again), it is ``Queued`` again on its leaf, with the priority
+  recorded at its submission, and goes through admission and placement like any job (a new
+  attempt);
 * a finished job keeps its state: the switch is stored and changes nothing.
 
 The switch is the only part of the spec an update may change (:func:`switched`); any other
 difference is refused as before, since the spec is what was queued and charged.
+
+An update stores the switch, then the state, then gives back or takes the quota: three writes.
+A process that dies between them leaves a switch whose state does not match it, or a state
+whose ledger entry does not; the dispatcher's reconcile brings both back in line
+(:func:`converge`, and its release of a held job the ledger still holds), so the job neither
+runs on held nor stays held once released.
 """
 
 from __future__ import annotations
@@ -23,8 +41,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleet.apiserver.resources import Obj, ResourceType
-from fleet.jobs.phases import FINISHED, FleetReason, Phase
-from fleet.jobs.status import current_state, set_state
+from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS
+from fleet.jobs.phases import FINISHED, HELD, FleetReason, Phase
+from fleet.jobs.status import attempt_of, current_state, set_state
+from fleet.jobs.store import job_kind
 from fleet.jobs.submit import COMPONENT, enqueue, job_key
 from fleet.state import Objects, record_event
 from fleet.workloads import adapter_for
@@ -33,17 +53,20 @@ from queues import Ledger
 
 __all__ = [
     "LAST_APPLIED",
-    "PAUSED_MESSAGE",
     "SpecChanged",
     "apply",
+    "converge",
+    "held_entry",
+    "held_message",
     "mark_paused",
     "metadata_changed",
+    "parse_held_entry",
     "pausable",
+    "pause_field",
     "paused_at_submission",
+    "switch_out_of_step",
     "switched",
 ]
-
-PAUSED_MESSAGE = "paused: its replicas are removed and its quota is given back until it is resumed"
 
 
 #: ``kubectl apply``'s record of what it applied: it changes with every apply, so it may change
@@ -60,21 +83,36 @@ def _pausable(obj: Mapping[str, Any]) -> Pausable | None:
     return adapter if isinstance(adapter, Pausable) else None
 
 
+def held_message(adapter: Pausable) -> str:
+    """Why a held job waits, naming its switch (the message of its held state)."""
+    return (
+        f"{adapter.held_state.lower()}: {adapter.pause_field} is true, so it is not admitted: no member "
+        "copy, no replicas, no quota held until it is set to false"
+    )
+
+
 def switched(current: Mapping[str, Any], new: Mapping[str, Any]) -> bool | None:
-    """What an update does to the pause switch: None (spec unchanged), True (pause), False
-    (resume). :class:`SpecChanged` when the spec changes otherwise, or the kind has no pause."""
+    """What an update does to the switch: None (spec unchanged), True (hold), False (release).
+    :class:`SpecChanged` when the spec changes otherwise, or the kind has no switch."""
     if new.get("spec") == current.get("spec"):
         return None
     adapter = _pausable(current)
     if adapter is None or adapter.without_pause_switch(new) != adapter.without_pause_switch(current):
-        raise SpecChanged("only spec.runMode.pause.enabled may change after submission")
+        field = adapter.pause_field if adapter is not None else "the pause switch"
+        raise SpecChanged(f"only {field} may change after submission")
     before, after = adapter.paused(current), adapter.paused(new)
     return None if before == after else after
 
 
 def pausable(obj: Mapping[str, Any]) -> bool:
-    """Whether ``obj``'s kind has a pause mode (its owners may then update it: the switch only)."""
+    """Whether ``obj``'s kind has a switch (its owners may then update it: the switch only)."""
     return _pausable(obj) is not None
+
+
+def pause_field(obj: Mapping[str, Any]) -> str | None:
+    """Where ``obj``'s kind has its switch, or None when it has none."""
+    adapter = _pausable(obj)
+    return adapter.pause_field if adapter is not None else None
 
 
 def metadata_changed(current: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
@@ -93,31 +131,82 @@ def metadata_changed(current: Mapping[str, Any], new: Mapping[str, Any]) -> str 
 
 
 def paused_at_submission(obj: Mapping[str, Any]) -> bool:
-    """Whether a job being submitted is paused (stored ``Paused``, not queued)."""
+    """Whether a job being submitted is held by its switch (stored held, not queued)."""
     adapter = _pausable(obj)
     return adapter is not None and adapter.paused(obj)
 
 
-def mark_paused(status: dict[str, Any]) -> None:
-    """Make a status ``Paused``, no longer naming a member (the copy's attempt is over, and with
-    it what the copy's status said: its phase, tasks and aggregate)."""
+def mark_paused(status: dict[str, Any], adapter: Pausable) -> None:
+    """Make a status held in ``adapter``'s kind's word, no longer naming a member (the copy's
+    attempt is over, and with it what the copy's status said: its phase, tasks and aggregate)."""
     member = status.pop("cluster", None)
     if member:
         status["lastCluster"] = member
     for key in ("reservation", *MIRRORED_FIELDS):
         status.pop(key, None)
-    set_state(status, Phase.PAUSED, FleetReason.PAUSED, PAUSED_MESSAGE)
+    set_state(status, adapter.held_state, adapter.held_reason, held_message(adapter))
+
+
+def held_entry(member: str, key: str, uid: str, attempt: int) -> str:
+    """The record, in :attr:`fleet.dispatch.keys.DispatchKeys.held`, of the copy in ``member``
+    of attempt ``attempt`` of held job ``key`` (uid ``uid``), for the syncer to purge."""
+    return f"{member}|{key}|{uid}|{attempt}"
+
+
+def parse_held_entry(raw: bytes | str) -> tuple[str, str, str, int] | None:
+    """``(member, job key, uid, attempt)`` of a :func:`held_entry`; None when it is not one."""
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    parts = text.split("|")
+    if len(parts) != 4 or not parts[3].isdigit():
+        return None
+    return parts[0], parts[1], parts[2], int(parts[3])
+
+
+def switch_out_of_step(obj: Mapping[str, Any]) -> bool | None:
+    """Whether a stored job's switch and state disagree: True (the switch holds it, the state
+    does not), False (the state holds it, the switch no longer does), None (they agree, the job
+    has no switch, is finished or is being deleted)."""
+    adapter = _pausable(obj)
+    state = current_state(obj)
+    if adapter is None or state in FINISHED or (obj.get("metadata") or {}).get("deletionTimestamp"):
+        return None
+    switch, held = adapter.paused(obj), state in HELD
+    return None if switch == held else switch
 
 
 def apply(
     objects: Objects, ledger: Ledger, rt: ResourceType, current: Obj, new: Obj, *, pause: bool
 ) -> Obj | None:
-    """Store ``new`` (whose switch differs from ``current``'s) and pause or resume the job."""
+    """Store ``new`` (whose switch differs from ``current``'s) and hold or release the job."""
     meta = current["metadata"]
-    namespace, name, uid = meta.get("namespace"), str(meta["name"]), meta.get("uid")
+    namespace, name = meta.get("namespace"), str(meta["name"])
     stored = objects.mutate(rt, namespace, name, lambda _: new, subresource=None, current=current)
     if stored is None or meta.get("deletionTimestamp"):
         return stored
+    return _follow_switch(objects, ledger, rt, stored, pause=pause)
+
+
+def converge(objects: Objects, ledger: Ledger, obj: Obj) -> Obj | None:
+    """Bring a stored job's state in line with its switch, as :func:`apply` would have after
+    storing it (a process died between the switch and the state): hold it, giving its quota
+    back, or queue it again. Nothing when they agree; returns the job as stored after."""
+    pause = switch_out_of_step(obj)
+    if pause is None:
+        return obj
+    return _follow_switch(objects, ledger, job_kind(adapter_for(obj)), obj, pause=pause)
+
+
+def _follow_switch(
+    objects: Objects, ledger: Ledger, rt: ResourceType, stored: Obj, *, pause: bool
+) -> Obj | None:
+    """Make the state of ``stored`` (switch already stored) what ``pause`` says, then release or
+    queue it in the ledger and record the Event. Idempotent: a job already in that state, or
+    finished, or of another uid, is left as it is."""
+    adapter = _pausable(stored)
+    if adapter is None:
+        return stored
+    meta = stored["metadata"]
+    namespace, name, uid = meta.get("namespace"), str(meta["name"]), meta.get("uid")
     key = job_key(stored)
     acted: list[str] = []
 
@@ -127,9 +216,9 @@ def apply(
         if obj["metadata"].get("uid") != uid or state in FINISHED or obj["metadata"].get("deletionTimestamp"):
             return None
         status = obj.setdefault("status", {})
-        if pause and state != Phase.PAUSED:
-            mark_paused(status)
-        elif not pause and state == Phase.PAUSED:
+        if pause and state not in HELD:
+            mark_paused(status, adapter)
+        elif not pause and state in HELD:
             set_state(
                 status, Phase.QUEUED, FleetReason.RESUMED, f"resumed: waiting in queue {status.get('queue')}"
             )
@@ -141,13 +230,17 @@ def apply(
     result = objects.mutate(rt, namespace, name, change, current=stored)
     if result is None or not acted:
         return result
+    if pause and acted[0]:  # its copy there goes at once (the syncer purges it)
+        entry = held_entry(acted[0], key, str(uid), attempt_of(result))
+        objects.client.sadd(DEFAULT_DISPATCH_KEYS.held, entry)
     if pause:
         ledger.release(key)  # out of its queue, or its admitted usage returned: idempotent
         where = f" (its copy in {acted[0]} is deleted)" if acted[0] else ""
-        message = f"{PAUSED_MESSAGE}{where}"
+        message = f"{held_message(adapter)}{where}"
+        reason = adapter.held_reason
     else:
         enqueue(ledger, result)
         message = f"resumed: waiting in queue {(result.get('status') or {}).get('queue')}"
-    reason = FleetReason.PAUSED if pause else FleetReason.RESUMED
+        reason = FleetReason.RESUMED
     record_event(objects, result, type="Normal", reason=reason, message=message, component=COMPONENT)
     return result

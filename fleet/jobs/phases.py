@@ -15,7 +15,7 @@ from typing import Final
 
 from fleet.ascend import Condition
 
-__all__ = ["FINISHED", "MEMBER_STATES", "FleetReason", "Phase"]
+__all__ = ["FINISHED", "HELD", "MEMBER_STATES", "FleetReason", "Phase"]
 
 
 class Phase:
@@ -31,7 +31,15 @@ class Phase:
     #: Its kind's pause mode is on (T9k ``spec.runMode.pause``): no member copy, no quota, not
     #: queued; turning it off queues the job again (:mod:`fleet.jobs.pause`).
     PAUSED: Final = "Paused"
+    #: Its kind's suspend switch is on (Kubeflow ``spec.runPolicy.suspend``): held like a paused
+    #: job (no member copy, no quota, not queued) under the state its kind's operator writes
+    #: (the training operator's ``Suspended`` condition); turning it off queues the job again.
+    SUSPENDED: Final = "Suspended"
 
+
+#: States of a job its owner holds back with its kind's switch (:mod:`fleet.jobs.pause`): one
+#: per kind's word for it (:attr:`fleet.workloads.base.Pausable.held_state` names which).
+HELD: Final = frozenset({Phase.PAUSED, Phase.SUSPENDED})
 
 #: Condition types that come from the member copy.
 MEMBER_STATES: Final = frozenset(
@@ -79,6 +87,8 @@ class FleetReason:
     #: Its pause mode was turned on (``Paused``), or off again (``Queued``).
     PAUSED: Final = "Paused"
     RESUMED: Final = "Resumed"
+    #: Its suspend switch was turned on (``Suspended``); turned off again it is ``Resumed``.
+    SUSPENDED: Final = "Suspended"
     #: Terminating: the delete of the member copy was sent; the finalizer holds until it is gone.
     DELETING_COPY: Final = "DeletingMemberCopy"
     #: Terminating: the member could not be reached (or refused the delete); retried with backoff.

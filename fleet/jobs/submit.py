@@ -42,7 +42,7 @@ from fleet.placement import Demand
 from fleet.state import Objects, event_call, record_event
 from fleet.workloads import adapter_for, job_key, job_ref
 from fleet.workloads.base import QueueNaming
-from queues import ElasticQuotaTree, Ledger, leaf_in, queue_name
+from queues import QUOTA_LABEL, ElasticQuotaTree, Ledger, leaf_in, queue_name
 
 __all__ = [
     "FINALIZER",
@@ -50,9 +50,11 @@ __all__ = [
     "Prepared",
     "enqueue",
     "job_key",
+    "node_of_queue",
     "prepare",
     "queue_accepted",
     "queue_of",
+    "quota_labels",
     "quota_request",
     "split_key",
     "submit",
@@ -73,6 +75,39 @@ def quota_request(demand: Demand) -> dict[str, int]:
     """What the whole job charges its quota nodes: every pod's requests summed, per resource."""
     resources = {r for shape in demand.shapes for r, _ in shape.requests}
     return {r: demand.total(r) for r in sorted(resources) if demand.total(r) > 0}
+
+
+def node_of_queue(tree: ElasticQuotaTree | None, queue: str) -> str:
+    """The tree node a queue name names: a node of that name, else the node whose derived queue
+    it is (:func:`queue_of`: ``root-child-2``, what ``status.queue`` and ``kubectl get queues``
+    show); the name as written when it is neither (the tree then refuses it: it names no leaf)."""
+    if tree is None:
+        return queue
+    paths = tree.paths()
+    if queue in paths:
+        return queue
+    return next((name for name, path in paths.items() if queue_name(path) == queue), queue)
+
+
+def quota_labels(obj: Mapping[str, Any], tree: ElasticQuotaTree | None) -> dict[str, str]:
+    """The labels the tree binds a job by (:meth:`queues.ElasticQuotaTree.leaf_for`): its own,
+    plus, for a kind that names its queue in its spec (:class:`~fleet.workloads.base.QueueNaming`:
+    ``runPolicy.schedulingPolicy.queue``, ``t9kScheduler.queue``), :data:`~queues.QUOTA_LABEL`
+    naming the node that queue names (:func:`node_of_queue`).
+
+    So the queue field routes exactly as the quota label does, under the same rule: it may name
+    the job's own leaf, or another leaf only where the tree makes that leaf available in the
+    job's namespace (else 403), never an inner node or a name the tree does not have (422).
+    Accepted names: a leaf's own name (as the label and T9k's queue name it) or its derived queue
+    name (``root-child-2``). A queue named ``default`` (Volcano's and T9k's default queue) or none
+    leaves the job to its namespace's leaf; a quota label on the job wins over its queue field;
+    with no tree applied every job is in the implicit root, whatever it names."""
+    meta = obj.get("metadata") or {}
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    adapter = adapter_for(obj)
+    if isinstance(adapter, QueueNaming) and QUOTA_LABEL not in labels and (queue := adapter.queue(obj)):
+        labels[QUOTA_LABEL] = node_of_queue(tree, queue)
+    return labels
 
 
 def queue_of(tree: ElasticQuotaTree | None, leaf: str) -> str:
@@ -138,10 +173,7 @@ def _derive(
     obj: Mapping[str, Any], tree: ElasticQuotaTree | None, demand: Demand, priority: JobPriority
 ) -> Prepared:
     meta = obj.get("metadata") or {}
-    adapter = adapter_for(obj)
-    # A kind that names its queue (T9k's t9kScheduler.queue) is bound by it as by the quota label.
-    labels = adapter.quota_labels(obj) if isinstance(adapter, QueueNaming) else meta.get("labels") or {}
-    leaf = leaf_in(tree, str(meta.get("namespace") or "default"), labels)
+    leaf = leaf_in(tree, str(meta.get("namespace") or "default"), quota_labels(obj, tree))
     body = dict(obj)
     metadata = dict(meta)
     finalizers = list(metadata.get("finalizers") or [])

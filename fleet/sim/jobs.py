@@ -1,5 +1,6 @@
 """Job logic over plain kube JSON dicts (AscendJob and the Kubeflow kinds, :mod:`fleet.sim.kinds`):
-validation, the pods a job owns, conditions, replica status.
+validation, the pods a job owns, conditions, replica status, and the Kubeflow controllers' rules
+(restart policies and exit codes, backoff limits, TFJob's success rule, clean-up).
 
 Everything here is pure (no store, no clock unless given one), so the operator in
 :mod:`fleet.sim.operator` stays a thin loop and each rule is unit-tested on its own.
@@ -12,6 +13,7 @@ replace each other, and a finished job's ``Running`` condition turns ``status: "
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -22,24 +24,33 @@ from fleet.ascend import (
     SCHEDULE_POLICY_ANNOTATION,
     Condition,
 )
-from fleet.sim.kinds import sim_kind
+from fleet.sim.kinds import JOB_ROLE_LABEL, OPERATOR_NAME_LABEL, Rules, sim_kind
 from fleet.sim.predicates import PodSpecError, pod_requests
 
 __all__ = [
+    "BATCH_BACKOFF_LIMIT",
     "DURATION_ANNOTATION",
     "EXIT_CODE_ANNOTATION",
     "TERMINAL_STATES",
     "backoff_limit",
     "build_pods",
+    "clean_pod_policy",
     "duration_seconds",
     "exit_code",
     "job_event",
     "job_key",
+    "launcher_pod_name",
     "min_available",
+    "past_backoff_limit",
     "replica_statuses",
+    "restart_policy",
+    "restarts",
     "restarts_on_failure",
+    "retryable_exit",
     "set_condition",
     "state",
+    "tf_deciding_types",
+    "tf_succeeded",
     "validate_job",
 ]
 
@@ -51,6 +62,9 @@ DURATION_ANNOTATION: Final = "sim.fleet.io/duration-seconds"
 EXIT_CODE_ANNOTATION: Final = "sim.fleet.io/exit-code"
 TERMINAL_STATES: Final = frozenset({Condition.SUCCEEDED, Condition.FAILED})
 _NAME_LIMIT: Final = 63
+_LAUNCHER: Final = "Launcher"
+#: The letters Kubernetes draws generated name suffixes from (``utilrand.String``).
+_NAME_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
 
 
 def job_key(job: Obj) -> tuple[str, str]:
@@ -171,14 +185,54 @@ def restarts_on_failure(job: Obj) -> bool:
     return any(str(spec.get("restartPolicy", "Never")) != "Never" for _, spec in _replica_specs(job))
 
 
+def launcher_pod_name(name: str, uid: str, attempt: int = 0) -> str:
+    """The MPI launcher's pod: the batch Job ``<job>-launcher`` names its pods with a random
+    five-character suffix (``names.SimpleNameGenerator``); here one drawn from the job's uid and
+    the launcher's attempt, so the operator can name the pod again without listing."""
+    digest = hashlib.sha256(f"{uid}/{attempt}".encode()).digest()
+    return f"{name}-launcher-" + "".join(_NAME_ALPHABET[b % len(_NAME_ALPHABET)] for b in digest[:5])
+
+
+def _pod_name(job: Obj, kind: str, index: int) -> str:
+    name = job_key(job)[1]
+    if sim_kind(job).rules is Rules.MPI and kind == _LAUNCHER:
+        return launcher_pod_name(name, str((job.get("metadata") or {}).get("uid") or ""))
+    return f"{name}-{kind.lower()}-{index}"
+
+
+def _kind_labels(job: Obj, kind: str, index: int) -> dict[str, str]:
+    """The labels the kind's operator adds besides the job name and type (or role).
+
+    The MPI operator: its name on every pod, a worker's index (shifted by one when the launcher
+    runs as a worker, which takes index 0: ``workerReplicaIndexLabel``), no index on the launcher
+    otherwise. The TFJob controller: ``job-role: master`` on the pod that decides the job (the
+    chief or master, else worker 0: ``IsMasterRole``)."""
+    sim = sim_kind(job)
+    index_label = sim.labels[2]
+    if sim.rules is Rules.MPI:
+        labels = {OPERATOR_NAME_LABEL: sim.component}
+        as_worker = (job.get("spec") or {}).get("runLauncherAsWorker") is True
+        if kind == _LAUNCHER:
+            if as_worker:
+                labels[index_label] = "0"
+        else:
+            labels[index_label] = str(index + 1 if as_worker else index)
+        return labels
+    labels = {index_label: str(index)}
+    if sim.rules is Rules.TENSORFLOW and (kind, index) in {(t, 0) for t in tf_deciding_types(job)}:
+        labels[JOB_ROLE_LABEL] = "master"
+    return labels
+
+
 def build_pods(job: Obj) -> list[Obj]:
-    """The pods the operator creates for a job, leaders first, named ``<job>-<type>-<index>``."""
+    """The pods the operator creates for a job, leaders first, named ``<job>-<type>-<index>``
+    (an MPIJob's launcher: :func:`launcher_pod_name`)."""
     meta = job.get("metadata") or {}
     namespace, name = job_key(job)
     spec = job.get("spec") or {}
     policy = (meta.get("annotations") or {}).get(SCHEDULE_POLICY_ANNOTATION)
     sim = sim_kind(job)
-    job_label, type_label, index_label = sim.labels
+    job_label, type_label, _ = sim.labels
     owner = {
         "apiVersion": sim.resource.api_version,
         "kind": sim.resource.kind,
@@ -199,13 +253,13 @@ def build_pods(job: Obj) -> list[Obj]:
             if policy is not None:
                 annotations[SCHEDULE_POLICY_ANNOTATION] = policy
             pod_meta: dict[str, Any] = {
-                "name": f"{name}-{kind.lower()}-{index}",
+                "name": _pod_name(job, kind, index),
                 "namespace": namespace,
                 "labels": {
                     **(template_meta.get("labels") or {}),
                     job_label: name,
                     type_label: kind.lower(),
-                    index_label: str(index),
+                    **_kind_labels(job, kind, index),
                 },
                 "ownerReferences": [owner],
             }
@@ -322,3 +376,90 @@ def job_event(job: Obj, kind: str, reason: str, message: str, *, source: str, me
         "lastTimestamp": now,
         "count": 1,
     }
+
+
+# --- the Kubeflow controllers' rules (TFJob, MPIJob) -------------------------------------------
+
+#: The restart policy a replica type gets when its spec names none: the training operator's
+#: per-kind defaults (``TFJobDefaultRestartPolicy`` Never, ``PyTorchJobDefaultRestartPolicy``
+#: OnFailure) and the MPI operator's (``DefaultLauncherRestartPolicy`` OnFailure, workers Never).
+_DEFAULT_RESTART: Final = {"TFJob": "Never", "PyTorchJob": "OnFailure"}
+_MPI_DEFAULT_RESTART: Final = {_LAUNCHER: "OnFailure"}
+#: A batch Job's backoff limit when its spec names none (the launcher's Job: ``BackoffLimit``
+#: is passed as-is, so Kubernetes' default applies).
+BATCH_BACKOFF_LIMIT: Final = 6
+
+
+def restart_policy(job: Obj, rtype: str) -> str:
+    """The restart policy of replica type ``rtype``, defaulted as the kind's operator does."""
+    sim = sim_kind(job)
+    spec = sim.specs(job).get(rtype)
+    written = spec.get("restartPolicy") if isinstance(spec, Mapping) else None
+    if isinstance(written, str) and written:
+        return written
+    if sim.rules is Rules.MPI:
+        return _MPI_DEFAULT_RESTART.get(rtype, "Never")
+    return _DEFAULT_RESTART.get(sim.resource.kind, "Never")
+
+
+def clean_pod_policy(job: Obj) -> str:
+    """``runPolicy.cleanPodPolicy``: None when unset (the v1 training operator's and the MPI
+    operator's default)."""
+    value = _run_policy(job).get("cleanPodPolicy")
+    return value if isinstance(value, str) and value else "None"
+
+
+def retryable_exit(code: int) -> bool:
+    """The training operator's ``IsRetryableExitCode``: 128 and above (killed by a signal, the
+    environment's doing) is worth a restart under ``ExitCode``; below is the program's own."""
+    return code >= 128
+
+
+def restarts(policy: str, code: int) -> bool:
+    """Whether a replica whose pod exited ``code`` is restarted (``ReconcilePods``): OnFailure
+    and Always, or ExitCode with a retryable code; Never never."""
+    return policy in ("OnFailure", "Always") or (policy == "ExitCode" and retryable_exit(code))
+
+
+def past_backoff_limit(limit: int | None, restarts_so_far: int) -> bool:
+    """``PastBackoffLimit`` of the training operator: the restarts counted (this one included)
+    reached ``backoffLimit`` (any restart, when it is 0); never without a limit."""
+    if limit is None:
+        return False
+    return restarts_so_far > 0 if limit == 0 else restarts_so_far >= limit
+
+
+def tf_deciding_types(job: Obj) -> tuple[str, ...]:
+    """The replica types whose pods decide a TFJob: its Chief or Master when it has one
+    (``ContainsChiefOrMasterSpec``), else its workers."""
+    specs = sim_kind(job).specs(job)
+    leader = tuple(t for t in ("Chief", "Master") if t in specs)
+    return leader or ("Worker",)
+
+
+def tf_succeeded(job: Obj, pods: Sequence[Obj]) -> bool:
+    """The TFJob controller's success rule (``UpdateJobStatus``) over the job's pods: with a
+    Chief (or Master), when every pod of it succeeded; without, when worker 0 exited 0 (the
+    default ``successPolicy``) or, with ``successPolicy: AllWorkers``, when every worker
+    succeeded. Parameter servers and evaluators do not count."""
+    specs = sim_kind(job).specs(job)
+    type_label, index_label = sim_kind(job).labels[1], sim_kind(job).labels[2]
+
+    def label(pod: Obj, key: str) -> Any:
+        return ((pod.get("metadata") or {}).get("labels") or {}).get(key)
+
+    def of(rtype: str) -> list[Obj]:
+        return [p for p in pods if label(p, type_label) == rtype.lower()]
+
+    def succeeded(pod: Obj) -> bool:
+        return (pod.get("status") or {}).get("phase") == "Succeeded"
+
+    deciding = tf_deciding_types(job)
+    if deciding != ("Worker",):
+        rtype = deciding[0]
+        wanted = _replicas(specs[rtype])
+        return sum(1 for p in of(rtype) if succeeded(p)) >= wanted
+    workers = of("Worker")
+    if (job.get("spec") or {}).get("successPolicy") == "AllWorkers":
+        return sum(1 for p in workers if succeeded(p)) >= _replicas(specs.get("Worker") or {})
+    return any(succeeded(p) and label(p, index_label) == "0" for p in workers)

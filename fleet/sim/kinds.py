@@ -1,17 +1,31 @@
-"""The job kinds a simulated member serves, and how each kind's operator speaks.
+"""The job kinds a simulated member serves, and how each kind's operator speaks and decides.
 
 Every kind Fleet propagates is served as its CRD describes it (the workload adapters own those
 descriptions; only names, columns and shape are shared, never Fleet's placement rules). The
-simulated operator (:mod:`fleet.sim.operator`) runs every replica-spec kind by one state machine,
-the Kubeflow job controller's, which the ascend-operator copies: what differs per kind is where
-the replica specs sit, the labels it puts on pods, its component name and its condition reasons
-(``JobCreated`` for the ascend-operator; ``<Kind>Created`` for Kubeflow's operators,
-``commonutil.NewReason``). Sources: MindCluster ascend-operator, kubeflow/training-operator,
-kubeflow/mpi-operator.
+simulated operator (:mod:`fleet.sim.operator`) runs every replica-spec kind through the Kubeflow
+job controller's lifecycle (pods, gang, Created, Running, Restarting, Succeeded, Failed), which
+the ascend-operator copies. What differs per kind:
+
+* where the replica specs sit, the labels it puts on pods, its component name, its condition
+  reasons (``JobCreated`` for the ascend-operator; ``<Kind>Created`` for Kubeflow's operators,
+  ``commonutil.NewReason``, and the MPI operator's ``mpiJobCreatedReason`` ...);
+* whether it says on the job that the gang waits (the ascend-operator's ``PodGroupPending``):
+  Kubeflow's operators never do, only the pods' ``PodScheduled`` condition says it;
+* which pod decides the job and what a failure does (:class:`Rules`): the ascend-operator and
+  the PyTorchJob controller end every pod and restart the whole job; the TFJob controller's chief
+  (else worker 0) decides, a parameter server serves on until cleaned up, a failed pod is
+  restarted or fails the job by its replica's restart policy and exit code; the MPI operator's
+  launcher (a batch Job) decides, retried up to its backoff limit, while the workers serve on.
+
+Sources: MindCluster ascend-operator; kubeflow/training-operator v1.9.0
+(``pkg/controller.v1/common/{job,pod}.go``, ``pkg/core/job.go``, ``tensorflow/tfjob_controller.go``,
+``pytorch/pytorchjob_controller.go``); kubeflow/mpi-operator (``pkg/controller/mpi_job_controller.go``,
+``mpi_job_controller_status.go``, ``pkg/apis/kubeflow/v2beta1/default.go``).
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -20,18 +34,33 @@ from fleet.apiserver.resources import ResourceType
 from fleet.ascend import JOB_NAME_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL, Reason
 from fleet.workloads import KINDS
 from fleet.workloads.ascendjob import ASCENDJOB
-from fleet.workloads.kubeflow import MPIJOB, PYTORCHJOB, TFJOB
+from fleet.workloads.kubeflow import JOB_NAME_LABEL as KUBEFLOW_JOB_NAME_LABEL
+from fleet.workloads.kubeflow import (
+    JOB_ROLE_LABEL,
+    MPIJOB,
+    OPERATOR_NAME_LABEL,
+    PYTORCHJOB,
+    TFJOB,
+)
+from fleet.workloads.kubeflow import REPLICA_INDEX_LABEL as KUBEFLOW_REPLICA_INDEX_LABEL
+from fleet.workloads.kubeflow import REPLICA_TYPE_LABEL as KUBEFLOW_REPLICA_TYPE_LABEL
 
-__all__ = ["SERVED", "SIM_KINDS", "SimKind", "sim_kind"]
+__all__ = [
+    "JOB_ROLE_LABEL",
+    "OPERATOR_NAME_LABEL",
+    "SERVED",
+    "SIM_KINDS",
+    "Rules",
+    "SimKind",
+    "sim_kind",
+]
 
 #: The job kinds' resources, served by every simulated member.
 SERVED: Final[tuple[ResourceType, ...]] = tuple(adapter.resource for adapter in KINDS)
 
-_KUBEFLOW_LABELS: Final = (
-    "training.kubeflow.org/job-name",
-    "training.kubeflow.org/replica-type",
-    "training.kubeflow.org/replica-index",
-)
+_KUBEFLOW_LABELS: Final = (KUBEFLOW_JOB_NAME_LABEL, KUBEFLOW_REPLICA_TYPE_LABEL, KUBEFLOW_REPLICA_INDEX_LABEL)
+#: The MPI operator labels pods by role (``launcher``, ``worker``), not by replica type.
+_MPI_LABELS: Final = (KUBEFLOW_JOB_NAME_LABEL, JOB_ROLE_LABEL, KUBEFLOW_REPLICA_INDEX_LABEL)
 #: The ascend-operator's reasons -> the suffix Kubeflow's operators write after the kind.
 _KUBEFLOW_REASONS: Final = {
     Reason.JOB_CREATED: "Created",
@@ -43,17 +72,31 @@ _KUBEFLOW_REASONS: Final = {
 }
 
 
+class Rules(enum.Enum):
+    """Which controller's success and failure rules a kind follows (see the module doc)."""
+
+    #: Every pod ends together; a failure restarts the whole job (ascend-operator, PyTorchJob).
+    JOB = "job"
+    #: The TFJob controller: chief (else worker 0 / every worker) decides, PS serve on.
+    TENSORFLOW = "tensorflow"
+    #: The MPI operator: the launcher decides, retried as a batch Job; workers serve on.
+    MPI = "mpi"
+
+
 @dataclass(frozen=True)
 class SimKind:
-    """How one kind's simulated operator names things."""
+    """How one kind's simulated operator names things and decides."""
 
     resource: ResourceType
     specs_field: str
     leaders: tuple[str, ...]
     component: str
-    #: Pod label keys: job name, replica type (lower case), replica index.
+    #: Pod label keys: job name, replica type or role (lower case), replica index.
     labels: tuple[str, str, str]
     kubeflow: bool
+    #: Whether the operator writes ``PodGroupPending`` on the job while its gang waits.
+    pending_on_job: bool = False
+    rules: Rules = Rules.JOB
 
     def reason(self, reason: str) -> str:
         """The kind's spelling of an ascend-operator reason (``JobCreated`` -> ``PyTorchJobCreated``)."""
@@ -80,10 +123,19 @@ SIM_KINDS: Final = (
         "ascend-operator",
         (JOB_NAME_LABEL, REPLICA_TYPE_LABEL, REPLICA_INDEX_LABEL),
         kubeflow=False,
+        pending_on_job=True,
     ),
     SimKind(PYTORCHJOB, "pytorchReplicaSpecs", ("Master",), "pytorchjob-controller", _KUBEFLOW_LABELS, True),
-    SimKind(TFJOB, "tfReplicaSpecs", ("Chief", "Master", "PS"), "tfjob-controller", _KUBEFLOW_LABELS, True),
-    SimKind(MPIJOB, "mpiReplicaSpecs", ("Launcher",), "mpi-operator", _KUBEFLOW_LABELS, True),
+    SimKind(
+        TFJOB,
+        "tfReplicaSpecs",
+        ("Chief", "Master", "PS"),
+        "tfjob-controller",
+        _KUBEFLOW_LABELS,
+        True,
+        rules=Rules.TENSORFLOW,
+    ),
+    SimKind(MPIJOB, "mpiReplicaSpecs", ("Launcher",), "mpi-operator", _MPI_LABELS, True, rules=Rules.MPI),
 )
 _BY_TYPE: Final = {(k.resource.api_version, k.resource.kind): k for k in SIM_KINDS}
 

@@ -6,11 +6,15 @@ It watches the member's store directly (same event loop as the API server) and w
    created (``Created``/``JobCreated``) and it joins the scheduling queue, oldest first;
 2. when something changed (a new job, a node, a pod that went away or finished), the queue is
    scheduled against one snapshot of the member with :func:`fleet.sim.scheduler.schedule_pods`:
-   a gang that fits is bound at once (``Running``), one that does not stays
-   ``Created``/``PodGroupPending`` with the scheduler's explanation;
+   a gang that fits is bound at once (``Running``); the pods of one that does not get
+   ``PodScheduled`` False, reason ``Unschedulable``, with the scheduler's explanation (as
+   Volcano writes it), and an AscendJob stays ``Created``/``PodGroupPending`` (the
+   ascend-operator says it on the job; Kubeflow's operators do not);
 3. timers finish running jobs: ``Succeeded`` after their duration, or an injected failure that
    ``Restarting`` (pods recreated, the gang scheduled again) until ``backoffLimit``, then
-   ``Failed``.
+   ``Failed``. A TFJob and an MPIJob follow their own controller's rules instead
+   (:class:`fleet.sim.kinds.Rules`: the chief or the launcher decides, restart policies and exit
+   codes, a parameter server or the workers serving on until ``cleanPodPolicy``).
 
 Every transition is also an Event on the job, so ``kubectl describe acjob`` tells the story. The
 pod cache is fed by the store's watch and by the operator's own writes, newest resourceVersion
@@ -42,20 +46,28 @@ from fleet.apiserver.store import ADDED, DELETED, MemoryStore, now_rfc3339
 from fleet.ascend import Condition, Reason
 from fleet.sim.devices import DEVICE_ANNOTATION, annotation
 from fleet.sim.jobs import (
+    BATCH_BACKOFF_LIMIT,
     backoff_limit,
     build_pods,
+    clean_pod_policy,
     duration_seconds,
     exit_code,
     job_event,
     job_key,
+    launcher_pod_name,
     min_available,
+    past_backoff_limit,
     replica_statuses,
+    restart_policy,
+    restarts,
     restarts_on_failure,
     set_condition,
     state,
+    tf_deciding_types,
+    tf_succeeded,
     validate_job,
 )
-from fleet.sim.kinds import SIM_KINDS, SimKind, sim_kind
+from fleet.sim.kinds import SIM_KINDS, Rules, SimKind, sim_kind
 from fleet.sim.metrics import SimMetrics
 from fleet.sim.predicates import NodeInfo, PodInfo, PodSpecError, node_info, pod_info
 from fleet.sim.scheduler import Cluster, schedule_pods
@@ -69,6 +81,9 @@ _COMPONENT: Final = "ascend-operator"
 #: Messages are written for the first kind and spelt for the job's own by :meth:`Operator._transition`.
 _KIND_WORD: Final = SIM_KINDS[0].resource.kind
 _SCHEDULER: Final = "volcano"
+#: The exit code of a pod killed by an injected failure (SIGKILL), for the Kubeflow kinds whose
+#: restart rules read it (``ExitCode``: 128 and above is the environment's doing).
+KILLED: Final = 137
 
 Key = tuple[str, str]
 
@@ -272,6 +287,8 @@ class Operator:
             if known is not None and known.uid == uid:
                 self._forget(key)
             names = [pod["metadata"]["name"] for pod in build_pods(job)] if validate_job(job) is None else []
+            if sim_kind(job).rules is Rules.MPI:  # its launcher's pods have generated names
+                self._spawn(self._delete_labelled_pods(key, uid, sim_kind(job).labels[0]))
             self._spawn(self._delete_pods(key, uid, names))
             return
         if known is not None and known.uid == uid:
@@ -472,10 +489,43 @@ class Operator:
                     self._queue.remove(key)
             elif key not in self._running and result.message != job.pending_message:
                 job.pending_message = result.message
-                message = f"{_KIND_WORD} {key[0]}/{key[1]} is pending: {result.message}"
-                await self._transition(key, Condition.CREATED, Reason.POD_GROUP_PENDING, message)
+                await self._unschedulable(key[0], unbound, result.message)
+                if job.kind.pending_on_job:
+                    message = f"{_KIND_WORD} {key[0]}/{key[1]} is pending: {result.message}"
+                    await self._transition(key, Condition.CREATED, Reason.POD_GROUP_PENDING, message)
         if self.metrics is not None:
             self.metrics.schedule_seconds.labels(self.member).observe(time.perf_counter() - started)
+
+    async def _unschedulable(self, namespace: str, pods: list[PodInfo], message: str) -> None:
+        """What the scheduler writes on the pods of a gang it cannot place (Volcano's
+        ``taskUnschedulable``, kube-scheduler's ``PodReasonUnschedulable``): ``PodScheduled``
+        False, reason ``Unschedulable``, with its explanation. Kubeflow's operators say nothing
+        on the job: this is all a member shows."""
+        now = now_rfc3339()
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastProbeTime": None,
+            "lastTransitionTime": now,
+        }
+        for info in pods:
+            try:
+                pod = await self.store.get(POD, namespace, info.name, copy=False)
+            except NotFound:
+                continue
+            status = pod.get("status") or {}
+            if status.get("phase", "Pending") != "Pending" or pod["spec"].get("nodeName"):
+                continue
+            kept = [c for c in status.get("conditions") or () if c.get("type") != "PodScheduled"]
+            written = {
+                **pod,
+                "metadata": _unversioned(pod),
+                "status": {**status, "conditions": [*kept, condition]},
+            }
+            with contextlib.suppress(NotFound):
+                self._on_pod(ADDED, await self.store.update(POD, written, subresource="status", copy=False))
 
     async def _bind(
         self, job: _Job, bindings: Mapping[str, str], chosen: Mapping[str, tuple[int, ...]]
@@ -576,6 +626,12 @@ class Operator:
         return finished
 
     async def _succeed(self, job: _Job) -> None:
+        if job.kind.rules is Rules.TENSORFLOW:
+            await self._succeed_tf(job)
+            return
+        if job.kind.rules is Rules.MPI:
+            await self._succeed_mpi(job)
+            return
         namespace, name = job.key
         self._running.discard(job.key)
         pods = await self._finish_pods(job, None)
@@ -594,6 +650,9 @@ class Operator:
         self._failures.pop(job.key, None)
 
     async def _fail(self, job: _Job) -> None:
+        if job.kind.rules is not Rules.JOB:
+            await self._fail_kubeflow(job)
+            return
         namespace, name = job.key
         body = await self._job(job.key)
         if body is None:
@@ -630,6 +689,275 @@ class Operator:
         job.running_since = job.finish_at = None
         self._queue.append(job.key)
         self._capacity_changed = True
+
+    # --- the TFJob controller's and the MPI operator's rules (fleet.sim.kinds.Rules) ------------
+
+    async def _end_pod(self, pod: Obj, phase: str, code: int, reason: str) -> Obj:
+        ended = {
+            **pod,
+            "metadata": _unversioned(pod),
+            "status": _terminated_status(pod, phase, code, reason, now_rfc3339()),
+        }
+        with contextlib.suppress(NotFound):
+            written = await self.store.update(POD, ended, subresource="status", copy=False)
+            self._on_pod(ADDED, written)
+            return written
+        return ended
+
+    async def _restart_in_place(self, pod: Obj) -> None:
+        """The kubelet restarting a container whose pod's restartPolicy is OnFailure or Always:
+        the pod stays Running, its containers' ``restartCount`` goes up."""
+        status = dict(pod.get("status") or {})
+        status["containerStatuses"] = [
+            {**c, "restartCount": int(c.get("restartCount") or 0) + 1}
+            for c in status.get("containerStatuses") or ()
+        ]
+        with contextlib.suppress(NotFound):
+            restarted = {**pod, "metadata": _unversioned(pod), "status": status}
+            self._on_pod(ADDED, await self.store.update(POD, restarted, subresource="status", copy=False))
+
+    def _type_of(self, job: _Job, body: Obj, pod: Obj) -> str:
+        """The replica type (as the spec writes it) of one of ``job``'s pods, from its label."""
+        label = str(((pod.get("metadata") or {}).get("labels") or {}).get(job.kind.labels[1], ""))
+        return next((t for t in job.kind.specs(body) if t.lower() == label), label)
+
+    def _deciding_pod(self, job: _Job, body: Obj, pods: list[Obj]) -> Obj | None:
+        """The pod whose end decides the job: the MPI launcher; a TFJob's chief (or master), else
+        worker 0."""
+        wanted: set[tuple[str, str | None]]
+        if job.kind.rules is Rules.MPI:
+            wanted = {("launcher", None)}
+        else:
+            wanted = {(t.lower(), "0") for t in tf_deciding_types(body)}
+        type_label, index_label = job.kind.labels[1], job.kind.labels[2]
+        for pod in pods:
+            labels = (pod.get("metadata") or {}).get("labels") or {}
+            live = (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            index = None if job.kind.rules is Rules.MPI else labels.get(index_label)
+            if live and (labels.get(type_label), index) in wanted:
+                return pod
+        return None
+
+    async def _clean_up(self, job: _Job, body: Obj, *, workers_only: bool = False) -> None:
+        """``runPolicy.cleanPodPolicy`` once the job is finished: All deletes every pod, Running
+        the ones still running (or pending), None keeps them (a TFJob's parameter servers, an
+        MPIJob's workers serve on). The MPI operator cleans its workers only
+        (``cleanUpWorkerPods``)."""
+        policy = clean_pod_policy(body)
+        if policy not in ("All", "Running"):
+            return
+        for pod in await self._job_pods(job):
+            labels = (pod.get("metadata") or {}).get("labels") or {}
+            if workers_only and labels.get(job.kind.labels[1]) != "worker":
+                continue
+            phase = (pod.get("status") or {}).get("phase")
+            if policy == "Running" and phase not in ("Running", "Pending"):
+                continue
+            with contextlib.suppress(NotFound):
+                self._on_pod(DELETED, await self.store.delete(POD, job.key[0], pod["metadata"]["name"]))
+
+    def _forget_finished(self, job: _Job) -> None:
+        self._running.discard(job.key)
+        self._jobs.pop(job.key, None)
+        self._failures.pop(job.key, None)
+
+    async def _succeed_tf(self, job: _Job) -> None:
+        """Training is done: every replica but the parameter servers exits 0 (they serve until
+        cleaned up); the TFJob controller's rule (:func:`fleet.sim.jobs.tf_succeeded`) then says
+        Succeeded, and the active replicas are counted as succeeded."""
+        self._running.discard(job.key)
+        body = await self._job(job.key)
+        if body is None:
+            return
+        pods = []
+        for pod in await self._job_pods(job):
+            live = (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            training = live and self._type_of(job, body, pod) != "PS"
+            pods.append(await self._end_pod(pod, "Succeeded", 0, "Completed") if training else pod)
+        if not tf_succeeded(body, pods):
+            return  # not the controller's success (a worker 0 that did not run): wait
+        statuses = replica_statuses(body, pods)
+        for counts in statuses.values():
+            active = counts.pop("active", 0)
+            if active:
+                counts["succeeded"] = counts.get("succeeded", 0) + active
+        namespace, name = job.key
+        await self._transition(
+            job.key,
+            Condition.SUCCEEDED,
+            Reason.JOB_SUCCEEDED,
+            f"TFJob {namespace}/{name} successfully completed.",
+            body=body,
+            replicaStatuses=statuses,
+        )
+        await self._clean_up(job, body)
+        self._forget_finished(job)
+
+    async def _succeed_mpi(self, job: _Job) -> None:
+        """The launcher's ``mpirun`` exits 0: its batch Job completes, so the MPIJob succeeded;
+        the workers (sshd) serve on until cleaned up."""
+        self._running.discard(job.key)
+        body = await self._job(job.key)
+        if body is None:
+            return
+        pods = await self._job_pods(job)
+        launcher = self._deciding_pod(job, body, pods)
+        if launcher is not None:
+            await self._end_pod(launcher, "Succeeded", 0, "Completed")
+        await self._clean_up(job, body, workers_only=True)
+        statuses = replica_statuses(body, await self._job_pods(job))
+        statuses["Launcher"] = {"succeeded": 1, **({"failed": job.restarts} if job.restarts else {})}
+        namespace, name = job.key
+        await self._transition(
+            job.key,
+            Condition.SUCCEEDED,
+            Reason.JOB_SUCCEEDED,
+            f"MPIJob {namespace}/{name} successfully completed.",
+            body=body,
+            replicaStatuses=statuses,
+        )
+        self._forget_finished(job)
+
+    async def _fail_kubeflow(self, job: _Job) -> None:
+        """The deciding pod exits non-zero: its own code (``sim.fleet.io/exit-code``), or 137 when
+        a failure was injected (killed, as by its environment). What follows is the kind's
+        controller's (:meth:`_fail_tf`, :meth:`_fail_mpi`)."""
+        body = await self._job(job.key)
+        if body is None:
+            return
+        injected = job.key in self._failures
+        if injected and not self._failures[job.key]:
+            self._failures.pop(job.key, None)
+        job.fail_at = None
+        code = KILLED if injected else (job.exit_code or 1)
+        pods = await self._job_pods(job)
+        victim = self._deciding_pod(job, body, pods)
+        if victim is None:
+            return
+        if job.kind.rules is Rules.MPI:
+            await self._fail_mpi(job, body, victim, code)
+        else:
+            await self._fail_tf(job, body, victim, code)
+
+    async def _fail_tf(self, job: _Job, body: Obj, victim: Obj, code: int) -> None:
+        """The training operator's ``ReconcilePods`` and ``UpdateJobStatus``: a replica restarted
+        by its restart policy (OnFailure, Always: in place, by the kubelet; ExitCode with a code of
+        128 or more: the pod deleted and made again, ``Restarting``) until ``PastBackoffLimit``;
+        otherwise the job Failed, naming the replica type. Then ``cleanPodPolicy``."""
+        namespace, name = job.key
+        rtype = self._type_of(job, body, victim)
+        policy = restart_policy(body, rtype)
+        again = restarts(policy, code)
+        if again and past_backoff_limit(backoff_limit(body), job.restarts + 1):
+            again = False
+            message = f"Job {name} has failed because it has reached the specified backoff limit"
+        else:
+            message = f"TFJob {namespace}/{name} has failed because 1 {rtype} replica(s) failed."
+        if again and policy != "ExitCode":
+            job.restarts += 1
+            await self._restart_in_place(victim)
+            self._arm(job, body)
+            return
+        await self._end_pod(victim, "Failed", code, "Error")
+        statuses = replica_statuses(body, await self._job_pods(job))
+        if not again:
+            await self._transition(
+                job.key, Condition.FAILED, Reason.JOB_FAILED, message, body=body, replicaStatuses=statuses
+            )
+            await self._clean_up(job, body)
+            self._forget_finished(job)
+            return
+        job.restarts += 1
+        restarting = f"job {name} is restarting because {rtype} replica(s) failed."
+        await self._transition(
+            job.key,
+            Condition.RESTARTING,
+            Reason.JOB_RESTARTING,
+            restarting,
+            body=body,
+            replicaStatuses=statuses,
+        )
+        with contextlib.suppress(NotFound):
+            self._on_pod(DELETED, await self.store.delete(POD, namespace, victim["metadata"]["name"]))
+        await self._create_pods(body)  # the missing pod only: the others exist
+        self._reschedule(job)
+
+    async def _fail_mpi(self, job: _Job, body: Obj, launcher: Obj, code: int) -> None:
+        """The launcher is a batch Job (``backoffLimit`` from ``runPolicy``, else Kubernetes' 6):
+        its failures are retried, a new pod (restartPolicy Never) or the container in place
+        (OnFailure), and the MPIJob stays Running; past the limit the Job fails and so does the
+        MPIJob, with the Job's reason (``updateMPIJobFailedStatus``: ``BackoffLimitExceeded``,
+        and ``/`` plus the last failed pod's own reason when there is a failed pod)."""
+        namespace, name = job.key
+        policy = restart_policy(body, "Launcher")
+        limit = backoff_limit(body)
+        job.restarts += 1
+        failed_pods = job.restarts if policy == "Never" else 0
+        if job.restarts > (BATCH_BACKOFF_LIMIT if limit is None else limit):
+            await self._end_pod(launcher, "Failed", code, "Error")
+            await self._clean_up(job, body, workers_only=True)
+            statuses = replica_statuses(body, await self._job_pods(job))
+            statuses["Launcher"] = {"failed": failed_pods} if failed_pods else {}
+            reason, message = "BackoffLimitExceeded", "Job has reached the specified backoff limit"
+            if policy == "Never":  # the last failed pod's reason and message (empty for an exit)
+                reason, message = f"{reason}/", f"{message}: "
+            await self._transition(
+                job.key, Condition.FAILED, reason, message, body=body, replicaStatuses=statuses
+            )
+            self._forget_finished(job)
+            return
+        if policy != "Never":
+            await self._restart_in_place(launcher)
+            self._arm(job, body)
+            return
+        await self._end_pod(launcher, "Failed", code, "Error")
+        old = launcher["metadata"]["name"]
+        replacement = {**build_pods(body)[0]}
+        replacement["metadata"] = {
+            **replacement["metadata"],
+            "name": launcher_pod_name(name, job.uid, job.restarts),
+        }
+        replacement["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+        with contextlib.suppress(AlreadyExists):
+            self._on_pod(ADDED, await self.store.create(POD, replacement, copy=False))
+        job.pods = [replacement["metadata"]["name"] if p == old else p for p in job.pods]
+        statuses = replica_statuses(body, await self._job_pods(job))
+        statuses["Launcher"] = {"failed": failed_pods}
+        await self._transition(
+            job.key,
+            Condition.RUNNING,
+            Reason.JOB_RUNNING,
+            f"MPIJob {namespace}/{name} is running.",
+            body=body,
+            replicaStatuses=statuses,
+        )
+        self._reschedule(job)
+
+    def _arm(self, job: _Job, body: Obj) -> None:
+        """A process restarted in place runs its whole duration again (and fails again by its
+        own exit code, if it has one)."""
+        now = self.clock()
+        job.finish_at = now + max(duration_seconds(body, self.simulation.job_duration_seconds), 0.0)
+        self._timer(job.finish_at, job.key)
+        if job.exit_code:
+            job.fail_at = job.finish_at
+        if job.key in self._failures:
+            job.fail_at = now + self.simulation.failure_delay_seconds
+            self._timer(job.fail_at, job.key)
+
+    def _reschedule(self, job: _Job) -> None:
+        """A pod made again waits for the scheduler; the job's timers start when it runs."""
+        self._running.discard(job.key)
+        job.running_since = job.finish_at = None
+        if job.key not in self._queue:
+            self._queue.append(job.key)
+        self._capacity_changed = True
+
+    async def _delete_labelled_pods(self, key: Key, uid: str, job_label: str) -> None:
+        """Every pod labelled with the job's name and owned by it (garbage collection)."""
+        pods, _, _ = await self.store.list(POD, key[0], label_selector=f"{job_label}={key[1]}")
+        names = [p["metadata"]["name"] for p in pods]
+        await self._delete_pods(key, uid, names)
 
     async def _delete_pods(self, key: Key, uid: str, names: list[str]) -> None:
         for pod in await self._owned_pods(key[0], uid, names):

@@ -26,12 +26,15 @@ from fleet.placement.demand import Demand
 from fleet.workloads.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
 
 __all__ = [
+    "DEFAULT_QUEUE",
     "MIRRORED_FIELDS",
     "RUN_POLICY_PRIORITY_CLASS",
+    "RUN_POLICY_QUEUE",
     "FieldError",
     "InvalidWorkload",
     "Outcome",
     "Pausable",
+    "PodEvidence",
     "PriorityRequest",
     "QueueNaming",
     "UnknownKind",
@@ -43,6 +46,8 @@ __all__ = [
     "member_resource",
     "pin_to_nodes",
     "run_policy_priority_class",
+    "run_policy_queue",
+    "unschedulable",
 ]
 
 #: Metadata the API server owns on the fleet object; a member copy must not carry it over.
@@ -122,6 +127,10 @@ class WorkloadStatus:
     #: Further top-level ``status`` fields the kind mirrors as the member wrote them (T9k:
     #: ``phase``, ``tasks``, ``aggregate``); only keys of :data:`MIRRORED_FIELDS`.
     extra: dict[str, Any] = field(default_factory=dict)
+    #: What the member's scheduler said of the copy's pods it could not place
+    #: (:func:`unschedulable`), when the syncer read them (for the kinds whose operator never
+    #: says on the job that its gang waits); None: not read, or every pod placed.
+    unschedulable: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -237,12 +246,25 @@ class WorkloadAdapter(Protocol):
 
 @runtime_checkable
 class Pausable(Protocol):
-    """A kind with a pause mode (T9k ``spec.runMode.pause``): paused, a job holds no replicas,
-    hence no member capacity and no quota; the switch is the one part of its spec a user may
-    change after submission (:mod:`fleet.jobs.pause`)."""
+    """A kind with a switch that holds a job back (T9k ``spec.runMode.pause``, Kubeflow
+    ``spec.runPolicy.suspend``): held, a job has no replicas, hence no member capacity and no
+    quota; the switch is the one part of its spec a user may change after submission
+    (:mod:`fleet.jobs.pause`, one mechanism for every such kind)."""
+
+    #: Where the switch sits, for messages and errors (``spec.runPolicy.suspend``).
+    pause_field: str
+    #: The fleet state a held job shows, in its kind's word (one of :data:`fleet.jobs.phases.HELD`:
+    #: ``Paused`` for T9k, ``Suspended`` for Kubeflow).
+    held_state: str
+
+    @property
+    def held_reason(self) -> str:
+        """The reason of that state and of its Event, as the kind's operator gives it
+        (``PyTorchJobSuspended``; T9k: ``Paused``)."""
+        ...
 
     def paused(self, obj: Mapping[str, Any]) -> bool:
-        """Whether ``obj``'s pause mode is on."""
+        """Whether ``obj``'s switch holds it back."""
         ...
 
     def without_pause_switch(self, obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -251,15 +273,75 @@ class Pausable(Protocol):
 
 
 @runtime_checkable
+class PodEvidence(Protocol):
+    """A kind whose operator may never say on the job that its gang waits (Kubeflow's training
+    and MPI operators leave that to the scheduler): when ``reads_pods``, the syncer reads a
+    waiting copy's pods into :attr:`WorkloadStatus.unschedulable` before classifying it."""
+
+    @property
+    def reads_pods(self) -> bool: ...
+
+
+@runtime_checkable
 class QueueNaming(Protocol):
-    """A kind that names its queue in its spec (T9k ``spec.scheduler.t9kScheduler.queue``)."""
+    """A kind that names its queue in its spec (T9k ``spec.scheduler.t9kScheduler.queue``;
+    Kubeflow's kinds and AscendJob ``spec.runPolicy.schedulingPolicy.queue``). The queue routes
+    the job to a leaf of the ElasticQuotaTree as the quota label does, under the same rule
+    (:func:`fleet.jobs.submit.quota_labels`)."""
 
     #: Where the job names its queue, for the errors that refuse it.
     queue_field: str
 
-    def quota_labels(self, obj: Mapping[str, Any]) -> dict[str, str]:
-        """The labels the quota tree binds the job by (:meth:`queues.ElasticQuotaTree.leaf_for`)."""
+    def queue(self, obj: Mapping[str, Any]) -> str | None:
+        """The queue ``obj`` names; None when it names none or its scheduler's default queue
+        (:data:`DEFAULT_QUEUE`: the job is left to its namespace's leaf)."""
         ...
+
+
+#: The queue a job is put in when it names none, in the schedulers these kinds are written for:
+#: Volcano creates a queue named ``default`` at installation, and Kubeflow's training operator
+#: gives a job's PodGroup ``spec.queue: default`` when ``schedulingPolicy.queue`` is empty
+#: (kubeflow/training-operator ``pkg/controller.v1/common/job.go``, ``ReconcileJobs``); T9k's
+#: scheduler has its own ``default`` queue. Naming it says nothing about where the job belongs,
+#: so at the fleet it means "the leaf of the job's namespace", as naming no queue does (the
+#: samples of every kind name it).
+DEFAULT_QUEUE: Final = "default"
+
+#: Where AscendJob and the Kubeflow kinds name their queue (``RunPolicy.SchedulingPolicy.Queue``
+#: of kubeflow/common, copied into the PodGroup's ``spec.queue``).
+RUN_POLICY_QUEUE: Final = "spec.runPolicy.schedulingPolicy.queue"
+
+
+def run_policy_queue(obj: Mapping[str, Any]) -> str | None:
+    """The queue named at :data:`RUN_POLICY_QUEUE`; None for none, an empty one or
+    :data:`DEFAULT_QUEUE`. Call it on a validated job (the adapter checks the type)."""
+    spec = obj.get("spec")
+    run = spec.get("runPolicy") if isinstance(spec, Mapping) else None
+    policy = run.get("schedulingPolicy") if isinstance(run, Mapping) else None
+    name = policy.get("queue") if isinstance(policy, Mapping) else None
+    return name if isinstance(name, str) and name and name != DEFAULT_QUEUE else None
+
+
+def unschedulable(pods: Sequence[Mapping[str, Any]]) -> str | None:
+    """What the scheduler says of the pods it could not place: the message of a ``Pending``
+    pod's ``PodScheduled`` condition that is False with reason ``Unschedulable`` (what
+    kube-scheduler writes, ``PodReasonUnschedulable``, and Volcano for a gang it cannot place,
+    ``taskUnschedulable``), naming the pod; None when no pod says so. A pod not looked at yet
+    (no condition) says nothing: a copy just created is not stuck."""
+    for pod in pods:
+        status = pod.get("status")
+        if not isinstance(status, Mapping) or status.get("phase", "Pending") != "Pending":
+            continue
+        for condition in status.get("conditions") or ():
+            if (
+                isinstance(condition, Mapping)
+                and condition.get("type") == "PodScheduled"
+                and condition.get("status") == "False"
+                and condition.get("reason") == "Unschedulable"
+            ):
+                name = (pod.get("metadata") or {}).get("name")
+                return f"pod {name} is unschedulable: {condition.get('message') or 'no node fits it'}"
+    return None
 
 
 def member_resource(rt: ResourceType) -> Resource:

@@ -11,7 +11,8 @@ and keeps the rest. What they share:
   and appends it, so the last true condition is the state; ``replicaStatuses`` per type;
 * the member copy: the fleet job's spec unchanged, fleet labels on the job and on every pod
   template, each replica type pinned to the nodes Fleet planned for it;
-* priority from ``spec.runPolicy.schedulingPolicy.priorityClass`` (override for other places);
+* priority and queue from ``spec.runPolicy.schedulingPolicy`` (``priorityClass``, ``queue``;
+  override for other places);
 * failure classification from the last condition's reason: a subclass names which reasons are
   the user's error (never retried) and which mean "waiting for the gang" (stuck pending).
 """
@@ -25,6 +26,7 @@ from typing import Any, ClassVar
 from fleet.apiserver.resources import ResourceType
 from fleet.placement.demand import ReplicaTemplate
 from fleet.workloads.base import (
+    RUN_POLICY_QUEUE,
     Outcome,
     PriorityRequest,
     WorkloadStatus,
@@ -32,6 +34,7 @@ from fleet.workloads.base import (
     member_metadata,
     pin_to_nodes,
     run_policy_priority_class,
+    run_policy_queue,
 )
 
 __all__ = ["ReplicaSpecAdapter"]
@@ -53,6 +56,12 @@ class ReplicaSpecAdapter:
     pending_reasons: ClassVar[frozenset[str]] = frozenset()
     #: The label key the kind's operator puts the job's name under on each of its pods.
     pod_job_label: ClassVar[str] = ""
+    #: Whether a copy's pods are the evidence that it waits for its gang (its operator never
+    #: says so on the job): the syncer then reads them into
+    #: :attr:`~fleet.workloads.base.WorkloadStatus.unschedulable` before classifying.
+    reads_pods: ClassVar[bool] = False
+    #: Where the job names its queue (:class:`~fleet.workloads.base.QueueNaming`).
+    queue_field: ClassVar[str] = RUN_POLICY_QUEUE
 
     @property
     def api_version(self) -> str:
@@ -113,6 +122,11 @@ class ReplicaSpecAdapter:
     def priority_request(self, obj: Mapping[str, Any]) -> PriorityRequest:
         """``spec.runPolicy.schedulingPolicy.priorityClass`` (kubeflow/common ``SchedulingPolicy``)."""
         return run_policy_priority_class(obj)
+
+    def queue(self, obj: Mapping[str, Any]) -> str | None:
+        """``spec.runPolicy.schedulingPolicy.queue`` (kubeflow/common ``SchedulingPolicy``), unless
+        it is Volcano's ``default`` (:data:`~fleet.workloads.base.DEFAULT_QUEUE`)."""
+        return run_policy_queue(obj)
 
     def map_status(self, member_obj: Mapping[str, Any]) -> WorkloadStatus:
         status = member_obj.get("status") or {}

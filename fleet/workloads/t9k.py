@@ -16,7 +16,7 @@ reference (``t9k/user-docs``, ``docs/reference/api/build-console/jobs/``) descri
 
 What Fleet makes of them: the priority is the job's own raw value (Fleet's priority, as a
 PodGroup's); the queue names the quota leaf the job is charged to, as the quota label does
-(:meth:`T9kAdapter.quota_labels`: T9k's ``default`` queue leaves that to the namespace); a job
+(:func:`fleet.jobs.submit.quota_labels`: T9k's ``default`` queue leaves that to the namespace); a job
 in pause mode holds no quota and no member capacity (:meth:`T9kAdapter.paused`). The member's
 ``status.phase``, ``conditions``, ``tasks`` and ``aggregate`` are mirrored; the fleet's state is
 the phase in Fleet's words (:meth:`T9kAdapter.map_status`), and a failure is the user's (not
@@ -38,6 +38,7 @@ from fleet.apiserver.validation import DNS1035_LABEL_MAX_LENGTH, dns1035_label
 from fleet.ascend import Condition
 from fleet.placement.demand import Demand, DemandError, ReplicaTemplate, build_demand
 from fleet.workloads.base import (
+    DEFAULT_QUEUE,
     MIRRORED_FIELDS,
     FieldError,
     InvalidWorkload,
@@ -66,11 +67,11 @@ from fleet.workloads.t9k_vocabulary import (
     mode_enabled,
     retriable_exit,
 )
-from queues.tree import QUOTA_LABEL
 
 __all__ = [
     "DEFAULT_QUEUE",
     "MAX_PRIORITY",
+    "PAUSE_FIELD",
     "PRIORITY_FIELD",
     "QUEUE_FIELD",
     "MPIJobAdapter",
@@ -81,9 +82,8 @@ __all__ = [
 ]
 
 PRIORITY_FIELD: Final = "spec.scheduler.t9kScheduler.priority"
+PAUSE_FIELD: Final = "spec.runMode.pause.enabled"
 QUEUE_FIELD: Final = "spec.scheduler.t9kScheduler.queue"
-#: T9k's default queue: a job in it is charged to the leaf of its namespace.
-DEFAULT_QUEUE: Final = "default"
 #: ``t9kScheduler.priority`` lies in 0..100 (T9k's API reference).
 MAX_PRIORITY: Final = 100
 
@@ -288,6 +288,11 @@ class T9kAdapter(ReplicaSpecAdapter):
 
     pod_job_label = T9K_JOB_NAME_LABEL
     queue_field = QUEUE_FIELD
+    #: The switch T9k lets a user flip at any time (``enable`` is the seeds' older spelling).
+    pause_field = PAUSE_FIELD
+    #: A paused job shows T9k's own phase, ``Paused``.
+    held_state = T9kPhase.PAUSED
+    held_reason = T9kPhase.PAUSED
 
     # -- per kind -------------------------------------------------------------------------------
 
@@ -344,20 +349,10 @@ class T9kAdapter(ReplicaSpecAdapter):
         return PriorityRequest(value=value, field=PRIORITY_FIELD)
 
     def queue(self, obj: Mapping[str, Any]) -> str | None:
-        """``spec.scheduler.t9kScheduler.queue``, when the job names one."""
+        """``spec.scheduler.t9kScheduler.queue``, unless it is T9k's ``default`` queue (then the
+        namespace's leaf, as for any job: :data:`~fleet.workloads.base.DEFAULT_QUEUE`)."""
         value = _t9k_scheduler(obj).get("queue")
-        return value if isinstance(value, str) and value else None
-
-    def quota_labels(self, obj: Mapping[str, Any]) -> dict[str, str]:
-        """The labels the quota tree binds the job by: its own, plus :data:`~queues.QUOTA_LABEL`
-        naming its T9k queue as a leaf of the tree (unless the label is set, or the queue is T9k's
-        ``default``: then the namespace's leaf, as for any job)."""
-        meta = obj.get("metadata") or {}
-        labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
-        queue = self.queue(obj)
-        if queue and queue != DEFAULT_QUEUE:
-            labels.setdefault(QUOTA_LABEL, queue)
-        return labels
+        return value if isinstance(value, str) and value and value != DEFAULT_QUEUE else None
 
     def paused(self, obj: Mapping[str, Any]) -> bool:
         """Whether the job is in pause mode: no replicas, so no capacity and no quota held."""

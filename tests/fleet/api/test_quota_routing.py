@@ -305,3 +305,98 @@ def test_applying_the_switch_is_validated_and_warns_of_unbound_namespaces(
     applied = Ledger(fleet_redis).tree()
     assert applied is not None
     assert applied.leaf_for("team-a", {QUOTA_LABEL: "child-b"}) == "child-b"
+
+
+#: Where the Kubeflow kinds and AscendJob name their queue (kubeflow/common ``SchedulingPolicy``).
+QUEUE_FIELD: Final = "spec.runPolicy.schedulingPolicy.queue"
+PYTORCHJOB: Final = Path(__file__).resolve().parents[3] / "config" / "samples" / "pytorchjob.yaml"
+
+
+def pytorchjob(name: str, queue: str | None) -> dict[str, Any]:
+    """The ACK seed's PyTorchJob in team-a, naming ``queue`` in its scheduling policy."""
+    body: dict[str, Any] = yaml.safe_load(PYTORCHJOB.read_text())
+    body["metadata"].update(name=name, namespace="team-a")
+    if queue is not None:
+        body["spec"]["runPolicy"]["schedulingPolicy"]["queue"] = queue
+    return body
+
+
+def submit_pytorchjob(api: FleetApiThread, body: dict[str, Any], *, dry_run: bool = False) -> tuple[int, Any]:
+    path = "/apis/kubeflow.org/v1/namespaces/team-a/pytorchjobs" + ("?dryRun=All" if dry_run else "")
+    return call(api, "POST", path, body, token=TOKENS["alice"])
+
+
+@pytest.mark.parametrize(
+    ("queue", "leaf"),
+    [
+        (None, "child-a"),
+        ("default", "child-a"),  # Volcano's default queue: the namespace decides
+        ("child-a", "child-a"),  # the leaf's own name
+        ("root-teams-child-a", "child-a"),  # its derived queue, as status.queue shows it
+    ],
+)
+def test_the_scheduling_policy_queue_names_the_namespaces_own_leaf(
+    api: FleetApiThread, client: redis.Redis, queue: str | None, leaf: str
+) -> None:
+    apply_tree(api, tree())
+    code, stored = submit_pytorchjob(api, pytorchjob("torch", queue))
+    assert code == 201, stored
+    assert stored["status"]["queue"] == "root-teams-child-a"
+    assert Ledger(client).pending.records()["pytorchjobs.kubeflow.org:team-a/torch"].leaf == leaf
+
+
+def test_the_scheduling_policy_queue_routes_like_the_quota_label(
+    api: FleetApiThread, client: redis.Redis
+) -> None:
+    """Another team's leaf: 403 naming the field, until the tree opens it; an inner node or a
+    name the tree does not have: 422. A refusal changes nothing; a dry run decides the same."""
+    apply_tree(api, tree())
+    before = keyspace(client)
+    for queue in ("child-b", "root-teams-child-b"):
+        for dry_run in (True, False):
+            code, answer = submit_pytorchjob(api, pytorchjob("steal", queue), dry_run=dry_run)
+            assert (code, answer["reason"]) == (403, "Forbidden"), answer
+            (cause,) = answer["details"]["causes"]
+            assert (cause["field"], cause["reason"]) == (QUEUE_FIELD, "FieldValueForbidden")
+            assert cause["message"].startswith(f"{QUEUE_FIELD}='{queue}' names the job's quota leaf: ")
+            assert "quota node 'child-b' is not available in namespace 'team-a'" in cause["message"]
+    for queue in ("teams", "root-teams", "root", "research"):
+        code, answer = submit_pytorchjob(api, pytorchjob("above", queue))
+        assert (code, answer["reason"]) == (422, "Invalid"), answer
+        (cause,) = answer["details"]["causes"]
+        assert cause["field"] == QUEUE_FIELD
+        assert "names no leaf of the ElasticQuotaTree" in cause["message"]
+    assert keyspace(client) == before
+
+    apply_tree(api, tree(**{"child-b": {AVAILABLE_ATTRIBUTE: "team-a"}}))
+    code, stored = submit_pytorchjob(api, pytorchjob("borrowed", "root-teams-child-b"))
+    assert code == 201, stored
+    assert stored["status"]["queue"] == "root-teams-child-b"
+    key = "pytorchjobs.kubeflow.org:team-a/borrowed"
+    assert Ledger(client).pending.records()[key].leaf == "child-b"
+    assert Ledger(client).admit_pending(key).admitted
+    assert Ledger(client).usage("child-b")[MAX_JOBS] == 1
+    assert Ledger(client).usage("child-a").get(MAX_JOBS, 0) == 0
+
+
+def test_an_ascendjob_queue_routes_too_and_the_quota_label_wins(
+    api: FleetApiThread, client: redis.Redis
+) -> None:
+    """AscendJob has the same runPolicy: its queue routes as the Kubeflow kinds' does. A quota
+    label on the job, when it has both, decides."""
+    apply_tree(api, tree(**{"child-b": {AVAILABLE_ATTRIBUTE: "team-a"}}))
+    queued = job("team-a", "queued")
+    queued["spec"]["runPolicy"]["schedulingPolicy"]["queue"] = "child-b"
+    code, stored = submit(api, "alice", queued)
+    assert code == 201, stored
+    assert stored["status"]["queue"] == "root-teams-child-b"
+    both = job("team-a", "both", "child-a")
+    both["spec"]["runPolicy"]["schedulingPolicy"]["queue"] = "child-b"
+    code, stored = submit(api, "alice", both)
+    assert code == 201, stored
+    assert stored["status"]["queue"] == "root-teams-child-a"
+    nowhere = job("team-a", "nowhere")
+    nowhere["spec"]["runPolicy"]["schedulingPolicy"]["queue"] = "teams"
+    code, answer = submit(api, "alice", nowhere)
+    assert code == 422, answer
+    assert answer["details"]["causes"][0]["field"] == QUEUE_FIELD

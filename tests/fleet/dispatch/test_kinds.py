@@ -8,10 +8,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fleet.api.kinds import PROPAGATION_POLICY
+from fleet.api.kinds import PROPAGATION_POLICY, fleet_kind
 from fleet.jobs import cluster_of, current_state
+from fleet.jobs.phases import FleetReason, Phase
+from fleet.jobs.status import set_state
+from fleet.jobs.submit import job_key
 from fleet.members import load_members
 from fleet.state import events_for
+from fleet.workloads.kubeflow import mpijob as mpi_adapter
+from fleet.workloads.kubeflow import pytorchjob as torch_adapter
+from fleet.workloads.kubeflow import tfjob as tf_adapter
 from fleet.workloads.labels import JOB_UID_LABEL
 from queues import JobState
 from tests.fleet.dispatch.conftest import A800_POOL, MODULE_POOL, RunningFleet
@@ -255,3 +261,226 @@ def test_jobs_of_two_kinds_with_one_name_are_kept_on_different_members(
         cluster_of(fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "twin")),
     }
     assert members == {"member-1", "member-3"}
+
+
+def test_a_pytorchjob_its_member_cannot_schedule_is_failed_over_by_what_its_pods_say(
+    fleet_factory: Callable[..., RunningFleet],
+) -> None:
+    """Kubeflow's operator never says on the job that its gang waits: the copy stays Created
+    (PyTorchJobCreated) and only its pods say it (``PodScheduled`` False, ``Unschedulable``). The
+    syncer reads them and fails the job over past the toleration, avoiding that member; the
+    dispatcher then places it where it fits. The job is put on a member too small for it by hand
+    (no dispatcher yet), as a member whose capacity changed after the decision would be."""
+    wide_pool = {**MODULE_POOL, "prefix": "wide", "count": 8}
+    fleet = fleet_factory(
+        members={"member-1": MODULE_POOL, "member-2": wide_pool},
+        workers=1,
+        dispatchers=0,
+        tree=TREE,
+        syncer_args=FAST_PROBES,
+    )
+    policy = {
+        "apiVersion": "policy.one.alibabacloud.com/v1alpha1",
+        "kind": "PropagationPolicy",
+        "metadata": {"name": "pytorch", "namespace": "team-a"},
+        "spec": {
+            "failover": {
+                "application": {"decisionConditions": {"tolerationSeconds": 2}, "purgeMode": "Immediately"}
+            },
+            "resourceSelectors": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob"}],
+        },
+    }
+    fleet.objects.create(PROPAGATION_POLICY, policy)
+    stored = fleet.submit(pytorchjob("wide", workers=4, seconds=600))  # 5 x 8 NPUs; member-1 has 4 nodes
+    key, uid = job_key(stored), str(stored["metadata"]["uid"])
+    assert fleet.ledger.admit_pending_many([key])[0].admitted
+
+    def on_member_1(obj: dict[str, Any]) -> dict[str, Any]:
+        obj["status"].update(cluster="member-1", attempt=1)
+        set_state(obj["status"], Phase.ADMITTED, FleetReason.ADMITTED, "admitted; placed on member-1")
+        return obj
+
+    assert fleet.objects.mutate(FLEET_PYTORCHJOB, "team-a", "wide", on_member_1) is not None
+    members = load_members(fleet.sim.kubeconfig)
+    try:
+        members["member-1"].create_job(PYTORCHJOBS, "team-a", torch_adapter.member_copy(stored, uid, 1))
+    finally:
+        for member in members.values():
+            member.close()
+
+    def failed_over() -> bool:
+        obj = fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "wide")
+        return any(c.get("reason") == "ApplicationFailover" for c in obj["status"]["conditions"])
+
+    fleet.wait_for("the job to be failed over from member-1", failed_over, 30)
+    obj = fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "wide")
+    mirrored = [c["reason"] for c in obj["status"]["conditions"] if c["type"] == "Created"]
+    assert mirrored == ["PyTorchJobCreated"]  # nothing on the job said it waited
+    (moved,) = [c for c in obj["status"]["conditions"] if c["type"] == "Rescheduling"]
+    assert moved["reason"] == "ApplicationFailover"
+    assert "its pods waited in member-1 for 2" in moved["message"]
+    assert "is unschedulable" in moved["message"] and "Insufficient huawei.com/Ascend910" in moved["message"]
+    assert "member-1" in (obj["status"].get("excluded") or {}) or "member-1" in (
+        obj["status"].get("excludedFirmly") or {}
+    )
+    fleet.wait_for("the copy on member-1 to be purged", lambda: _copies(fleet, uid) == [], 30)
+
+    fleet.procs.start("dispatcher", "dispatcher")
+    fleet.wait_for(
+        "the job to run on member-2",
+        lambda: (
+            cluster_of(fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "wide")) == "member-2"
+            and _state(fleet, FLEET_PYTORCHJOB, "wide") == "Running"
+        ),
+        40,
+    )
+
+
+def _policy(backoff_limit: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "policy.one.alibabacloud.com/v1alpha1",
+        "kind": "PropagationPolicy",
+        "metadata": {"name": "kubeflow", "namespace": "team-a"},
+        "spec": {
+            "failover": {"backoffLimit": backoff_limit, "backoffSeconds": 0.3},
+            "resourceSelectors": [
+                {"apiVersion": "kubeflow.org/v1", "kind": "TFJob"},
+                {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob"},
+            ],
+        },
+    }
+
+
+def _replica(container: str, replicas: int, *, npus: int = 0, restart: str | None = None) -> dict[str, Any]:
+    resources = {"limits": {"huawei.com/Ascend910": str(npus)}} if npus else {"requests": {"cpu": "1"}}
+    spec: dict[str, Any] = {
+        "replicas": replicas,
+        "template": {
+            "spec": {
+                "containers": [{"name": container, "image": "busybox", "resources": resources}],
+                "nodeSelector": {"host-arch": "huawei-arm"},
+            }
+        },
+    }
+    if restart:
+        spec["restartPolicy"] = restart
+    return spec
+
+
+def tfjob(name: str, *, restart: str, seconds: float, exit_code: int = 0) -> dict[str, Any]:
+    """A TFJob as Kubeflow's users write it: a Chief and a Worker of 8 NPUs, a cpu PS."""
+    annotations = {"sim.fleet.io/duration-seconds": str(seconds)}
+    if exit_code:
+        annotations["sim.fleet.io/exit-code"] = str(exit_code)
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": name, "namespace": "team-a", "annotations": annotations},
+        "spec": {
+            "runPolicy": {"cleanPodPolicy": "Running"},
+            "tfReplicaSpecs": {
+                "Chief": _replica("tensorflow", 1, npus=8, restart=restart),
+                "PS": _replica("tensorflow", 1),
+                "Worker": _replica("tensorflow", 1, npus=8, restart=restart),
+            },
+        },
+    }
+
+
+def mpijob(name: str, *, seconds: float, exit_code: int = 0) -> dict[str, Any]:
+    """An MPIJob v2beta1: a cpu launcher (restartPolicy Never, no retry in its Job) and one
+    8-NPU worker."""
+    annotations = {"sim.fleet.io/duration-seconds": str(seconds)}
+    if exit_code:
+        annotations["sim.fleet.io/exit-code"] = str(exit_code)
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": name, "namespace": "team-a", "annotations": annotations},
+        "spec": {
+            "slotsPerWorker": 8,
+            "runPolicy": {"backoffLimit": 0},
+            "mpiReplicaSpecs": {
+                "Launcher": _replica("mpi-launcher", 1, restart="Never"),
+                "Worker": _replica("mpi-worker", 1, npus=8),
+            },
+        },
+    }
+
+
+FLEET_TFJOB = fleet_kind(tf_adapter)
+FLEET_MPIJOB = fleet_kind(mpi_adapter)
+
+
+def _failed_reasons(obj: dict[str, Any]) -> list[str]:
+    return [c["reason"] for c in obj["status"]["conditions"] if c["type"] == "Failed"]
+
+
+def test_a_tfjob_restarts_in_its_member_by_its_exit_code_rule_and_fails_over_by_its_own_code(
+    fleet_factory: Callable[..., RunningFleet],
+) -> None:
+    """A chief killed (137) under ExitCode is made again in its member (TFJobRestarting, the same
+    attempt) and the job ends TFJobSucceeded; a chief exiting by its own code (2) fails the job in
+    its member (TFJobFailed), which Fleet retries elsewhere until its backoffLimit."""
+    fleet = fleet_factory(members={"member-1": MODULE_POOL, "member-3": A800_POOL}, workers=1, tree=TREE)
+    fleet.objects.create(PROPAGATION_POLICY, _policy(backoff_limit=1))
+    fleet.submit(tfjob("killed", restart="ExitCode", seconds=5))
+    fleet.wait_for("the TFJob to run", lambda: _state(fleet, FLEET_TFJOB, "killed") == "Running", 30)
+    member = cluster_of(fleet.objects.get(FLEET_TFJOB, "team-a", "killed"))
+    assert member is not None
+    fleet.sim.fault(member, "fail-job", job="team-a/killed")
+    fleet.wait_for("the TFJob to succeed", lambda: _state(fleet, FLEET_TFJOB, "killed") == "Succeeded", 40)
+    done = fleet.objects.get(FLEET_TFJOB, "team-a", "killed")
+    assert done["status"]["attempt"] == 1 and cluster_of(done) == member  # restarted where it ran
+    assert done["status"]["conditions"][-1]["reason"] == "TFJobSucceeded"
+    assert done["status"]["replicaStatuses"] == {
+        "Chief": {"succeeded": 1},
+        "PS": {"succeeded": 1},
+        "Worker": {"succeeded": 1},
+    }
+    reasons = {e["reason"] for e in events_for(fleet.objects, done)}
+    assert "TFJobRestarting" in reasons and "ApplicationFailover" not in reasons
+
+    fleet.submit(tfjob("coded", restart="ExitCode", seconds=0.2, exit_code=2))
+    fleet.wait_for("the TFJob to fail for good", lambda: _state(fleet, FLEET_TFJOB, "coded") == "Failed", 60)
+    failed = fleet.objects.get(FLEET_TFJOB, "team-a", "coded")
+    assert _failed_reasons(failed) == ["TFJobFailed", "TFJobFailed", "BackoffLimitExceeded"]
+    assert failed["status"]["failures"] == 2
+    fleet.wait_for(
+        "the quota to be returned",
+        lambda: fleet.ledger.usages(["root"])["root"].get("huawei.com/Ascend910", 0) == 0,
+        10,
+    )
+
+
+def test_an_mpijob_ends_with_its_launcher_and_a_failing_launcher_fails_it_over(
+    fleet_factory: Callable[..., RunningFleet],
+) -> None:
+    fleet = fleet_factory(members={"member-1": MODULE_POOL, "member-3": A800_POOL}, workers=1, tree=TREE)
+    fleet.objects.create(PROPAGATION_POLICY, _policy(backoff_limit=1))
+    fleet.submit(mpijob("pi", seconds=2))
+    fleet.submit(mpijob("broken", seconds=0.2, exit_code=1))
+    fleet.wait_for(
+        "both MPIJobs to end",
+        lambda: (
+            _state(fleet, FLEET_MPIJOB, "pi") == "Succeeded"
+            and _state(fleet, FLEET_MPIJOB, "broken") == "Failed"
+        ),
+        60,
+    )
+    done = fleet.objects.get(FLEET_MPIJOB, "team-a", "pi")
+    assert [c["reason"] for c in done["status"]["conditions"][-3:]] == [
+        "MPIJobCreated",
+        "MPIJobRunning",
+        "MPIJobSucceeded",
+    ]
+    # The launcher decided; the worker (sshd) serves on: cleanPodPolicy is None by default.
+    assert done["status"]["replicaStatuses"] == {"Launcher": {"succeeded": 1}, "Worker": {"active": 1}}
+    broken = fleet.objects.get(FLEET_MPIJOB, "team-a", "broken")
+    # The launcher's batch Job failed past its backoffLimit 0, in two members' attempts.
+    assert _failed_reasons(broken) == [
+        "BackoffLimitExceeded/",
+        "BackoffLimitExceeded/",
+        "BackoffLimitExceeded",
+    ]
+    assert broken["status"]["failures"] == 2

@@ -3,21 +3,27 @@ queue, nothing in flight is sent twice (a dispatcher in-process on fakeredis and
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import redis
 
+from fleet.api.kinds import fleet_kind
+from fleet.apiserver.resources import ResourceType
 from fleet.dispatch.context import Context
 from fleet.dispatch.dispatcher import Dispatcher
 from fleet.dispatch.handback import inflight_entry
 from fleet.jobs import submit
+from fleet.jobs.pause import held_entry
 from fleet.jobs.phases import FleetReason, Phase
-from fleet.jobs.status import set_state
+from fleet.jobs.status import cluster_of, current_state, set_state
+from fleet.jobs.submit import job_key
 from fleet.placement import Placer
-from fleet.state import Objects
+from fleet.state import Objects, events_for
+from fleet.workloads import adapter_for
 from queues import JobState
+from tests.fleet.dispatch.conftest import pytorch_job, t9k_job
 from tests.fleet.placement.factory import job
 from tests.support.kinds import FLEET_ASCENDJOB
 
@@ -112,3 +118,91 @@ def test_a_paused_job_the_ledger_still_holds_is_released(dispatcher: Dispatcher)
     assert ctx.ledger.state("default/paused") is JobState.PENDING
     dispatcher.reconcile()
     assert ctx.ledger.state("default/paused") is JobState.ABSENT
+
+
+def _running_with_switch_stored(
+    ctx: Context, obj: dict[str, Any], switch: Callable[[dict[str, Any], bool], None]
+) -> tuple[ResourceType, str]:
+    """Submit ``obj``, admit it and mark it Running on member-1; then store its switch on the way
+    the API does first, and die before writing the state (the crash window of a pause)."""
+    stored = submit(ctx.objects, ctx.ledger, obj)
+    rt, key = fleet_kind(adapter_for(stored)), job_key(stored)
+    assert ctx.ledger.admit_pending_many([key])[0].admitted
+
+    def running(current: dict[str, Any]) -> dict[str, Any]:
+        status = current.setdefault("status", {})
+        status.update(attempt=1, cluster="member-1")
+        set_state(status, Phase.ADMITTED, FleetReason.ADMITTED, "placed on member-1")
+        set_state(status, "Running", "Running", "running in member-1")
+        return current
+
+    name = stored["metadata"]["name"]
+    ctx.objects.mutate(rt, "default", name, running)
+
+    def flip(current: dict[str, Any]) -> dict[str, Any]:
+        switch(current, True)
+        return current
+
+    ctx.objects.mutate(rt, "default", name, flip, subresource=None)
+    return rt, key
+
+
+def _suspend(obj: dict[str, Any], on: bool) -> None:
+    obj["spec"].setdefault("runPolicy", {})["suspend"] = on
+
+
+def _pause(obj: dict[str, Any], on: bool) -> None:
+    obj["spec"].setdefault("runMode", {})["pause"] = {"enabled": on}
+
+
+@pytest.mark.parametrize(
+    ("obj", "switch", "held", "reason"),
+    [
+        (
+            lambda: pytorch_job("torch", workers=1, npus=8, selector={}),
+            _suspend,
+            "Suspended",
+            "PyTorchJobSuspended",
+        ),
+        (lambda: t9k_job("tf", npus=1), _pause, "Paused", "Paused"),
+    ],
+    ids=["kubeflow-suspend", "t9k-pause"],
+)
+def test_a_switch_stored_without_its_state_is_converged(
+    dispatcher: Dispatcher,
+    obj: Callable[[], dict[str, Any]],
+    switch: Callable[[dict[str, Any], bool], None],
+    held: str,
+    reason: str,
+) -> None:
+    """The API died between storing the switch and writing the state: the job would run on
+    held (or stay held once released). The reconcile holds it, giving its quota back and letting
+    go of its member, then, the switch stored off with the same crash, queues it again."""
+    ctx = dispatcher.ctx
+    rt, key = _running_with_switch_stored(ctx, obj(), switch)
+    name = key.rpartition("/")[2]
+    assert ctx.ledger.state(key) is JobState.ADMITTED
+    assert current_state(ctx.objects.get(rt, "default", name)) == "Running"
+
+    dispatcher.reconcile()
+    after = ctx.objects.get(rt, "default", name)
+    assert current_state(after) == held
+    assert cluster_of(after) is None and after["status"]["lastCluster"] == "member-1"
+    assert ctx.ledger.state(key) is JobState.ABSENT
+    assert ctx.ledger.usage("root").get("kube-queue/max-jobs", 0) == 0
+    assert after["status"]["conditions"][-1]["reason"] == reason
+    # Its copy on member-1 is recorded for the syncer to purge at once.
+    entry = held_entry("member-1", key, after["metadata"]["uid"], 1)
+    assert ctx.client.sismember(ctx.keys.held, entry)
+    assert reason in [e["reason"] for e in events_for(ctx.objects, after)]
+    dispatcher.reconcile()  # converged: nothing more to do
+    assert current_state(ctx.objects.get(rt, "default", name)) == held
+
+    def off(current: dict[str, Any]) -> dict[str, Any]:
+        switch(current, False)
+        return current
+
+    ctx.objects.mutate(rt, "default", name, off, subresource=None)  # and the API dies again
+    dispatcher.reconcile()
+    assert current_state(ctx.objects.get(rt, "default", name)) == "Queued"
+    assert ctx.ledger.state(key) is JobState.PENDING

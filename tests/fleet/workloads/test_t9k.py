@@ -12,7 +12,6 @@ import yaml
 from fleet.workloads import adapter_for
 from fleet.workloads.base import InvalidWorkload, Outcome
 from fleet.workloads.t9k import t9k_mpijob, t9k_tfjob
-from queues.tree import QUOTA_LABEL
 
 SAMPLES = Path(__file__).resolve().parents[3] / "config" / "samples"
 
@@ -116,9 +115,9 @@ def test_priority_and_queue_come_from_the_t9k_scheduler() -> None:
     job["spec"]["scheduler"] = {"t9kScheduler": {"queue": "root-child-2", "priority": 50}}
     request = t9k_tfjob.priority_request(job)
     assert (request.value, request.field) == (50, "spec.scheduler.t9kScheduler.priority")
-    assert t9k_tfjob.quota_labels(job) == {QUOTA_LABEL: "root-child-2"}
+    assert t9k_tfjob.queue(job) == "root-child-2"
     job["spec"]["scheduler"]["t9kScheduler"]["queue"] = "default"
-    assert t9k_tfjob.quota_labels(job) == {}  # T9k's default queue: the namespace decides
+    assert t9k_tfjob.queue(job) is None  # T9k's default queue: the namespace decides
 
 
 def test_pause_and_debug_read_either_spelling() -> None:
