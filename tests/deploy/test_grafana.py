@@ -88,11 +88,13 @@ def test_what_users_are_told_about_waiting_is_on_the_dashboard() -> None:
             and "by (queue, le)" in e
             for e in exprs
         ), quantile
-    assert any("fleet_admission_wait_seconds_bucket" in e and "by (queue, priority, le)" in e for e in exprs)
+    assert any(
+        "fleet_admission_wait_seconds_bucket" in e and "by (queue, priority_class, le)" in e for e in exprs
+    )
     exported = exported_labels()
     assert exported["fleet_preemptions"] >= {"reason"}
     assert exported["fleet_quota_refusals"] >= {"kind"}
-    assert exported["fleet_admission_wait_seconds"] >= {"queue", "priority"}
+    assert exported["fleet_admission_wait_seconds"] >= {"queue", "priority_class"}
 
 
 def test_panels_do_not_overlap_and_ids_are_unique() -> None:
