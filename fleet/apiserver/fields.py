@@ -139,7 +139,11 @@ class _Pairs(dict[str, Any]):
         self.dups: list[str] = []
 
 
-def _pairs(items: list[tuple[str, Any]]) -> _Pairs:
+def _pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object as ``json`` decodes it; a :class:`_Pairs` only when it repeats a key."""
+    plain = dict(items)
+    if len(plain) == len(items):
+        return plain
     out = _Pairs()
     for key, value in items:
         if key in out:
@@ -148,14 +152,28 @@ def _pairs(items: list[tuple[str, Any]]) -> _Pairs:
     return out
 
 
+def _has_duplicates(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _Pairs):
+            return True
+        if isinstance(node, dict):
+            stack += node.values()
+        elif isinstance(node, list):
+            stack += node
+    return False
+
+
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
 def _duplicate_paths(value: Any, path: str, out: list[str]) -> None:
-    if isinstance(value, _Pairs):
+    if isinstance(value, dict):
+        repeated = value.dups if isinstance(value, _Pairs) else []
         for key, child in value.items():
-            out += [_join(path, key)] * value.dups.count(key)
+            out += [_join(path, key)] * repeated.count(key)
             _duplicate_paths(child, _join(path, key), out)
     elif isinstance(value, list):
         for index, item in enumerate(value):
@@ -170,7 +188,8 @@ def json_duplicates(raw: bytes) -> list[str]:
     except (ValueError, RecursionError):
         return []
     out: list[str] = []
-    _duplicate_paths(value, "", out)
+    if _has_duplicates(value):
+        _duplicate_paths(value, "", out)
     return out
 
 
@@ -222,10 +241,11 @@ def json_patch_findings(raw: bytes) -> list[str]:
         return []
     out: list[str] = []
     for index, op in enumerate(value):
-        if not isinstance(op, _Pairs):
+        if not isinstance(op, dict):
             continue
+        repeated = op.dups if isinstance(op, _Pairs) else []
         for key in op:
-            out += [f'json patch duplicate field "[{index}].{key}"'] * op.dups.count(key)
+            out += [f'json patch duplicate field "[{index}].{key}"'] * repeated.count(key)
             if key not in _PATCH_OP_FIELDS:
                 out.append(f'json patch unknown field "[{index}].{key}"')
     return out

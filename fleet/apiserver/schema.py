@@ -83,9 +83,29 @@ def _validator(schema: Mapping[str, Any]) -> Draft202012Validator:
         return known[1]
     if len(_VALIDATORS) > 256:
         _VALIDATORS.clear()
-    validator = Draft202012Validator(json.loads(json.dumps(schema)))
+    copied = json.loads(json.dumps(schema))
+    validator = Draft202012Validator(_inlined(copied, copied.get("$defs") or {}, frozenset()))
     _VALIDATORS[id(schema)] = (schema, validator)
     return validator
+
+
+def _inlined(node: Any, defs: Mapping[str, Any], within: frozenset[str]) -> Any:
+    """``node`` with every ``$ref`` that is not recursive replaced by what it refers to (the
+    validator follows a reference at a cost on every object it checks; a pod template has a
+    hundred of them). A reference with other keywords beside it keeps them, under ``allOf``."""
+    if isinstance(node, list):
+        return [_inlined(item, defs, within) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/") and ref[len("#/$defs/") :] not in within:
+        name = ref[len("#/$defs/") :]
+        target = _inlined(defs[name], defs, within | {name})
+        rest = {k: _inlined(v, defs, within) for k, v in node.items() if k != "$ref"}
+        if set(rest) <= {"description"}:
+            return {**target, **rest}
+        return {**rest, "allOf": [*rest.get("allOf", []), target]}
+    return {k: (v if k == "$defs" else _inlined(v, defs, within)) for k, v in node.items()}
 
 
 def _path(error: ValidationError) -> str:
