@@ -3,7 +3,8 @@
 ``build_app(registry, store)`` serves every kind in ``registry`` from ``store``: discovery and
 OpenAPI, list/get/create/update/patch/delete/deletecollection, the ``status`` subresource, watch
 as a chunked stream of JSON lines, Table output for kubectl, and errors as ``Status`` objects.
-Request-level policy lives here (decoding, strict fields, create-time defaulting, validation,
+Request-level policy lives here (decoding, unknown and duplicate fields by ``fieldValidation``
+(:mod:`~fleet.apiserver.fields`), create-time defaulting, validation,
 dry run, patch application, the retry of patches without a resourceVersion on conflicts);
 storage semantics (versions, conflicts, history) live in the store; what a body may cost (size,
 depth, YAML aliases) is bounded in :mod:`fleet.apiserver.bodies`.

@@ -27,6 +27,14 @@ pytestmark = pytest.mark.integration
     [
         ("acjob.spec.replicaSpecs", "FIELD: replicaSpecs <map[string]ReplicaSpec>", "replicas\t<integer>"),
         ("acjob.spec.replicaSpecs.template.spec", "FIELD: spec <Object>", "PodSpec"),
+        # Kubernetes' own types at depth, from the official client's models.
+        (
+            "acjob.spec.replicaSpecs.template.spec.containers.resources",
+            "FIELD: resources <ResourceRequirements>",
+            "limits\t<map[string]Object>",
+        ),
+        ("pytorchjob.spec.pytorchReplicaSpecs.template.metadata", "<TemplateMetadata>", "labels"),
+        ("acjob.metadata.labels", "FIELD: labels <map[string]string>", "Map of string keys"),
         ("acjob.spec.runPolicy.schedulingPolicy.minAvailable", "FIELD: minAvailable <integer>", "at once"),
         ("elasticquotatree.spec.root", "FIELD: root <QuotaNode>", "children\t<[]QuotaNode>"),
         ("elasticquotatree.spec.root.children.children.namespaces", "FIELD: namespaces <[]string>", "leaves"),
