@@ -680,7 +680,7 @@ class _Api:
                     if content_type == _STRATEGIC_PATCH
                     else json.dumps(fields.shown(rt, obj), sort_keys=True, separators=(",", ":"))
                 )
-            found = own + fields.patch_findings(rt, obj)
+            found = own + fields.patch_findings(rt, obj, current)
             if found and mode == fields.STRICT:
                 raise fields.refuse_patch(shown, found)
             warnings = fields.warnings(found) if mode == fields.WARN else []
@@ -754,7 +754,7 @@ class _Api:
             )
             warnings = fields.applied_duplicates(raw, mode)
             bodies.check_object(obj, "the applied object")
-            fields.patch_findings(rt, obj)  # nothing unknown is left: this drops the nulls
+            fields.patch_findings(rt, obj, current)  # nothing new is unknown: this drops the nulls
             if current is None:
                 if rt.has_status and not rt.status_on_create:
                     obj.pop("status", None)

@@ -329,10 +329,62 @@ def settle(rt: ResourceType, findings: list[str], mode: str) -> list[str]:
     return warnings(findings)
 
 
-def patch_findings(rt: ResourceType, patched: Obj) -> list[str]:
+def patch_findings(rt: ResourceType, patched: Obj, current: Obj | None = None) -> list[str]:
     """Drop from a patched object what ``rt`` does not declare; the unknown fields, in the order
-    a patched object is decoded (see the module doc)."""
-    return object_findings(rt, patched, [], body_order=False, yaml_lines=[])
+    a patched object is decoded (see the module doc).
+
+    With ``current`` (the stored object the patch applied to), an unknown field the stored object
+    already had, with the same value, is kept as stored and not reported: it was written before
+    the schema knew better (an object from an older Fleet), the patch did not touch it, and a job
+    whose spec may not change could otherwise never be labelled again. Kubernetes gets there by
+    pruning what it reads; Fleet keeps what it stored."""
+    if current is None:
+        return object_findings(rt, patched, [], body_order=False, yaml_lines=[])
+    stored = json.loads(json.dumps(current))
+    old = set(object_findings(rt, stored, [], body_order=False, yaml_lines=[]))
+    if not old:
+        return object_findings(rt, patched, [], body_order=False, yaml_lines=[])
+    before = json.loads(json.dumps(patched))
+    found = object_findings(rt, patched, [], body_order=False, yaml_lines=[])
+    kept: list[str] = []
+    for finding in found:
+        path = _parts(finding.removeprefix('unknown field "').removesuffix('"'))
+        if finding in old and path and _at(before, path) == _at(current, path) != _MISSING:
+            _put(patched, path, _at(before, path))
+            kept.append(finding)
+    return [f for f in found if f not in kept]
+
+
+_MISSING: Final = object()
+
+
+def _parts(path: str) -> list[str | int]:
+    """``a.b[0].c`` as keys and indexes (a key holding a dot cannot be told apart: none is kept)."""
+    out: list[str | int] = []
+    for part in path.split("."):
+        name, _, rest = part.partition("[")
+        if name:
+            out.append(name)
+        for index in filter(None, rest.replace("]", "").split("[")):
+            if not index.isdigit():
+                return []
+            out.append(int(index))
+    return out
+
+
+def _at(value: Any, path: list[str | int]) -> Any:
+    for part in path:
+        listed = isinstance(part, int) and isinstance(value, list) and part < len(value)
+        if not (listed or (isinstance(part, str) and isinstance(value, dict) and part in value)):
+            return _MISSING
+        value = value[part]
+    return value
+
+
+def _put(obj: Any, path: list[str | int], value: Any) -> None:
+    parent = _at(obj, path[:-1])
+    if isinstance(parent, dict) and isinstance(path[-1], str):
+        parent[path[-1]] = value
 
 
 # --- patches ------------------------------------------------------------------------------------

@@ -457,3 +457,37 @@ def test_a_template_of_the_kubectl_default_output_is_accepted(
     assert done.stderr == ""
     stored = json.loads(kubectl("get", "acjob", JOB_NAME, "-o", "json").stdout)
     assert "env" not in stored["spec"]["replicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+
+
+def test_a_field_stored_before_the_schema_knew_it_does_not_fail_a_strict_patch(
+    fleet_api: FleetApiThread, fleet_redis: redis.Redis
+) -> None:
+    """An object stored with a field its schema now calls unknown (written before the schema
+    knew better) can still be patched: the field the patch did not touch is kept as stored
+    (a job's spec may not change) and not reported; what strict decoding reports is the
+    patch's doing alone."""
+    legacy = job()
+    legacy["metadata"]["namespace"] = "default"
+    legacy["spec"]["replicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["legacyField"] = 1
+    Objects(fleet_redis).create(FLEET_ASCENDJOB, legacy)
+    code, patched, warnings = raw_call(
+        fleet_api,
+        "PATCH",
+        f"{COLLECTION}/{JOB_NAME}?fieldValidation=Strict",
+        b'{"metadata": {"labels": {"team": "nlp"}}}',
+        "application/merge-patch+json",
+    )
+    assert (code, warnings) == (200, []), patched["message"]
+    assert patched["metadata"]["labels"]["team"] == "nlp"
+    container = patched["spec"]["replicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    assert container["legacyField"] == 1
+    refused = raw_call(
+        fleet_api,
+        "PATCH",
+        f"{COLLECTION}/{JOB_NAME}?fieldValidation=Strict",
+        b'{"metadata": {"labels": {"team": "cv"}}, "spec": {"newField": 1}}',
+        "application/merge-patch+json",
+    )[1]
+    assert refused["details"]["causes"][0]["message"].endswith(
+        'strict decoding error: unknown field "spec.newField"'
+    )
