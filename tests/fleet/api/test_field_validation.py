@@ -491,3 +491,22 @@ def test_a_field_stored_before_the_schema_knew_it_does_not_fail_a_strict_patch(
     assert refused["details"]["causes"][0]["message"].endswith(
         'strict decoding error: unknown field "spec.newField"'
     )
+
+
+@pytest.mark.parametrize("verb", ["create", "replace"])
+def test_kubectl_create_and_replace_validate_as_apply_does(
+    kubectl: Kubectl, fleet_api: FleetApiThread, fleet_redis: redis.Redis, verb: str
+) -> None:
+    if verb == "replace":
+        created(fleet_api)
+    changed = job()
+    changed["spec"]["runPolicy"]["schedulingPolicy"]["minAvailabel"] = 2
+    before = keyspace(fleet_redis)
+    refused = kubectl(verb, "-f", "-", stdin=yaml.safe_dump(changed), ok=False)
+    assert refused.returncode == 1
+    assert refused.stderr.strip().endswith(
+        'strict decoding error: unknown field "spec.runPolicy.schedulingPolicy.minAvailabel"'
+    )
+    assert keyspace(fleet_redis) == before
+    warned = kubectl(verb, "-f", "-", "--validate=warn", stdin=yaml.safe_dump(changed), ok=False)
+    assert 'Warning: unknown field "spec.runPolicy.schedulingPolicy.minAvailabel"' in warned.stderr
