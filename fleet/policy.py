@@ -234,6 +234,7 @@ class Placement(_Strict):
     IGNORED = {
         "clusterAffinities": "Fleet reads one clusterAffinity",
         "spreadConstraints": "a job runs whole in one member",
+        "workloadAffinity": "Fleet places each job on its own",
     }
     cluster_affinity: ClusterAffinity = Field(default_factory=ClusterAffinity, alias="clusterAffinity")
     cluster_tolerations: tuple[Toleration, ...] = Field(default=(), alias="clusterTolerations")
@@ -244,6 +245,7 @@ class Placement(_Strict):
     strategy: Literal["pack", "spread"] = "pack"
     cluster_affinities: Any = Field(default=None, alias="clusterAffinities")
     spread_constraints: Any = Field(default=None, alias="spreadConstraints")
+    workload_affinity: Any = Field(default=None, alias="workloadAffinity")
 
 
 class DecisionConditions(_Strict):

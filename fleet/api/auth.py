@@ -14,7 +14,13 @@ Authorization knows two kinds of group, so that a token file is the whole policy
     and Services (the objects its jobs reference; another namespace's are as closed as its
     jobs), and read its Namespace: a list or watch of namespaces shows only the namespaces of the
     token (:meth:`FleetAuthorizer.visible`). Any authenticated user may read the fleet's shared
-    picture: Queues, MemberClusters, the ElasticQuotaTree and (Cluster)PropagationPolicies.
+    picture: Queues, MemberClusters, the ElasticQuotaTree, (Cluster)PropagationPolicies and
+    PriorityClasses (the names a job may give as its priorityClass, and their values, which
+    order the queues). Kubernetes' default RBAC grants authenticated users none of these (its
+    ``system:basic-user``, ``system:discovery`` and ``system:public-info-viewer`` roles,
+    ``plugin/pkg/auth/authorizer/rbac/bootstrappolicy``, cover self reviews, discovery and
+    version only; a cluster admin grants more); Fleet's two roles are the whole policy, and this
+    is the part of it every tenant needs to write a job.
 
 ``kubectl auth can-i`` (with ``--list``) and ``kubectl auth whoami`` are answered from this same
 authorizer (:mod:`fleet.apiserver.reviews`), so what they say is what the API does.
@@ -45,6 +51,7 @@ from fleet.api.kinds import (
     FLEET_NAMESPACE,
     MEMBER_CLUSTER,
     POLICY_KINDS,
+    PRIORITY_CLASS,
     QUEUE,
     fleet_kind,
 )
@@ -81,7 +88,9 @@ _COMPANIONS: Final = frozenset(rt.key for rt in COMPANION_KINDS)
 _PAUSE_VERBS: Final = frozenset({"update", "patch"})
 _PAUSABLE: Final = frozenset(fleet_kind(a).key for a in KINDS if isinstance(a, Pausable))
 #: Kinds every authenticated user may read, in any namespace.
-_SHARED: Final = frozenset(rt.key for rt in (QUEUE, MEMBER_CLUSTER, ELASTIC_QUOTA_TREE, *POLICY_KINDS))
+_SHARED: Final = frozenset(
+    rt.key for rt in (QUEUE, MEMBER_CLUSTER, ELASTIC_QUOTA_TREE, *POLICY_KINDS, PRIORITY_CLASS)
+)
 
 
 class TokenFileError(ValueError):

@@ -97,7 +97,9 @@ def fleet_kind(adapter: WorkloadAdapter) -> ResourceType:
 #: Every job kind as the fleet serves it, in the order of :data:`fleet.workloads.KINDS`.
 FLEET_JOB_KINDS: Final = tuple(fleet_kind(adapter) for adapter in KINDS)
 
-FLEET_EVENT: Final = EVENT
+#: Events at the fleet: Kubernetes' own Event, decoded strictly (every field of its schema, from
+#: Kubernetes' type, is known; any other is an unknown field).
+FLEET_EVENT: Final = replace(EVENT, strict=True)
 
 #: The label and status field naming the quota tree node a namespace maps to.
 QUOTA_NODE_LABEL: Final = "fleet.io/quota-node"

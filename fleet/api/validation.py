@@ -4,7 +4,9 @@ The serving core runs a kind's hook after its own metadata checks and answers 42
 every cause at once. A job delegates to its kind's workload adapter (each
 :class:`fleet.workloads.FieldError` is one cause, field path and all); PropagationPolicy to
 :class:`fleet.policy.PropagationPolicy`, whose strict model refuses unknown fields, so a misspelt
-toleration is an error rather than a silent default. PriorityClass follows kube-apiserver's
+toleration is an error rather than a silent default (the kind's schema, which knows the same
+fields, has found and dealt with them first, as ``fieldValidation`` says:
+:mod:`fleet.apiserver.fields`). PriorityClass follows kube-apiserver's
 ``ValidatePriorityClass`` (``pkg/apis/scheduling/validation/validation.go``); its checks against
 the stored object and the other classes are in :mod:`fleet.api.priority_classes`.
 """

@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from contextvars import ContextVar
 from typing import Any, Final
 
+from fleet.apiserver.fields import warning_header
+
 __all__ = ["WarningHeaders", "header_value", "warn"]
 
 Scope = MutableMapping[str, Any]
@@ -24,8 +26,6 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _COLLECTED: Final[ContextVar[list[str] | None]] = ContextVar("fleet_api_warnings", default=None)
-#: Kubernetes caps a warning's text; a longer one is cut rather than refused.
-_MAX_TEXT: Final = 2048
 
 
 def warn(text: str) -> None:
@@ -36,10 +36,9 @@ def warn(text: str) -> None:
 
 
 def header_value(text: str) -> str:
-    """``299 - "text"`` with quotes and backslashes escaped and the text kept to printable ASCII."""
-    clean = "".join(c if " " <= c <= "~" else " " for c in text)[:_MAX_TEXT]
-    escaped = clean.replace("\\", "\\\\").replace('"', '\\"')
-    return f'299 - "{escaped}"'
+    """``299 - "text"`` with quotes and backslashes escaped and the text kept to printable ASCII
+    (:func:`fleet.apiserver.fields.warning_header`, which the serving core's own warnings use)."""
+    return warning_header(text)
 
 
 class WarningHeaders:

@@ -21,7 +21,8 @@ Design, module by module:
     behind the same protocol. Trusted in-process writers (the simulator's controllers) call the
     store directly on the server's loop and watch it cheaply.
 ``app``
-    :func:`build_app`: the Starlette app. Request policy lives here: decoding, strict fields,
+    :func:`build_app`: the Starlette app. Request policy lives here: decoding, unknown and
+    duplicate fields as ``fieldValidation`` says (``fields``, pruning by the kind's ``schema``),
     create-time defaulting (status reset, Namespace and Pod phases), validation with field causes,
     dry run, the three patch types (retried on conflict unless they name a resourceVersion, as
     the API server's ``GuaranteedUpdate``), Table output, watch streaming
@@ -33,14 +34,17 @@ Design, module by module:
     counted as go-yaml counts them, JSON patches of at most 10000 operations copying 3 MiB.
 ``serve``
     :class:`Server`: uvicorn in the running loop, started and stopped at will on a fixed port.
+``schema``, ``kubetypes``, ``fields``
+    A kind's schema (validation, pruning, OpenAPI); Kubernetes' own types as schema parts, from
+    the official client's models; what ``fieldValidation`` makes of unknown and repeated fields.
 ``patch``, ``selectors``, ``tables``, ``discovery``, ``validation``, ``errors``
     JSON/merge/strategic patches; label and field selectors; Tables and ages; discovery and
     OpenAPI documents; metadata validation; the ``Status`` errors.
 
 Compatibility targets, checked by the tests with the real tools: the ``kubernetes`` Python client
 (CRUD, conflicts, selectors, paging, watch resumption, 410) and kubectl 1.32 (discovery falls
-back to the legacy format; ``apply`` works with validation on because the OpenAPI documents say
-truthfully that the server defines no schemas; ``get`` prints server-side Tables).
+back to the legacy format; ``--validate`` is left to the server, whose OpenAPI v3 documents say
+it validates fields; ``get`` prints server-side Tables).
 """
 
 from fleet.apiserver.app import Authenticator, StreamHub, TokenAuthenticator, build_app, default_version_info

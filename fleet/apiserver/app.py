@@ -3,7 +3,8 @@
 ``build_app(registry, store)`` serves every kind in ``registry`` from ``store``: discovery and
 OpenAPI, list/get/create/update/patch/delete/deletecollection, the ``status`` subresource, watch
 as a chunked stream of JSON lines, Table output for kubectl, and errors as ``Status`` objects.
-Request-level policy lives here (decoding, strict fields, create-time defaulting, validation,
+Request-level policy lives here (decoding, unknown and duplicate fields by ``fieldValidation``
+(:mod:`~fleet.apiserver.fields`), create-time defaulting, validation,
 dry run, patch application, the retry of patches without a resourceVersion on conflicts);
 storage semantics (versions, conflicts, history) live in the store; what a body may cost (size,
 depth, YAML aliases) is bounded in :mod:`fleet.apiserver.bodies`.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import sys
 import time
@@ -29,7 +31,7 @@ from starlette.routing import Route
 
 from fleet import fastjson
 from fleet.apiserver import apply as ssa
-from fleet.apiserver import bodies, discovery, protobuf, reviews
+from fleet.apiserver import bodies, discovery, fields, protobuf, reviews
 from fleet.apiserver.errors import (
     ApiError,
     BadRequest,
@@ -394,33 +396,31 @@ class _Api:
             raise BadRequest("metadata: must be an object")
         return obj
 
-    def _unknown_fields(self, rt: ResourceType, obj: Obj, request: Request) -> dict[str, str]:
-        """Apply ``fieldValidation`` to unknown top-level fields of a strict kind; warning headers."""
-        if not rt.strict:
-            return {}
-        known = {"apiVersion", "kind", "metadata", *rt.top_level}
-        unknown = sorted(k for k in obj if k not in known)
-        if not unknown:
-            return {}
-        mode = request.query_params.get("fieldValidation", "Strict")
-        if mode not in ("Strict", "Warn", "Ignore"):
-            raise BadRequest(
-                f'fieldValidation: Unsupported value: "{mode}": supported values: "Ignore", "Strict", "Warn"'
-            )
-        if mode == "Strict":
-            listed = ", ".join(f'unknown field "{k}"' for k in unknown)
-            raise BadRequest(
-                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
-                f"strict decoding error: {listed}",
-                causes=[Cause(k, f'unknown field "{k}"', "FieldValueInvalid") for k in unknown],
-            )
-        for key in unknown:
-            del obj[key]
-        return (
-            {"Warning": ", ".join(f'299 - "unknown field \\"{k}\\""' for k in unknown)}
-            if mode == "Warn"
-            else {}
+    @staticmethod
+    def _directive(request: Request) -> str:
+        """The request's ``fieldValidation`` (:func:`fleet.apiserver.fields.directive`)."""
+        return fields.directive(request.query_params.get("fieldValidation"))
+
+    async def _decoded_fields(self, rt: ResourceType, obj: Obj, request: Request) -> list[str]:
+        """Unknown and duplicate fields of a created or replaced object, under the request's
+        ``fieldValidation`` (:mod:`~fleet.apiserver.fields`): refused (400), or dropped with the
+        warnings returned, or dropped silently."""
+        mode = self._directive(request)
+        content_type = request.headers.get("content-type", _JSON).split(";")[0].strip()
+        duplicates: list[str] = []
+        yaml_lines: list[str] = []
+        if mode != fields.IGNORE and content_type != protobuf.CONTENT_TYPE:
+            duplicates, yaml_lines = fields.body_findings(await self._raw_body(request), content_type)
+        found = fields.object_findings(
+            rt, obj, duplicates, body_order=content_type not in bodies.YAML_TYPES, yaml_lines=yaml_lines
         )
+        return fields.settle(rt, found, mode)
+
+    @staticmethod
+    def _warn(response: Response, texts: list[str]) -> Response:
+        for text in texts:
+            response.headers.append("Warning", fields.warning_header(text))
+        return response
 
     def _validate(self, rt: ResourceType, obj: Obj) -> None:
         meta = obj["metadata"]
@@ -527,6 +527,9 @@ class _Api:
                 f"the server does not allow this method on the requested resource ({request.method})"
             )
         body = await self._body(request)  # kubectl's typed clients send protobuf
+        warnings: list[str] = []
+        if isinstance(body, dict):
+            warnings = await self._decoded_fields(target.rt, body, request)
         if target.rt.schema is not None and isinstance(body, dict):
             causes = schema_causes(target.rt.schema, body)
             if causes:
@@ -540,7 +543,7 @@ class _Api:
             allowed=self._allowed,
             user_info=self.user_info,
         )
-        return _json_response(answered, 201)
+        return self._warn(_json_response(answered, 201), warnings)
 
     def _render(self, request: Request, rt: ResourceType, obj: Obj, status: int = 200) -> Response:
         if wants_table(request.headers.get("accept", "")):
@@ -592,7 +595,7 @@ class _Api:
         rt = target.rt
         obj = self._check_type(rt, await self._body(request))
         self._scope(target, obj)
-        warnings = self._unknown_fields(rt, obj, request)
+        warnings = await self._decoded_fields(rt, obj, request)
         if rt.has_status and not rt.status_on_create:
             obj.pop("status", None)
         if rt.prepare_create is not None:
@@ -600,9 +603,7 @@ class _Api:
         self._validate(rt, obj)
         ssa.record_update(None, obj, manager=self._manager(request), api_version=rt.api_version)
         created = await self.store.create(rt, obj, dry_run=self._dry_run(request))
-        response = self._render(request, rt, created, 201)
-        response.headers.update(warnings)
-        return response
+        return self._warn(self._render(request, rt, created, 201), warnings)
 
     @staticmethod
     def _manager(request: Request) -> str:
@@ -615,7 +616,7 @@ class _Api:
         rt = target.rt
         obj = self._check_type(rt, await self._body(request))
         self._scope(target, obj)
-        warnings = self._unknown_fields(rt, obj, request)
+        warnings = await self._decoded_fields(rt, obj, request)
         if rt.prepare_update is not None:
             rt.prepare_update(obj)
         self._validate(rt, obj)
@@ -632,9 +633,7 @@ class _Api:
         updated = await self.store.update(
             rt, obj, subresource=target.subresource, dry_run=self._dry_run(request)
         )
-        response = self._render(request, rt, updated)
-        response.headers.update(warnings)
-        return response
+        return self._warn(self._render(request, rt, updated), warnings)
 
     async def patch(self, request: Request, target: _Target) -> Response:
         rt = target.rt
@@ -649,7 +648,17 @@ class _Api:
                 "the body of the request was in an unknown format - "
                 f"accepted media types include: {', '.join(accepted)}"
             )
+        mode = self._directive(request)
         patch = await self._body(request)
+        # The patch's own findings (fieldValidation Strict or Warn): its repeated keys, or a
+        # JSON patch's operations decoded strictly.
+        own: list[str] = []
+        if mode != fields.IGNORE:
+            raw = await self._raw_body(request)
+            if content_type == _JSON_PATCH:
+                own = fields.json_patch_findings(raw)
+            else:
+                own = [f'duplicate field "{path}"' for path in fields.json_duplicates(raw)]
         dry_run = self._dry_run(request)
         deadline = time.monotonic() + _PATCH_RETRY_SECONDS
         current = await self.store.get(rt, target.namespace, target.name)
@@ -664,6 +673,17 @@ class _Api:
                 patched = apply_strategic_merge_patch(current, patch, rt.strategic)
             bodies.check_object(patched, "the patched object")
             obj = self._check_type(rt, patched)
+            shown = ""
+            if mode == fields.STRICT:  # what the refusal shows, as it was before pruning
+                shown = (
+                    fields.go_value(fields.shown(rt, patch))
+                    if content_type == _STRATEGIC_PATCH
+                    else json.dumps(fields.shown(rt, obj), sort_keys=True, separators=(",", ":"))
+                )
+            found = own + fields.patch_findings(rt, obj, current)
+            if found and mode == fields.STRICT:
+                raise fields.refuse_patch(shown, found)
+            warnings = fields.warnings(found) if mode == fields.WARN else []
             self._scope(target, obj)
             meta = obj["metadata"]
             if not meta.get("resourceVersion"):
@@ -691,7 +711,7 @@ class _Api:
                 if str(current["metadata"]["resourceVersion"]) == read_version:
                     raise
                 continue
-            return self._render(request, rt, updated)
+            return self._warn(self._render(request, rt, updated), warnings)
 
     def _authorize_apply(self, request: Request, target: _Target, verb: str) -> None:
         if self.authorizer is not None:
@@ -706,6 +726,7 @@ class _Api:
         manager = request.query_params.get("fieldManager", "")
         force = self._flag(request, "force")
         dry_run = self._dry_run(request)
+        mode = self._directive(request)
         raw = await self._raw_body(request)
         if not raw.strip():
             raise BadRequest("the request body is empty")
@@ -725,25 +746,26 @@ class _Api:
             # the object: re-applying the same file is a no-op any reader may make (GitOps tools
             # apply on every sync).
             self._authorize_apply(request, target, "create" if current is None else "get")
+            # A field the kind does not declare is refused whatever fieldValidation says, before
+            # anything is merged; the body's repeated keys after (fleet.apiserver.fields).
+            fields.check_applied(rt, config, target.namespace, target.name)
             obj = ssa.apply(
                 current, config, manager=manager, force=force, api_version=rt.api_version, with_status=status
             )
+            warnings = fields.applied_duplicates(raw, mode)
             bodies.check_object(obj, "the applied object")
+            fields.patch_findings(rt, obj, current)  # nothing new is unknown: this drops the nulls
             if current is None:
                 if rt.has_status and not rt.status_on_create:
                     obj.pop("status", None)
-                warnings = self._unknown_fields(rt, obj, request)
                 if rt.prepare_create is not None:
                     rt.prepare_create(obj)
                 self._validate(rt, obj)
                 created = await self.store.create(rt, obj, dry_run=dry_run)
-                response = self._render(request, rt, created, 201)
-                response.headers.update(warnings)
-                return response
+                return self._warn(self._render(request, rt, created, 201), warnings)
             if ssa.same_object(obj, current):
-                return self._render(request, rt, current)
+                return self._warn(self._render(request, rt, current), warnings)
             self._authorize_apply(request, target, "patch")
-            warnings = self._unknown_fields(rt, obj, request)
             self._validate(rt, obj)
             read_version = str(current["metadata"]["resourceVersion"])
             obj["metadata"]["resourceVersion"] = read_version
@@ -753,9 +775,7 @@ class _Api:
                 if time.monotonic() > deadline:
                     raise
                 continue  # someone wrote in between: apply again to the object as it is now
-            response = self._render(request, rt, updated)
-            response.headers.update(warnings)
-            return response
+            return self._warn(self._render(request, rt, updated), warnings)
 
     async def _delete_options(self, request: Request) -> Obj:
         """The optional ``DeleteOptions`` body (kubectl sends ``dryRun`` and preconditions there)."""

@@ -5,18 +5,19 @@ Discovery is served in the legacy formats (``APIVersions``, ``APIGroupList``, ``
 discovery first and falls back to these when the answer's content type is not the aggregated one.
 
 OpenAPI: kubectl fetches ``/openapi/v3`` (an index of group-versions, then one document per
-group-version) for ``kubectl explain`` and to learn whether the server validates fields itself,
-and, when it does not, ``/openapi/v2`` (protobuf) for client-side validation; it skips
-client-side validation of kinds the v2 document does not define and sends
-``fieldValidation=Strict`` (``--validate=strict``, its default), which the server honours. A kind
-with a schema (:mod:`~fleet.apiserver.schema`) is served with it in full, ``$defs`` as named
-components, so ``kubectl explain`` works at every depth from the very schema that validates the
-kind's objects; other kinds get an open schema naming their top-level fields. The JSON v2
-document carries the same definitions; the protobuf one (what kubectl reads) stays empty, so
-kubectl validates nothing client-side and the server's answer is the validation. No PATCH
-operation carries a group-version-kind tag or the ``fieldValidation`` parameter, so kubectl
-sends patches as it would without schemas (strategic merge from its built-in types for core
-kinds, JSON merge patch for AscendJob).
+group-version) for ``kubectl explain`` and to learn whether the server validates fields itself:
+a kind's PATCH operation, tagged with its group-version-kind, lists the ``fieldValidation``
+parameter (``QueryParamVerifierV3`` in kubectl), so kubectl leaves field validation to the server
+(:mod:`~fleet.apiserver.fields`) and sends ``fieldValidation`` as ``--validate`` says (``Strict``
+by default). A kind with a schema (:mod:`~fleet.apiserver.schema`) is served with it in full,
+``$defs`` as named components, so ``kubectl explain`` works at every depth from the very schema
+that validates the kind's objects; other kinds get an open schema naming their top-level fields.
+The JSON v2 document carries the same definitions; the protobuf one stays empty. A PATCH
+operation lists JSON and merge patches only, even where the server takes strategic merge patches
+(core kinds): kubectl computes a strategic patch from the OpenAPI v3 schema when the tagged PATCH
+operation lists that type (``gvkSupportsPatchOpenAPIV3``), and the schemas carry no list merge
+keys, so kubectl is left to compute it from its built-in types, as before; custom kinds get JSON
+merge patches, as from a cluster.
 """
 
 from __future__ import annotations
@@ -118,15 +119,19 @@ def api_resource_list(registry: Registry, group: str, version: str) -> Obj | Non
 # --- OpenAPI ------------------------------------------------------------------------------------
 
 
-def _patch_types(rt: ResourceType) -> list[str]:
-    types = ["application/json-patch+json", "application/merge-patch+json"]
-    if rt.strategic is not None:
-        types.append("application/strategic-merge-patch+json")
-    return types
+#: What a PATCH operation lists (see the module doc: never the strategic merge patch type).
+_PATCH_TYPES: Final = ["application/json-patch+json", "application/merge-patch+json"]
 
 
-def _operation(operation_id: str, *, body: list[str] | None = None, collection: bool = False) -> Obj:
+def _operation(
+    operation_id: str, *, body: list[str] | None = None, collection: bool = False, writes: bool = False
+) -> Obj:
     parameters: list[Obj] = [{"name": "dryRun", "in": "query", "schema": {"type": "string"}}]
+    if writes:
+        parameters += [
+            {"name": name, "in": "query", "schema": {"type": "string"}}
+            for name in ("fieldManager", "fieldValidation")
+        ]
     if collection:
         for name in ("labelSelector", "fieldSelector", "continue", "resourceVersion"):
             parameters.append({"name": name, "in": "query", "schema": {"type": "string"}})
@@ -155,13 +160,17 @@ def _paths(rt: ResourceType) -> dict[str, Obj]:
     paths: dict[str, Obj] = {
         scope: {
             "get": _operation(f"list{kind}", collection=True),
-            "post": _operation(f"create{kind}", body=["application/json", "application/yaml"]),
+            "post": _operation(f"create{kind}", body=["application/json", "application/yaml"], writes=True),
         },
         f"{scope}/{{name}}": {
-            # The kind is tagged on reads only (kubectl explain finds it there); see the module doc.
+            # kubectl explain finds the kind on the read, kubectl's field validation check on the
+            # patch (see the module doc).
             "get": {**_operation(f"read{kind}"), "x-kubernetes-group-version-kind": _gvk(rt)},
-            "put": _operation(f"replace{kind}", body=["application/json", "application/yaml"]),
-            "patch": _operation(f"patch{kind}", body=_patch_types(rt)),
+            "put": _operation(f"replace{kind}", body=["application/json", "application/yaml"], writes=True),
+            "patch": {
+                **_operation(f"patch{kind}", body=_PATCH_TYPES, writes=True),
+                "x-kubernetes-group-version-kind": _gvk(rt),
+            },
             "delete": _operation(f"delete{kind}"),
         },
     }
@@ -172,8 +181,8 @@ def _paths(rt: ResourceType) -> dict[str, Obj]:
     if rt.has_status:
         paths[f"{scope}/{{name}}/status"] = {
             "get": _operation(f"read{kind}Status"),
-            "put": _operation(f"replace{kind}Status", body=["application/json"]),
-            "patch": _operation(f"patch{kind}Status", body=_patch_types(rt)),
+            "put": _operation(f"replace{kind}Status", body=["application/json"], writes=True),
+            "patch": _operation(f"patch{kind}Status", body=_PATCH_TYPES, writes=True),
         }
     return paths
 

@@ -56,6 +56,7 @@ from queues.quantity import QuantityError, parse_exact
 __all__ = [
     "QUANTITY_FIELDS",
     "check_types",
+    "client_fields",
     "is_extended_resource",
     "validate_container_ports",
     "validate_pod_spec",
@@ -63,8 +64,9 @@ __all__ = [
     "validate_resource_requirements",
 ]
 
-#: Fields of the pod spec's types that hold quantities (``resource.Quantity`` or a
-#: ``ResourceList``): the client's models type them as plain strings.
+#: Fields of the Kubernetes types Fleet embeds (a pod template, an autoscaling metric) that hold
+#: quantities (``resource.Quantity`` or a ``ResourceList``): the client's models type them as
+#: plain strings.
 QUANTITY_FIELDS: Final = frozenset(
     {
         ("V1ResourceRequirements", "limits"),
@@ -74,6 +76,8 @@ QUANTITY_FIELDS: Final = frozenset(
         ("V1PodSpec", "overhead"),
         ("V1EmptyDirVolumeSource", "sizeLimit"),
         ("V1ResourceFieldSelector", "divisor"),
+        ("V2MetricTarget", "averageValue"),
+        ("V2MetricTarget", "value"),
     }
 )
 
@@ -132,7 +136,7 @@ _PORT_NAME = re.compile(r"[-a-z0-9]+")
 
 
 @functools.cache
-def _fields(model: str) -> dict[str, str]:
+def client_fields(model: str) -> dict[str, str]:
     """The JSON fields of a client model and their types (``int``, ``List[V1EnvVar]``, ...)."""
     cls = getattr(models, model)
     types: dict[str, str] = cls.openapi_types
@@ -201,7 +205,7 @@ def check_types(value: Any, kind: str, path: str) -> list[Cause]:
         return [c for k, item in value.items() for c in check_types(item, match.group(1), f"{path}[{k}]")]
     if not isinstance(value, Mapping):
         return [invalid(path, _shown(value), "must be of type object")]
-    fields = _fields(kind)
+    fields = client_fields(kind)
     return [
         c
         for name, item in value.items()

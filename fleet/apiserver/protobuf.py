@@ -1,18 +1,22 @@
 """Bodies kubectl sends as Kubernetes protobuf, for the built-in kinds it writes that way.
 
-kubectl's typed commands (``kubectl create configmap|secret|service|namespace``, and ``kubectl
-auth can-i`` and ``whoami``, which do not fall back to JSON on a 415) encode the object as
+kubectl's typed commands (``kubectl create configmap|secret|service|namespace|priorityclass``,
+and ``kubectl auth can-i`` and ``whoami``, which do not fall back to JSON on a 415) encode the
+object as
 ``application/vnd.kubernetes.protobuf``: the magic ``k8s\\x00`` then a ``runtime.Unknown``
 (``typeMeta`` 1, ``raw`` 2; ``k8s.io/apimachinery/pkg/runtime/generated.proto``) whose ``raw``
 is the object's message (``k8s.io/api/core/v1/generated.proto``). This decodes the fields those
 commands set into the JSON shape the rest of the server handles, by the field numbers of those
 ``.proto`` files: ObjectMeta (name, generateName, namespace, labels, annotations), ConfigMap,
 Secret, Service (spec: ports, selector, clusterIP(s), type, external IPs and name, session
-affinity) and Namespace; and the self reviews (``k8s.io/api`` ``authorization/v1`` and
-``authentication/v1``): SelfSubjectAccessReview, SelfSubjectRulesReview and SelfSubjectReview.
+affinity) and Namespace; PriorityClass (``kubectl create priorityclass``; ``scheduling/v1``:
+value, globalDefault, description, preemptionPolicy); and the self reviews (``k8s.io/api``
+``authorization/v1`` and ``authentication/v1``): SelfSubjectAccessReview, SelfSubjectRulesReview
+and SelfSubjectReview.
 Fields a reader does not know are skipped by their wire type, so a newer client's extra fields
 do no harm. Empty strings, zeros and ``false`` are what a Go marshaller writes for unset fields,
-and are dropped as JSON's ``omitempty`` would. Any other kind is answered 415.
+and are dropped as JSON's ``omitempty`` would, except a PriorityClass's ``value``, which JSON
+writes even when 0. Any other kind is answered 415.
 """
 
 from __future__ import annotations
@@ -202,6 +206,29 @@ def _namespace(data: bytes) -> dict[str, Any]:
     return obj
 
 
+def _int32(value: int | bytes) -> int:
+    """A varint-encoded ``int32``: negative numbers come sign-extended to 64 bits."""
+    if not isinstance(value, int):
+        raise ProtobufError("expected an integer")
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _priority_class(data: bytes) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for number, value in _fields(data):
+        if number == 1:
+            obj["metadata"] = _message(value, _meta)
+        elif number == 2:
+            obj["value"] = _int32(value)
+        elif number == 3 and value:
+            obj["globalDefault"] = True
+        elif number == 4 and (text := _text(value)):
+            obj["description"] = text
+        elif number == 5 and (text := _text(value)):
+            obj["preemptionPolicy"] = text
+    return obj
+
+
 Reader = Callable[[bytes], dict[str, Any]]
 
 
@@ -248,6 +275,7 @@ _READERS: Final[dict[tuple[str, str], Reader]] = {
     ("v1", "Secret"): _secret,
     ("v1", "Service"): _service,
     ("v1", "Namespace"): _namespace,
+    ("scheduling.k8s.io/v1", "PriorityClass"): _priority_class,
     **{(f"authorization.k8s.io/{v}", "SelfSubjectAccessReview"): _ACCESS_REVIEW for v in ("v1", "v1beta1")},
     **{(f"authorization.k8s.io/{v}", "SelfSubjectRulesReview"): _RULES_REVIEW for v in ("v1", "v1beta1")},
     **{

@@ -124,6 +124,13 @@ class ResourceType:
         return f"{self.kind}.{self.group}" if self.group else self.kind
 
     @property
+    def builtin(self) -> bool:
+        """Whether the kind is one of Kubernetes' own, decoded into a Go type (it takes strategic
+        merge patches), rather than a custom resource decoded by its schema; the two report
+        unknown fields in different orders (:mod:`~fleet.apiserver.fields`)."""
+        return self.strategic is not None
+
+    @property
     def supported_field_selectors(self) -> tuple[str, ...]:
         return BASE_FIELD_SELECTORS + self.field_selectors
 

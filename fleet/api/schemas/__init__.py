@@ -12,6 +12,14 @@ kinds share (Kubeflow's RunPolicy and ReplicaSpec) live in a file named ``_<name
 ``$defs`` a schema takes in with ``include: [_<name>.yaml]``, so they too are written once; a
 kind with exactly another's fields (ClusterPropagationPolicy) says ``extends: <file>`` and gives
 its own description.
+
+Where a kind embeds a type of Kubernetes itself (a pod template's ``spec``, a Service's ``spec``,
+an autoscaling metric), the node says ``kubernetes: <client model>`` (``kubernetes: V1PodSpec``)
+instead of restating it: the node becomes that type with every field and type Kubernetes gives it
+(:mod:`fleet.apiserver.kubetypes`, from the official client's models), its nested types added to
+``$defs``; ``description`` and ``properties`` written beside it say what Fleet does with those
+fields, in Fleet's words, and may name only fields the type has. The schema is the kind's whole
+list of fields: what it does not declare is an unknown field (:mod:`fleet.apiserver.fields`).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from fleet.apiserver import kubetypes
 from fleet.apiserver.resources import ResourceType
 
 __all__ = ["load", "with_schema"]
@@ -57,7 +66,35 @@ def load(kind: str, group: str = "") -> dict[str, Any]:
     for name in schema.pop("include", []):
         shared = yaml.safe_load(resources.files(__package__).joinpath(name).read_text(encoding="utf-8"))
         schema["$defs"] = {**shared["$defs"], **schema.get("$defs", {})}
+    defs: dict[str, Any] = {}
+    expanded: dict[str, Any] = _expand(schema, defs, kind)
+    schema = expanded
+    if defs:
+        schema["$defs"] = {**defs, **schema.get("$defs", {})}
     return schema
+
+
+def _expand(node: Any, defs: dict[str, Any], where: str) -> Any:
+    """``node`` with every ``kubernetes: <model>`` node made that Kubernetes type (see the module
+    doc); the types it reaches are added to ``defs``."""
+    if isinstance(node, list):
+        return [_expand(item, defs, where) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: _expand(value, defs, f"{where}.{key}") for key, value in node.items()}
+    model = out.pop("kubernetes", None)
+    if model is None:
+        return out
+    if not isinstance(model, str) or not kubetypes.is_model(model):
+        raise ValueError(f"{where}: kubernetes: {model!r} is not a model of the kubernetes client")
+    inline, reached = kubetypes.definitions(model)
+    defs.update(reached)
+    properties = inline.get("properties", {})
+    for field, said in (out.pop("properties", None) or {}).items():
+        if field not in properties:
+            raise ValueError(f"{where}: {model} has no field {field!r}")
+        properties[field] = {**properties[field], **said}
+    return {**inline, **out}
 
 
 def with_schema(rt: ResourceType) -> ResourceType:

@@ -85,6 +85,12 @@ KINDS: Final = {
         "policy",
         {"get": 200, "list": 200, "watch": 200, "create": 201, "delete": 200},
     ),
+    # Every user reads the classes a job may name; only an admin writes them.
+    "priorityclass": Kind(
+        "/apis/scheduling.k8s.io/v1/priorityclasses",
+        "high",
+        {"get": 200, "list": 200, "watch": 200, "create": 201, "delete": 200},
+    ),
     "membercluster": Kind("/apis/fleet.io/v1alpha1/memberclusters", "member-1", READ_ONLY),
     "queue": Kind("/apis/fleet.io/v1alpha1/queues", "root", READ_ONLY),
 }
@@ -99,6 +105,13 @@ def body(kind: str, name: str) -> dict[str, Any]:
         policy: dict[str, Any] = yaml.safe_load(POLICIES[0].read_text())
         policy["metadata"].update(name=name, namespace="team-a")
         return policy
+    if kind == "priorityclass":
+        return {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": 1000,
+        }
     if kind == "elasticquotatree":
         tree: dict[str, Any] = copy.deepcopy(TREE)
         tree["metadata"]["name"] = name
@@ -130,7 +143,7 @@ def server() -> Iterator[FleetApiThread]:
     with FleetApiThread(client, tokens=parse_token_file(TOKEN_FILE), members=lambda: ["member-1"]) as api:
         admin = TOKENS["admin"]
         assert call(api, "POST", KINDS["elasticquotatree"].collection, TREE, token=admin)[0] == 201
-        for kind in ("acjob", "propagationpolicy"):
+        for kind in ("acjob", "propagationpolicy", "priorityclass"):
             names = [KINDS[kind].existing, *(f"delete-by-{who}" for who in WHO)]
             for name in names:
                 assert call(api, "POST", KINDS[kind].collection, body(kind, name), token=admin)[0] == 201
@@ -195,9 +208,9 @@ def assert_unchanged(server: FleetApiThread, kind: str, verb: str, who: str) -> 
     """A refused write left nothing behind: no created object, the target not marked for deletion."""
     rt = KINDS[kind]
     admin = TOKENS["admin"]
-    if verb == "create" and kind in ("acjob", "propagationpolicy"):
+    if verb == "create" and kind in ("acjob", "propagationpolicy", "priorityclass"):
         assert call(server, "GET", f"{rt.collection}/created-by-{who}", token=admin)[0] == 404
-    if verb == "delete" and kind in ("acjob", "propagationpolicy"):
+    if verb == "delete" and kind in ("acjob", "propagationpolicy", "priorityclass"):
         code, obj = call(server, "GET", f"{rt.collection}/delete-by-{who}", token=admin)
         assert code == 200
         assert "deletionTimestamp" not in obj["metadata"]

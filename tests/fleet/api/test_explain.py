@@ -27,6 +27,14 @@ pytestmark = pytest.mark.integration
     [
         ("acjob.spec.replicaSpecs", "FIELD: replicaSpecs <map[string]ReplicaSpec>", "replicas\t<integer>"),
         ("acjob.spec.replicaSpecs.template.spec", "FIELD: spec <Object>", "PodSpec"),
+        # Kubernetes' own types at depth, from the official client's models.
+        (
+            "acjob.spec.replicaSpecs.template.spec.containers.resources",
+            "FIELD: resources <ResourceRequirements>",
+            "limits\t<map[string]Object>",
+        ),
+        ("pytorchjob.spec.pytorchReplicaSpecs.template.metadata", "<TemplateMetadata>", "labels"),
+        ("acjob.metadata.labels", "FIELD: labels <map[string]string>", "Map of string keys"),
         ("acjob.spec.runPolicy.schedulingPolicy.minAvailable", "FIELD: minAvailable <integer>", "at once"),
         ("elasticquotatree.spec.root", "FIELD: root <QuotaNode>", "children\t<[]QuotaNode>"),
         ("elasticquotatree.spec.root.children.children.namespaces", "FIELD: namespaces <[]string>", "leaves"),
@@ -39,7 +47,7 @@ pytestmark = pytest.mark.integration
         ),
         ("queue.status.share", "FIELD: share <string>", "dominant share"),
         ("namespace.status.quotaNode", "FIELD: quotaNode <string>", "quota tree"),
-        ("event.involvedObject.name", "FIELD: name <string>", "Its name"),
+        ("event.involvedObject.name", "FIELD: name <string>", "Name of the referent"),
         ("pytorchjob.spec.pytorchReplicaSpecs", "<map[string]ReplicaSpec>", "restartPolicy\t<string>"),
         ("pytorchjob.spec.elasticPolicy.rdzvConf", "FIELD: rdzvConf <[]Object>", "key\t<string>"),
         ("tfjob.spec.runPolicy.schedulingPolicy.minAvailable", "FIELD: minAvailable <integer>", "at once"),
@@ -49,7 +57,7 @@ pytestmark = pytest.mark.integration
         ("tensorflowtrainingjob.spec.runMode.pause.resumeSpecs", "<[]ReplicaMode>", "skipInitContainer"),
         ("configmap.binaryData", "FIELD: binaryData <map[string]string>", "base64"),
         ("secret.stringData", "FIELD: stringData <map[string]string>", "write-only"),
-        ("service.spec.ports.port", "FIELD: port <integer>", "65535"),
+        ("service.spec.ports.port", "FIELD: port <integer>", "exposed by this service"),
         ("clusterpropagationpolicy.spec.failover.application.purgeMode", "<string>", "Gracefully"),
         ("selfsubjectaccessreview.spec.resourceAttributes.verb", "FIELD: verb <string>", "deletecollection"),
         ("selfsubjectrulesreview.status.resourceRules", "<[]ResourceRule>", "apiGroups"),

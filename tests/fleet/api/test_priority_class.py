@@ -153,6 +153,32 @@ def test_apply_get_describe_delete_as_kubernetes_users_write_them(kubectl: Kubec
     assert [row[0] for row in table(kubectl("get", "pc").stdout)[1:]] == ["inference-high", "training-low"]
 
 
+def test_kubectl_create_priorityclass(kubectl: Kubectl, fleet_api: FleetApiThread) -> None:
+    """``kubectl create priorityclass`` sends the class as Kubernetes protobuf: read as the JSON
+    it stands for, every flag kept, and refused as the JSON would be."""
+    done = kubectl(
+        "create", "priorityclass", "urgent", "--value=100000", "--preemption-policy=Never",
+        "--description=inference first",
+    )  # fmt: skip
+    assert done.stdout.strip() == "priorityclass.scheduling.k8s.io/urgent created"
+    kubectl("create", "priorityclass", "batch", "--value=-5", "--global-default")
+    kubectl("create", "priorityclass", "zero", "--value=0")
+    rows = {row[0]: row for row in table(kubectl("get", "pc").stdout)[1:]}
+    assert [rows["urgent"][1], rows["urgent"][2], rows["urgent"][4]] == ["100000", "false", "Never"]
+    assert [rows["batch"][1], rows["batch"][2], rows["batch"][4]] == ["-5", "true", "PreemptLowerPriority"]
+    zero = call(fleet_api, "GET", f"{CLASSES}/zero")[1]
+    assert (zero["value"], zero["preemptionPolicy"]) == (0, "PreemptLowerPriority")
+    assert call(fleet_api, "GET", f"{CLASSES}/urgent")[1]["description"] == "inference first"
+    dry = kubectl("create", "priorityclass", "dry", "--value=1", "--dry-run=server")
+    assert dry.stdout.strip() == "priorityclass.scheduling.k8s.io/dry created (server dry run)"
+    assert call(fleet_api, "GET", f"{CLASSES}/dry")[0] == 404
+    refused = kubectl("create", "priorityclass", "too-high", "--value=1000000001", ok=False)
+    assert refused.stderr.strip() == (
+        'error: failed to create priorityclass: PriorityClass.scheduling.k8s.io "too-high" is invalid: '
+        "value: Forbidden: maximum allowed value of a user defined priority is 1000000000"
+    )
+
+
 INVALID = [
     pytest.param(
         klass("too-high", 1_000_000_001),

@@ -52,6 +52,9 @@ CAN_I = [
     ("alice", ("watch", "queues"), "yes"),
     ("alice", ("create", "elasticquotatree", "-n", "kube-system"), "no"),
     ("alice", ("create", "propagationpolicies", "-n", "team-a"), "no"),
+    ("alice", ("list", "priorityclasses"), "yes"),
+    ("alice", ("create", "priorityclasses"), "no"),
+    ("admin", ("create", "priorityclasses"), "yes"),
     ("alice", ("get", "/healthz"), "yes"),
     ("bob", ("get", "acjob", "-n", "team-a"), "no"),
     ("bob", ("get", "acjob", "-n", "team-b"), "yes"),
@@ -87,7 +90,10 @@ def test_can_i_list_for_a_tenant_and_an_admin(server: FleetApiThread, tmp_path: 
     assert alice["memberclusters.fleet.io"] == ["get", "list", "watch"]
     assert alice["selfsubjectaccessreviews.authorization.k8s.io"] == ["create"]
     assert alice["ascendjobs.mindxdl.gitee.com/status"] == ["get"]  # the status is written by Fleet
-    assert "priorityclasses.scheduling.k8s.io" not in alice
+    # The classes a job may name are read by every user, written by an admin only.
+    assert alice["priorityclasses.scheduling.k8s.io"] == ["get", "list", "watch"]
+    listed = kubectl_as(server, "alice", tmp_path)("get", "priorityclasses")
+    assert listed.returncode == 0 and "No resources found" in listed.stderr
     elsewhere = rules(kubectl_as(server, "alice", tmp_path)("auth", "can-i", "--list", "-n", "team-b").stdout)
     assert "ascendjobs.mindxdl.gitee.com" not in elsewhere
     admin = rules(kubectl_as(server, "admin", tmp_path)("auth", "can-i", "--list", "-n", "team-b").stdout)

@@ -182,9 +182,11 @@ REFUSED = [
     ),
     pytest.param(
         (
+            # The pod template is typed in the schema, as in the CRD: a schema error, worded so.
             {"port": '"2222"'},
             "spec.replicaSpecs.Master.template.spec.containers[0].ports[0].containerPort",
-            'Invalid value: "2222": must be of type integer',
+            'Invalid value: "string": spec.replicaSpecs.Master.template.spec.containers[0].ports[0]'
+            '.containerPort in body must be of type integer: "2222"',
         ),
         id="container-port-as-a-string",
     ),

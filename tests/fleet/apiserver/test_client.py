@@ -126,9 +126,14 @@ def test_invalid_objects_get_field_causes_and_change_nothing(core: Any, apiserve
     assert fields == {"metadata.name", "spec.containers[0].image"}
     assert 'Pod "Bad_Name" is invalid' in status["message"]
     # The typed client refuses unknown fields itself, so this one goes over plain HTTP.
-    unknown = httpx.post(f"{apiserver.url}/api/v1/nodes", json={**node("n1"), "spex": {}})
+    strict = {"fieldValidation": "Strict"}
+    unknown = httpx.post(f"{apiserver.url}/api/v1/nodes", params=strict, json={**node("n1"), "spex": {}})
     assert unknown.status_code == 400 and 'unknown field "spex"' in unknown.json()["message"]
     assert apiserver.store.resource_version == before
+    # Without fieldValidation the server's default is Warn: the field is dropped and said so.
+    warned = httpx.post(f"{apiserver.url}/api/v1/nodes", json={**node("n1"), "spex": {}})
+    assert warned.status_code == 201 and "spex" not in warned.json()
+    assert warned.headers.get_list("warning") == ['299 - "unknown field \\"spex\\""']
 
 
 def test_label_and_field_selectors(core: Any) -> None:

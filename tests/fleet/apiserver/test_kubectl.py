@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.support.apiserver import ApiServerThread
 from tests.support.kinds import ASCENDJOB
@@ -255,3 +257,44 @@ def test_explain_acjob(kubectl: Kubectl) -> None:
     explained = kubectl("explain", "acjob").stdout
     assert "KIND:       AscendJob" in explained and "GROUP:      mindxdl.gitee.com" in explained
     assert "spec\t<Object>" in explained
+
+
+@pytest.mark.parametrize(
+    ("validate", "code", "says"),
+    [
+        ("strict", 1, 'strict decoding error: unknown field "spek"'),
+        ("warn", 0, 'Warning: unknown field "spek"'),
+        ("false", 0, ""),
+    ],
+)
+def test_validate_at_a_member_knows_the_top_level_fields(
+    kubectl: Kubectl, validate: str, code: int, says: str
+) -> None:
+    """A simulated member's kinds have no schema: its API server knows their top-level fields
+    (an unknown one is refused, warned of or dropped as fieldValidation says), nothing below."""
+    job = yaml.safe_load(SAMPLE.read_text())
+    job["spek"] = {"a": 1}
+    job["spec"]["replicaSpecs"]["Master"]["template"]["spec"]["containerz"] = []
+    done = kubectl("apply", "-f", "-", f"--validate={validate}", stdin=yaml.safe_dump(job), ok=False)
+    assert done.returncode == code, done.stderr
+    assert says in done.stderr if says else done.stderr == ""
+    listed = json.loads(kubectl("get", "acjob", "-o", "json").stdout)["items"]
+    if code:
+        assert listed == []
+    else:
+        [kept] = listed
+        assert "spek" not in kept
+        assert kept["spec"]["replicaSpecs"]["Master"]["template"]["spec"]["containerz"] == []
+
+
+def test_typed_create_commands_at_a_member(kubectl: Kubectl) -> None:
+    """kubectl's typed creates (protobuf bodies) of the kinds a member serves; a member has no
+    PriorityClass kind, so creating one is answered as a cluster without it answers."""
+    kubectl("create", "configmap", "env", "--from-literal=EPOCHS=90")
+    kubectl("create", "secret", "generic", "obs", "--from-literal=key=s3cret")
+    kubectl("create", "service", "clusterip", "hosts", "--clusterip=None", "--tcp=2222:2222")
+    names = kubectl("get", "cm,secret,svc", "-o", "name").stdout.split()
+    assert {"configmap/env", "secret/obs", "service/hosts"} <= set(names)
+    missing = kubectl("create", "priorityclass", "urgent", "--value=10", ok=False)
+    assert missing.returncode == 1
+    assert "the server could not find the requested resource" in missing.stderr

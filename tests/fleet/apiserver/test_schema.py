@@ -55,7 +55,13 @@ def test_causes_name_the_field_and_the_rule() -> None:
 def test_openapi_names_the_definitions_after_the_kind() -> None:
     gvk = {"x-kubernetes-group-version-kind": [{"group": "g", "version": "v1", "kind": "Tree"}]}
     out = openapi("g.v1.Tree", SCHEMA, gvk)
-    assert sorted(out) == ["g.v1.Tree", "g.v1.Tree.Node"]
+    own = sorted(name for name in out if not name.startswith("io.k8s."))
+    assert own == ["g.v1.Tree", "g.v1.Tree.Node"]
+    # metadata is Kubernetes' ObjectMeta, under its own name (shared by every kind).
+    assert out["g.v1.Tree"]["properties"]["metadata"]["allOf"] == [
+        {"$ref": "#/components/schemas/io.k8s.v1.ObjectMeta"}
+    ]
+    assert "labels" in out["io.k8s.v1.ObjectMeta"]["properties"]
     root = out["g.v1.Tree"]
     assert root["properties"]["spec"]["properties"]["root"] == {"$ref": "#/components/schemas/g.v1.Tree.Node"}
     assert {"apiVersion", "kind", "metadata", "spec"} <= set(root["properties"])
