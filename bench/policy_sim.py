@@ -144,7 +144,7 @@ class Sim:
                 planner.victims_gone(job)
                 del self.nominees[job]
         snap = ledger.snapshot()
-        active = [leaf for leaf in snap.leaves() if snap.nodes[leaf].pending > 0]
+        active = snap.queues()
         if not active:
             return
         heads = self.heads.heads(active, snap.queue_versions, lambda stale: ledger.class_heads(stale, 8))

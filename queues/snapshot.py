@@ -165,6 +165,17 @@ class Snapshot:
         """Leaf names in tree order (by path)."""
         return sorted((n.name for n in self.nodes.values() if n.is_leaf), key=lambda n: self.nodes[n].path)
 
+    def queues(self) -> list[str]:
+        """The nodes whose own queue a cycle looks at, in tree order: the leaves with pending
+        jobs, and an inner node that still holds jobs queued on it (queued before the first
+        tree was applied, on the implicit root, or on a leaf a tree change then gave children).
+        Such jobs stay charged where they were queued and are scheduled from there, never
+        stranded: no leaf's queue holds them."""
+        return sorted(
+            (n.name for n in self.nodes.values() if (n.pending > 0 if n.is_leaf else n.queued > 0)),
+            key=lambda name: self.nodes[name].path,
+        )
+
     def chain(self, leaf: str) -> tuple[str, ...]:
         return self.nodes[leaf].chain
 

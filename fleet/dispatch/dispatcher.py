@@ -359,7 +359,7 @@ class Dispatcher:
     def _cycle(self, snap: Snapshot, now: float, epoch: int) -> tuple[int, bool]:
         """Plan, admit and place; preempt for refused heads. Returns (placed, whether anything
         happened that may let the next cycle do more)."""
-        active = [leaf for leaf in snap.leaves() if snap.nodes[leaf].pending > 0]
+        active = snap.queues()
         if not active:
             return 0, False
         heads = self._heads.heads(

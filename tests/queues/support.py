@@ -132,15 +132,16 @@ def expected_refusal(
 
     def could_take(name: str, resource: str) -> int:
         """What a subtree's waiting jobs could use of ``resource`` now: its leaves' asks, each
-        node capped by the room its max leaves, nothing under a node at its max-jobs."""
+        node capped by the room its max leaves, nothing under a node at its max-jobs. A node
+        that became an inner node by a tree change while jobs were queued on it still has
+        them: its own asks count beside its children's."""
         node = nodes[name]
         jobs = node.limit(MAX_JOBS)
         if jobs is not None and used(name, MAX_JOBS) >= jobs:
             return 0
-        if node.children:
-            asks = sum(could_take(child.name, resource) for child in node.children)
-        else:
-            asks = (wants or {}).get(name, {}).get(resource, 0)
+        subtree = (wants or {}).get(name, {}).get(resource, 0)  # the whole subtree's asks
+        own = subtree - sum((wants or {}).get(child.name, {}).get(resource, 0) for child in node.children)
+        asks = own + sum(could_take(child.name, resource) for child in node.children)
         limit = node.limit(resource)
         if limit is not None:
             asks = min(asks, limit - used(name, resource))

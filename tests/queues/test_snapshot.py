@@ -192,3 +192,24 @@ def test_fair_shares_give_each_node_its_guarantee_then_what_others_leave(redis_c
     # small wants 5; capped can hold 10 at most; big takes the rest (100 - 5 - 10).
     assert fair["small"][npu] == 5 and fair["capped"][npu] == 10 and fair["big"][npu] == 85
     assert fair["root"][npu] == 100
+
+
+def test_an_inner_node_holding_jobs_queued_on_it_is_a_queue_to_look_at(redis_client: redis.Redis) -> None:
+    """Jobs queued on the implicit root before the first tree, or on a leaf a tree change then
+    gave children, are scheduled from where they wait."""
+    redis_client.flushall()
+    ledger = Ledger(redis_client)
+    ledger.enqueue("ns/early", "root", {"huawei.com/Ascend910": 1}, 0)
+    ledger.apply(
+        make_tree(
+            {
+                "name": "root",
+                "max": {"huawei.com/Ascend910": 8},
+                "children": [{"name": "a", "max": {"huawei.com/Ascend910": 8}, "namespaces": ["a"]}],
+            }
+        )
+    )
+    ledger.enqueue("a/late", "a", {"huawei.com/Ascend910": 1}, 0)
+    snap = ledger.snapshot()
+    assert snap.leaves() == ["a"] and snap.queues() == ["root", "a"]
+    assert [c.heads[0].job for c in ledger.class_heads(snap.queues())["root"]] == ["ns/early"]

@@ -150,6 +150,24 @@ def test_two_dispatchers_only_one_decides_and_the_other_takes_over(
         assert reasons.count("Admitted") == 1, reasons
 
 
+def test_a_job_queued_before_the_tree_was_applied_is_still_dispatched(
+    fleet_factory: Callable[..., RunningFleet],
+) -> None:
+    """Without a tree every job waits on the implicit root; once a tree is applied the root has
+    children and no leaf's queue holds those jobs. They stay charged at the root and the
+    dispatcher schedules them from there (they were stranded for good before)."""
+    fleet = fleet_factory(members=None, syncer=False, tree=None, workers=1)
+    prepared = prepare(_sample("early"), fleet.ledger)
+    assert prepared.leaf == "root"
+    fleet.objects.create(FLEET_ASCENDJOB, prepared.obj)
+    fleet.ledger.apply(load(SAMPLE_TREE.read_text())[0])
+    fleet.ledger.enqueue(prepared.key, "root", prepared.request, prepared.priority)  # queued before it
+    fleet.wait_for(
+        "dispatch from the root's own queue", lambda: current_state(_job(fleet, "early")) == "Dispatched", 30
+    )
+    assert fleet.ledger.usages(["root"])["root"].get("kube-queue/max-jobs") == 1
+
+
 def test_a_job_excluded_from_the_only_member_it_fits_lands_there_at_once_the_exclusion_giving_way(
     fleet_factory: Callable[..., RunningFleet],
 ) -> None:
