@@ -39,13 +39,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fleet.ascend import NPU_RESOURCE
+from fleet.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 from fleet.placement import Demand, MemberCapacity, Placer, job_pod_key
 from fleet.sim.devices import annotation
 from fleet.sim.jobs import build_pods
 from fleet.sim.predicates import PodInfo, node_info, pod_info
 from fleet.sim.scheduler import Cluster, schedule_pods
-from fleet.workloads import JOB_UID_LABEL, ascendjob
-from fleet.workloads.labels import ATTEMPT_LABEL
+from fleet.workloads import ascendjob
 
 #: Fleet's rule, Fleet's rule with member copies pinned to the planned nodes, the summed rule.
 RULES = ("fleet", "pinned", "summed")

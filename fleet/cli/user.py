@@ -45,9 +45,9 @@ from fleet.cli.endpoint import (
 )
 from fleet.jobs.phases import Phase
 from fleet.jobs.status import current_state, last_condition
+from fleet.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 from fleet.members import KubeconfigClients, MemberConfigError
 from fleet.workloads import KINDS, WorkloadAdapter
-from fleet.workloads.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 from queues.views import HEADERS as QUEUE_HEADERS
 
 __all__ = ["clusters", "describe", "get", "queues"]

@@ -23,7 +23,7 @@ Workers (:mod:`~fleet.dispatch.tasks`, run by RQ)
     round sent to one member (one read of their fleet objects, the member calls a few at a
     time in that member's own lane of the worker, so a slow member never holds the worker nor
     the other members' batches; one pipeline of ``Dispatched`` writes), each named and labelled
-    after the fleet job (:mod:`fleet.workloads.labels`), optionally pinned to the planned nodes.
+    after the fleet job (:mod:`fleet.labels`), optionally pinned to the planned nodes.
     Creation is idempotent: an existing copy of the same uid and attempt is adopted, an older
     attempt's copy is deleted first, another job's copy is a conflict. A member that stays
     unreachable gives the job back: its hold and quota are released and it is queued again with that

@@ -76,6 +76,7 @@ from fleet.jobs.phases import FINISHED, HELD, FleetReason, Phase
 from fleet.jobs.status import attempt_of, cluster_of, current_state, mirror
 from fleet.jobs.store import get_jobs, list_jobs, mutate_jobs, try_get_job
 from fleet.jobs.submit import job_key
+from fleet.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
 from fleet.members import DELETED, SYNC, Member, Watcher, WatchEvent
 from fleet.members.errors import redact
 from fleet.placement import job_pod_key
@@ -93,7 +94,6 @@ from fleet.workloads import (
     ref_for,
 )
 from fleet.workloads.base import PodEvidence, unschedulable
-from fleet.workloads.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
 
 __all__ = ["Syncer", "SyncerSettings"]
 

@@ -50,13 +50,13 @@ from fleet.dispatch.preemption import requeued
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import attempt_of, cluster_of, current_state, set_state
 from fleet.jobs.store import get_jobs, mutate_jobs, try_get_job
+from fleet.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 from fleet.members import Conflict, MemberError, MemberRefused, MemberUnavailable, NotFound, Scope, scope_of
 from fleet.members.errors import safe_message
 from fleet.members.guard import BulkheadFull
 from fleet.members.refusals import describe
 from fleet.state import record_event, record_events
 from fleet.workloads import JobRef, job_ref, member_resource, ref_for
-from fleet.workloads.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 
 __all__ = [
     "CLAIM_SECONDS",

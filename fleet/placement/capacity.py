@@ -32,10 +32,10 @@ from fleet.ascend import (
     device_ids,
     node_hardware,
 )
+from fleet.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 from fleet.placement.demand import Vector, pod_requests
 from fleet.placement.npu import take
 from fleet.placement.selectors import BLOCKING_EFFECTS, Taint, parse_taints
-from fleet.workloads.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 from queues.quantity import QuantityError, parse
 
 __all__ = [

@@ -12,7 +12,6 @@ from fleet.workloads.base import (
     WorkloadStatus,
     member_resource,
 )
-from fleet.workloads.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
 from fleet.workloads.registry import (
     KINDS,
     JobRef,
@@ -25,10 +24,6 @@ from fleet.workloads.registry import (
 )
 
 __all__ = [
-    "ATTEMPT_LABEL",
-    "JOB_NAMESPACE_LABEL",
-    "JOB_NAME_LABEL",
-    "JOB_UID_LABEL",
     "KINDS",
     "AscendJobAdapter",
     "FieldError",

@@ -4,7 +4,7 @@ Everything Fleet does to a job that depends on its kind goes through its adapter
 validate it (every failure a :class:`FieldError` with the field path), read its demand for the
 gang fit, map the member copy's status to the fleet object's status, classify it (running,
 succeeded, the user's error, worth retrying elsewhere, stuck pending), and build the member copy
-(labelled with :mod:`fleet.workloads.labels` so it can be traced back). An adapter also owns the
+(labelled with :mod:`fleet.labels` so it can be traced back). An adapter also owns the
 resource it serves (group, version, plural, kind, short names, printer columns: the upstream
 CRD's) and the selector of the pods its operator makes. The dispatcher, syncer, workers, API,
 authorisation and CLI iterate :mod:`fleet.workloads.registry`; adding a kind is adding an
@@ -21,9 +21,9 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from fleet.apiserver.resources import ResourceType
 from fleet.apiserver.validation import label_value
+from fleet.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
 from fleet.members import Resource
 from fleet.placement.demand import Demand
-from fleet.workloads.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
 
 __all__ = [
     "DEFAULT_QUEUE",

@@ -20,9 +20,9 @@ import pytest
 from fleet.connections import check_url, parse_sentinel_url, redis_from_url
 from fleet.jobs import current_state
 from fleet.jobs.status import attempt_of
+from fleet.labels import JOB_UID_LABEL
 from fleet.members import load_members
 from fleet.state import Objects
-from fleet.workloads.labels import JOB_UID_LABEL
 from tests.conftest import _require_redis_server
 from tests.fleet.api.test_durability import SUBMIT, burst, missing
 from tests.fleet.api.test_process import sample_job

@@ -28,8 +28,8 @@ from fleet.api.members import members_from
 from fleet.cli import main
 from fleet.dispatch.health import MemberHealth, write_health
 from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS
+from fleet.labels import JOB_UID_LABEL
 from fleet.state import Objects
-from fleet.workloads.labels import JOB_UID_LABEL
 from queues import Ledger, load
 from tests.support.dispatch_pass import dispatch_once
 from tests.support.fleet_api import FleetApiThread

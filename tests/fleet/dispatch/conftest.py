@@ -19,10 +19,10 @@ from fleet.jobs import current_state, submit
 from fleet.jobs.phases import FleetReason
 from fleet.jobs.status import set_state
 from fleet.jobs.store import list_jobs
+from fleet.labels import JOB_UID_LABEL
 from fleet.members import load_members
 from fleet.state import Objects
 from fleet.workloads import job_key, member_resource
-from fleet.workloads.labels import JOB_UID_LABEL
 from fleet.workloads.t9k_vocabulary import T9K_TFJOB
 from queues import Ledger, load
 from tests.conftest import _require_redis_server

@@ -13,12 +13,12 @@ from fleet.jobs import cluster_of, current_state
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import set_state
 from fleet.jobs.submit import job_key
+from fleet.labels import JOB_UID_LABEL
 from fleet.members import load_members
 from fleet.state import events_for
 from fleet.workloads.kubeflow import mpijob as mpi_adapter
 from fleet.workloads.kubeflow import pytorchjob as torch_adapter
 from fleet.workloads.kubeflow import tfjob as tf_adapter
-from fleet.workloads.labels import JOB_UID_LABEL
 from queues import JobState
 from tests.fleet.dispatch.conftest import A800_POOL, MODULE_POOL, RunningFleet
 from tests.fleet.placement.factory import job

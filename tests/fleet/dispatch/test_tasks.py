@@ -17,8 +17,8 @@ from fleet.dispatch.context import Context, install
 from fleet.dispatch.tasks import CREATE_CONCURRENCY, LANE_WAIT, Claim, _lanes, propagate_batch
 from fleet.jobs import current_state
 from fleet.jobs.phases import FleetReason, Phase
+from fleet.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 from fleet.members import MemberSettings
-from fleet.workloads.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 from tests.fleet.dispatch.conftest import admitted_on
 from tests.support.kinds import FLEET_ASCENDJOB, JOBS
 from tests.support.sim import CARD_POOL, RunningSim, running_sim, small_topology

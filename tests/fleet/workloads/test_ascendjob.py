@@ -8,11 +8,8 @@ from typing import Any
 import pytest
 
 from fleet.ascend import NPU_RESOURCE
+from fleet.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
 from fleet.workloads import (
-    ATTEMPT_LABEL,
-    JOB_NAME_LABEL,
-    JOB_NAMESPACE_LABEL,
-    JOB_UID_LABEL,
     InvalidWorkload,
     UnknownKind,
     adapter_for,
