@@ -103,11 +103,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
-from fleet.api.kinds import fleet_kind
 from fleet.apiserver.errors import Gone
 from fleet.apiserver.kinds import EVENT
 from fleet.connections import redis_from_url
 from fleet.jobs import current_state, submit
+from fleet.kinds import fleet_kind
 from fleet.state import Objects
 from fleet.state.keys import DEFAULT_STATE_KEYS, kind_name
 from fleet.state.wire import decode

@@ -55,10 +55,10 @@ from typing import Any
 import yaml
 
 from fleet.api.keys import DEFAULT_API_KEYS
-from fleet.api.kinds import PROPAGATION_POLICY, fleet_kind
 from fleet.connections import redis_from_url
 from fleet.jobs import current_state, submit
 from fleet.jobs.durability import Durability
+from fleet.kinds import PROPAGATION_POLICY, fleet_kind
 from fleet.members import WatchEvent, load_members
 from fleet.state import Objects
 from fleet.workloads import ascendjob, member_resource

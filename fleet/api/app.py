@@ -32,14 +32,6 @@ from starlette.applications import Starlette
 from fleet.api.auth import FleetAuthorizer, Identity, TokenAuthenticator
 from fleet.api.jobs import JobBackend
 from fleet.api.keys import DEFAULT_API_KEYS, ApiKeys
-from fleet.api.kinds import (
-    ELASTIC_QUOTA_TREE,
-    FLEET_JOB_KINDS,
-    FLEET_NAMESPACE,
-    MEMBER_CLUSTER,
-    PRIORITY_CLASS,
-    QUEUE,
-)
 from fleet.api.members import MemberNames, member_kind
 from fleet.api.metrics import QuotaCollector
 from fleet.api.namespaces import namespace_kind
@@ -53,6 +45,14 @@ from fleet.apiserver.app import build_app
 from fleet.apiserver.reviews import anonymous_info
 from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS, DispatchKeys
 from fleet.jobs.durability import Durability
+from fleet.kinds import (
+    ELASTIC_QUOTA_TREE,
+    FLEET_JOB_KINDS,
+    FLEET_NAMESPACE,
+    MEMBER_CLUSTER,
+    PRIORITY_CLASS,
+    QUEUE,
+)
 from fleet.state import DEFAULT_STATE_KEYS, Objects, RedisStore, StateKeys
 from queues import DEFAULT_KEYS, Keys, Ledger
 

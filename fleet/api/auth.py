@@ -44,7 +44,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from fleet.api.kinds import (
+from fleet.apiserver.app import Access
+from fleet.apiserver.companions import COMPANION_KINDS
+from fleet.apiserver.errors import Forbidden
+from fleet.kinds import (
     ELASTIC_QUOTA_TREE,
     FLEET_EVENT,
     FLEET_JOB_KINDS,
@@ -55,9 +58,6 @@ from fleet.api.kinds import (
     QUEUE,
     fleet_kind,
 )
-from fleet.apiserver.app import Access
-from fleet.apiserver.companions import COMPANION_KINDS
-from fleet.apiserver.errors import Forbidden
 from fleet.workloads import KINDS
 from fleet.workloads.base import Pausable
 

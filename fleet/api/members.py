@@ -45,12 +45,12 @@ from typing import Any
 import redis.asyncio
 
 from fleet.api.computed import ComputedKind
-from fleet.api.kinds import MEMBER_CLUSTER
 from fleet.apiserver.resources import Obj
 from fleet.dispatch.capacity import OBSERVED, parse_capacity
 from fleet.dispatch.health import MemberHealth
 from fleet.dispatch.health import parse as parse_health
 from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS, DispatchKeys
+from fleet.kinds import MEMBER_CLUSTER
 from fleet.members import KubeconfigClients, MemberConfigError
 from fleet.members.errors import redact
 

@@ -45,11 +45,11 @@ import redis.exceptions
 
 from fleet.api.errors import invalid
 from fleet.api.keys import DEFAULT_API_KEYS, ApiKeys
-from fleet.api.kinds import format_amounts
 from fleet.api.warning_headers import warn
 from fleet.apiserver.errors import Cause, Conflict, MethodNotAllowed
 from fleet.apiserver.resources import Obj, ResourceType
 from fleet.apiserver.store import ADDED, DELETED, MODIFIED, WatchEvent, clone
+from fleet.kinds import format_amounts
 from fleet.state import RedisStore
 from queues import ApplyRefused, ElasticQuotaTree, Ledger, Problem, Severity, TreeInvalid, check, queue_views
 from queues.tree import TREE_NAMESPACE

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fleet.api.kinds import (
+from fleet.api.schemas import with_schema
+from fleet.api.validation import validate_job, validate_policy, validate_priority_class
+from fleet.apiserver.companions import COMPANION_KINDS
+from fleet.apiserver.resources import Registry
+from fleet.apiserver.reviews import with_reviews
+from fleet.kinds import (
     ELASTIC_QUOTA_TREE,
     FLEET_EVENT,
     FLEET_JOB_KINDS,
@@ -14,11 +19,6 @@ from fleet.api.kinds import (
     PRIORITY_CLASS,
     QUEUE,
 )
-from fleet.api.schemas import with_schema
-from fleet.api.validation import validate_job, validate_policy, validate_priority_class
-from fleet.apiserver.companions import COMPANION_KINDS
-from fleet.apiserver.resources import Registry
-from fleet.apiserver.reviews import with_reviews
 
 __all__ = ["fleet_registry"]
 

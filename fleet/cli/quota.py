@@ -18,7 +18,6 @@ import redis
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from fleet.api.kinds import ELASTIC_QUOTA_TREE
 from fleet.cli.endpoint import (
     REQUEST_TIMEOUT,
     EndpointError,
@@ -31,6 +30,7 @@ from fleet.cli.endpoint import (
 )
 from fleet.cli.options import redis_url_checked
 from fleet.connections import ONE_SHOT_RETRIES, mask_url, redis_from_url
+from fleet.kinds import ELASTIC_QUOTA_TREE
 from queues import (
     ApplyRefused,
     Ledger,

@@ -30,7 +30,6 @@ import urllib3
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from fleet.api.kinds import MEMBER_CLUSTER, QUEUE, amounts, nodes_by_free_cell, npus_cell
 from fleet.apiserver.tables import since
 from fleet.cli.endpoint import (
     REQUEST_TIMEOUT,
@@ -45,6 +44,7 @@ from fleet.cli.endpoint import (
 )
 from fleet.jobs.phases import Phase
 from fleet.jobs.status import current_state, last_condition
+from fleet.kinds import MEMBER_CLUSTER, QUEUE, amounts, nodes_by_free_cell, npus_cell
 from fleet.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 from fleet.members import KubeconfigClients, MemberConfigError
 from fleet.workloads import KINDS, WorkloadAdapter

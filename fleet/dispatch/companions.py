@@ -34,7 +34,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from fleet.api.kinds import FLEET_JOB_KINDS
 from fleet.apiserver.companions import CONFIGMAP, SECRET, SERVICE
 from fleet.apiserver.resources import ResourceType
 from fleet.dispatch.context import Context, policy_for
@@ -42,6 +41,7 @@ from fleet.dispatch.handback import COMPONENT
 from fleet.jobs.phases import FINISHED, FleetReason
 from fleet.jobs.status import cluster_of, current_state
 from fleet.jobs.store import list_jobs
+from fleet.kinds import FLEET_JOB_KINDS
 from fleet.members import Conflict, Member, MemberError, NotFound
 from fleet.members.errors import safe_message
 from fleet.state import record_event

@@ -16,9 +16,9 @@ from typing import Any, Final
 import redis
 from rq import Queue
 
-from fleet.api.kinds import POLICY_KINDS
 from fleet.dispatch.degraded import Marks
 from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS, EVICT_QUEUE, PROPAGATE_QUEUE, PURGE_QUEUE, DispatchKeys
+from fleet.kinds import POLICY_KINDS
 from fleet.members import Member, MemberSettings, load_members
 from fleet.placement import RedisReservations
 from fleet.policy import PropagationPolicy, default_policy, select_policy

@@ -60,7 +60,6 @@ from typing import Any, Final
 from prometheus_client import Counter, Gauge, Histogram
 from rq import Retry
 
-from fleet.api.kinds import FLEET_JOB_KINDS
 from fleet.apiserver.companions import COMPANION_KINDS
 from fleet.apiserver.errors import Gone
 from fleet.apiserver.resources import ResourceType
@@ -76,6 +75,7 @@ from fleet.jobs.phases import FINISHED, HELD, FleetReason, Phase
 from fleet.jobs.status import attempt_of, cluster_of, current_state, mirror
 from fleet.jobs.store import get_jobs, list_jobs, mutate_jobs, try_get_job
 from fleet.jobs.submit import job_key
+from fleet.kinds import FLEET_JOB_KINDS
 from fleet.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
 from fleet.members import DELETED, SYNC, Member, Watcher, WatchEvent
 from fleet.members.errors import redact

@@ -64,7 +64,7 @@ from typing import Any, Final, Protocol
 
 import redis
 
-from fleet.api.kinds import PRIORITY_CLASS
+from fleet.kinds import PRIORITY_CLASS
 from fleet.state import Objects
 from fleet.state.keys import kind_name
 from fleet.state.wire import text

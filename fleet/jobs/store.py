@@ -1,6 +1,6 @@
 """The fleet's jobs of every kind in :class:`fleet.state.Objects`, by job key.
 
-Each kind is stored under its own identity (:func:`fleet.api.kinds.fleet_kind`); the dispatcher,
+Each kind is stored under its own identity (:func:`fleet.kinds.fleet_kind`); the dispatcher,
 workers and syncer name jobs by key (:func:`fleet.workloads.job_key`, which carries the kind), so
 these helpers read and write a batch of keys of mixed kinds with one round trip per kind, results
 in the order asked.
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fleet.api.kinds import FLEET_JOB_KINDS, fleet_kind
 from fleet.apiserver.resources import Obj, ResourceType
+from fleet.kinds import FLEET_JOB_KINDS, fleet_kind
 from fleet.state import Fence, Objects
 from fleet.workloads import JobRef, WorkloadAdapter, job_ref
 

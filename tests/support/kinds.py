@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from fleet.api.kinds import fleet_kind
+from fleet.kinds import fleet_kind
 from fleet.workloads import ascendjob, member_resource
 from fleet.workloads.ascendjob import ASCENDJOB
 from fleet.workloads.kubeflow import pytorchjob

@@ -340,8 +340,8 @@ def test_secrets_are_their_namespaces_like_jobs(server: FleetApiThread, who: str
 def test_a_namespace_token_grants_every_job_kind_there_and_no_other() -> None:
     """The job kinds are authorised alike: each one of the registry, in the user's namespace."""
     from fleet.api.auth import FleetAuthorizer, Identity
-    from fleet.api.kinds import FLEET_JOB_KINDS
     from fleet.apiserver.app import Access
+    from fleet.kinds import FLEET_JOB_KINDS
 
     authorizer = FleetAuthorizer([Identity("alice", "1", frozenset({"namespace:team-a"}))])
     assert len(FLEET_JOB_KINDS) >= 4

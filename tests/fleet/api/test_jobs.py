@@ -15,7 +15,7 @@ import pytest
 import redis
 import yaml
 
-from fleet.api.kinds import FLEET_EVENT
+from fleet.kinds import FLEET_EVENT
 from fleet.state import Objects
 from queues import Ledger
 from tests.fleet.api.conftest import JOB, JOB_NAME, JOBS, TREE, call

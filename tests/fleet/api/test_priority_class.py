@@ -16,8 +16,8 @@ import pytest
 import redis
 import yaml
 
-from fleet.api.kinds import FLEET_EVENT, PRIORITY_CLASS
 from fleet.jobs.submit import enqueue
+from fleet.kinds import FLEET_EVENT, PRIORITY_CLASS
 from fleet.state import Objects
 from queues import Ledger
 from tests.fleet.api.conftest import JOB, JOB_NAME, JOBS, TREE, call

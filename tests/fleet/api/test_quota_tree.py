@@ -9,7 +9,7 @@ import pytest
 import redis
 import yaml
 
-from fleet.api.kinds import ELASTIC_QUOTA_TREE
+from fleet.kinds import ELASTIC_QUOTA_TREE
 from fleet.state import Objects
 from queues import Ledger
 from tests.fleet.api.conftest import JOB, TREE

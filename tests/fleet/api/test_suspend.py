@@ -14,9 +14,9 @@ import redis
 import yaml
 
 from fleet.api.auth import parse_token_file
-from fleet.api.kinds import fleet_kind
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import set_state
+from fleet.kinds import fleet_kind
 from fleet.state import Objects
 from fleet.workloads.kubeflow import pytorchjob
 from queues import JobState, Ledger

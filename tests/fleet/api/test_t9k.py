@@ -10,10 +10,10 @@ import redis
 import yaml
 
 from fleet.api.auth import parse_token_file
-from fleet.api.kinds import fleet_kind
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import set_state
 from fleet.jobs.submit import job_key
+from fleet.kinds import fleet_kind
 from fleet.state import Objects
 from fleet.workloads.t9k import t9k_tfjob
 from queues import QUOTA_LABEL, JobState, Ledger

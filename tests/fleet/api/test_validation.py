@@ -10,13 +10,13 @@ import redis
 import yaml
 from pydantic import BaseModel
 
-from fleet.api.kinds import (
+from fleet.api.schemas import load
+from fleet.kinds import (
     CLUSTER_PROPAGATION_POLICY,
     KARMADA_CLUSTER_PROPAGATION_POLICY,
     KARMADA_PROPAGATION_POLICY,
     PROPAGATION_POLICY,
 )
-from fleet.api.schemas import load
 from fleet.policy import PolicySpec
 from fleet.state import Objects
 from tests.fleet.api.conftest import POLICIES

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from fleet.api.kinds import KARMADA_PROPAGATION_POLICY
 from fleet.dispatch.companions import COMPANION_LABEL
 from fleet.jobs import cluster_of, current_state
+from fleet.kinds import KARMADA_PROPAGATION_POLICY
 from fleet.members import NotFound, load_members
 from tests.fleet.dispatch.conftest import RunningFleet
 from tests.support.fleet_api import FleetApiThread

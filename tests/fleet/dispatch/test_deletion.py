@@ -23,7 +23,7 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from fleet.api.kinds import PROPAGATION_POLICY
+from fleet.kinds import PROPAGATION_POLICY
 from tests.fleet.dispatch.conftest import MODULE_POOL, RunningFleet
 from tests.fleet.placement.factory import job
 from tests.support.fleet_api import FleetApiThread, official_client

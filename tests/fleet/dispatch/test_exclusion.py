@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 import redis
 
-from fleet.api.kinds import PROPAGATION_POLICY
 from fleet.dispatch.context import DEFAULT_POLICY, Context
 from fleet.dispatch.handback import (
     EXCLUDED_FIRMLY,
@@ -28,6 +27,7 @@ from fleet.dispatch.handback import (
 from fleet.jobs import submit
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import attempt_of, current_state, set_state
+from fleet.kinds import PROPAGATION_POLICY
 from fleet.policy import Failover
 from queues import JobState
 from tests.fleet.placement.factory import job

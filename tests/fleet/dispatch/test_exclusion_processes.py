@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from fleet.api.kinds import PROPAGATION_POLICY
 from fleet.jobs import attempt_of, cluster_of, current_state
+from fleet.kinds import PROPAGATION_POLICY
 from tests.fleet.dispatch.conftest import A800_POOL, MODULE_POOL, RunningFleet
 from tests.fleet.placement.factory import job
 from tests.support.kinds import FLEET_ASCENDJOB

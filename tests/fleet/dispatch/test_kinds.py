@@ -8,11 +8,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fleet.api.kinds import PROPAGATION_POLICY, fleet_kind
 from fleet.jobs import cluster_of, current_state
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import set_state
 from fleet.jobs.submit import job_key
+from fleet.kinds import PROPAGATION_POLICY, fleet_kind
 from fleet.labels import JOB_UID_LABEL
 from fleet.members import load_members
 from fleet.state import events_for

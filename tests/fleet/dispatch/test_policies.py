@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 import yaml
 
-from fleet.api.kinds import (
+from fleet.jobs import cluster_of, current_state
+from fleet.kinds import (
     CLUSTER_PROPAGATION_POLICY,
     KARMADA_CLUSTER_PROPAGATION_POLICY,
     KARMADA_PROPAGATION_POLICY,
 )
-from fleet.jobs import cluster_of, current_state
 from tests.fleet.dispatch.conftest import A800_POOL, MODULE_POOL, RunningFleet
 from tests.fleet.placement.factory import job
 from tests.support.kinds import FLEET_ASCENDJOB

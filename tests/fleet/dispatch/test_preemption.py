@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from fleet.api.kinds import PRIORITY_CLASS
 from fleet.jobs import current_state
+from fleet.kinds import PRIORITY_CLASS
 from fleet.state import events_for
 from tests.fleet.dispatch.conftest import MODULE_POOL, RunningFleet
 from tests.fleet.placement.factory import job

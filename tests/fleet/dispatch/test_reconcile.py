@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 import redis
 
-from fleet.api.kinds import fleet_kind
 from fleet.apiserver.resources import ResourceType
 from fleet.dispatch.context import Context
 from fleet.dispatch.dispatcher import Dispatcher
@@ -19,6 +18,7 @@ from fleet.jobs.pause import held_entry
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import cluster_of, current_state, set_state
 from fleet.jobs.submit import job_key
+from fleet.kinds import fleet_kind
 from fleet.placement import Placer
 from fleet.state import Objects, events_for
 from fleet.workloads import adapter_for

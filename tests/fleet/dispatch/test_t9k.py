@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fleet.api.kinds import fleet_kind
 from fleet.jobs import attempt_of, cluster_of, current_state
+from fleet.kinds import fleet_kind
 from fleet.workloads.t9k import t9k_tfjob
 from tests.fleet.dispatch.conftest import RunningFleet
 from tests.support.sim import CARD_POOL

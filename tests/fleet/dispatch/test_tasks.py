@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 import redis
 
-from fleet.api.kinds import PROPAGATION_POLICY
 from fleet.dispatch import degraded
 from fleet.dispatch.context import Context, install
 from fleet.dispatch.tasks import CREATE_CONCURRENCY, LANE_WAIT, Claim, _lanes, propagate_batch
 from fleet.jobs import current_state
 from fleet.jobs.phases import FleetReason, Phase
+from fleet.kinds import PROPAGATION_POLICY
 from fleet.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 from fleet.members import MemberSettings
 from tests.fleet.dispatch.conftest import admitted_on

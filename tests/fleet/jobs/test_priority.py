@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 import redis
 
-from fleet.api.kinds import PRIORITY_CLASS
 from fleet.jobs import PriorityClasses, PriorityClassNotFound, job_priority, submit
 from fleet.jobs.priority import (
     PRIORITY_ANNOTATION,
@@ -18,6 +17,7 @@ from fleet.jobs.priority import (
     resolve,
 )
 from fleet.jobs.submit import enqueue, prepare
+from fleet.kinds import PRIORITY_CLASS
 from fleet.state import Objects
 from fleet.workloads import InvalidWorkload
 from queues import Ledger

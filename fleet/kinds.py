@@ -12,7 +12,8 @@ read-only kinds of Fleet's own group (``fleet.io/v1alpha1``): MemberCluster (one
 kubeconfig, its health as the syncer last probed it) and Queue (one per quota tree node, from the
 ledger). They have no ``create``/``update``/``delete`` verbs, so discovery tells kubectl so; the
 API answers 405. This module only describes the kinds; their behaviour lives in the backends of
-:mod:`fleet.api`.
+:mod:`fleet.api`. It sits below the roles (the API, the dispatch roles, :mod:`fleet.jobs`), which
+all name these kinds, and above the workload adapters it builds the job kinds from.
 """
 
 from __future__ import annotations
