@@ -42,9 +42,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.dispatch_bench import _cpu_seconds, _one_npu_job, _wait
 from fleet.connections import redis_from_url
-from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS
 from fleet.jobs import submit
 from fleet.state import Objects
+from fleet.state.dispatch_keys import DEFAULT_DISPATCH_KEYS
 from queues import Ledger
 from tests.support.fleet import FleetProcesses
 from tests.support.net import free_port

@@ -43,7 +43,6 @@ from fleet.api.store import FleetStore
 from fleet.api.warning_headers import WarningHeaders
 from fleet.apiserver.app import build_app
 from fleet.apiserver.reviews import anonymous_info
-from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS, DispatchKeys
 from fleet.jobs.durability import Durability
 from fleet.kinds import (
     ELASTIC_QUOTA_TREE,
@@ -54,6 +53,7 @@ from fleet.kinds import (
     QUEUE,
 )
 from fleet.state import DEFAULT_STATE_KEYS, Objects, RedisStore, StateKeys
+from fleet.state.dispatch_keys import DEFAULT_DISPATCH_KEYS, DispatchKeys
 from queues import DEFAULT_KEYS, Keys, Ledger
 
 __all__ = ["FleetApi", "build_fleet_api"]

@@ -6,8 +6,8 @@ this module takes nothing from it but the context names, so no server address, t
 certificate can reach a response or a log line. The file is read again when it changes, so a
 member added to it shows up without a restart.
 
-Health comes from the syncer's hash (:attr:`fleet.dispatch.keys.DispatchKeys.health`), one
-:class:`fleet.dispatch.health.MemberHealth` record per member, read through that module: its
+Health comes from the syncer's hash (:attr:`fleet.state.dispatch_keys.DispatchKeys.health`), one
+:class:`fleet.state.member_health.MemberHealth` record per member, read through that module: its
 ``ready`` is the Ready condition's status, ``since`` its ``lastTransitionTime``, ``probed`` its
 ``lastProbeTime`` and ``error`` its message. A member the syncer has not probed yet is
 ``Unknown``.
@@ -27,7 +27,7 @@ The object::
          allocatable: {cpu: "752", huawei.com/Ascend910: "32", memory: 6000Gi}, free: {...}}
       capacityObservedTime: ...               # when the dispatcher's capacity feed saw it
 
-Capacity comes from the capacity hash (:mod:`fleet.dispatch.capacity`), which the dispatcher
+Capacity comes from the capacity hash (:mod:`fleet.state.member_capacity`), which the dispatcher
 writes from its node and pod watches of every member; without a record (no dispatcher running,
 the member not listed yet) the capacity fields are absent and the tables say ``<unknown>``.
 """
@@ -46,13 +46,13 @@ import redis.asyncio
 
 from fleet.api.computed import ComputedKind
 from fleet.apiserver.resources import Obj
-from fleet.dispatch.capacity import OBSERVED, parse_capacity
-from fleet.dispatch.health import MemberHealth
-from fleet.dispatch.health import parse as parse_health
-from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS, DispatchKeys
 from fleet.kinds import MEMBER_CLUSTER
 from fleet.members import KubeconfigClients, MemberConfigError
 from fleet.members.errors import redact
+from fleet.state.dispatch_keys import DEFAULT_DISPATCH_KEYS, DispatchKeys
+from fleet.state.member_capacity import OBSERVED, parse_capacity
+from fleet.state.member_health import MemberHealth
+from fleet.state.member_health import parse as parse_health
 
 __all__ = ["KubeconfigMembers", "MemberNames", "member_kind", "member_object", "members_from"]
 
@@ -113,7 +113,7 @@ def _timestamp(epoch: float) -> str | None:
 
 
 def capacity_status(record: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The status fields of a capacity record (:mod:`fleet.dispatch.capacity`); none without one
+    """The status fields of a capacity record (:mod:`fleet.state.member_capacity`); none without one
     (the capacity of a member the feed has not listed is unknown, not zero)."""
     if record is None:
         return {}

@@ -5,11 +5,12 @@ The feed (:class:`fleet.placement.feeder.CapacityFeeder`) keeps every member's c
 from its node and pod watches, in the dispatcher process (leader and standbys alike: each holds
 the same live picture). :class:`CapacityPublisher` writes the view of it
 (:func:`fleet.placement.view.capacity_view`) to the capacity hash
-(:attr:`fleet.dispatch.keys.DispatchKeys.capacity`, member -> JSON) at most once per
+(:attr:`fleet.state.dispatch_keys.DispatchKeys.capacity`, member -> JSON) at most once per
 ``interval`` per member whose summary changed, and every member again after
 ``refresh_seconds``, so a view never lags the feed by more than ``interval`` and its
 ``observedTime`` says how fresh it is. A member not listed yet has no view (its capacity is
-unknown, not zero). Readers go through :func:`parse_capacity`; nobody else spells the record.
+unknown, not zero). Readers go through :func:`fleet.state.member_capacity.parse_capacity`;
+nobody else spells the record.
 """
 
 from __future__ import annotations
@@ -18,33 +19,17 @@ import json
 import logging
 import threading
 import time
-from typing import Any, Final
 
 import redis
 
-from fleet.dispatch.keys import DispatchKeys
 from fleet.placement.placer import Placer
 from fleet.placement.view import capacity_view
+from fleet.state.dispatch_keys import DispatchKeys
+from fleet.state.member_capacity import OBSERVED
 
-__all__ = ["OBSERVED", "CapacityPublisher", "parse_capacity"]
+__all__ = ["CapacityPublisher"]
 
 log = logging.getLogger("fleet.dispatch.capacity")
-
-#: The record's field holding when the feed's view was taken (epoch seconds).
-OBSERVED: Final = "observed"
-
-
-def parse_capacity(raw: bytes | str | None) -> dict[str, Any] | None:
-    """A record as the hash holds it; ``None`` when absent or unreadable."""
-    if raw is None:
-        return None
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("accelerators"), list):
-        return None
-    return data
 
 
 class CapacityPublisher:

@@ -17,12 +17,18 @@ import redis
 from rq import Queue
 
 from fleet.dispatch.degraded import Marks
-from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS, EVICT_QUEUE, PROPAGATE_QUEUE, PURGE_QUEUE, DispatchKeys
 from fleet.kinds import POLICY_KINDS
 from fleet.members import Member, MemberSettings, load_members
 from fleet.placement import RedisReservations
 from fleet.policy import PropagationPolicy, default_policy, select_policy
 from fleet.state import Objects
+from fleet.state.dispatch_keys import (
+    DEFAULT_DISPATCH_KEYS,
+    EVICT_QUEUE,
+    PROPAGATE_QUEUE,
+    PURGE_QUEUE,
+    DispatchKeys,
+)
 from fleet.workloads import KINDS
 from queues import Ledger
 

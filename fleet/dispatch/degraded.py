@@ -6,7 +6,7 @@ then calls it Ready, yet every create sent there holds a worker for its timeout.
 first: a member's circuit breaker (:mod:`fleet.members.guard`) that opens on timeouts marks the
 member degraded here; the next call to it that succeeds clears the mark.
 
-The mark is one field of its own hash (:attr:`fleet.dispatch.keys.DispatchKeys.degraded`), apart
+The mark is one field of its own hash (:attr:`fleet.state.dispatch_keys.DispatchKeys.degraded`), apart
 from the syncer's health record, as JSON: ``since`` (when it turned degraded, kept while it
 stays so, whatever process renews it), ``until`` (the dispatcher avoids the member while
 ``until`` is ahead: each new opening pushes it :data:`HOLD_SECONDS` on; once it lapses the
@@ -35,8 +35,8 @@ from typing import Any, Final
 
 import redis
 
-from fleet.dispatch.keys import DispatchKeys
 from fleet.members.guard import State, Transition
+from fleet.state.dispatch_keys import DispatchKeys
 
 __all__ = ["HOLD_SECONDS", "Degraded", "Marks", "active", "clear", "mark", "read"]
 

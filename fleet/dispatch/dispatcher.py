@@ -61,7 +61,6 @@ from fleet.dispatch.handback import (
     members_left,
     refused_by,
 )
-from fleet.dispatch.health import read_health
 from fleet.dispatch.lease import LEASE_SECONDS, STANDBY_POLL_SECONDS, Lease, Renewer
 from fleet.dispatch.preemption import PREEMPTED_BY, PREEMPTIONS, RUNNING_STATES, mark_victims
 from fleet.dispatch.tasks import Propagation, propagate_batch
@@ -75,6 +74,7 @@ from fleet.jobs.submit import enqueue, job_key
 from fleet.placement import Demand, Placer, PlaceRequest, job_pod_key, never_fits
 from fleet.policy import PropagationPolicy
 from fleet.state import Fence, Fenced, record_event, record_events
+from fleet.state.member_health import read_health
 from fleet.workloads import KINDS, InvalidWorkload, JobRef, UnknownKind, adapter_for, job_ref
 from queues import JobState, LedgerError
 from queues.heads import ClassHeads, HeadCache, RunningJob, class_request

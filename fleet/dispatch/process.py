@@ -18,13 +18,13 @@ from fleet.connections import mask_url, redis_from_url
 from fleet.dispatch.capacity import CapacityPublisher
 from fleet.dispatch.context import CLAIM_SECONDS, Context, install
 from fleet.dispatch.dispatcher import Dispatcher, DispatcherSettings
-from fleet.dispatch.health import read_health
 from fleet.dispatch.ownership import Shards
 from fleet.dispatch.syncer import Syncer, SyncerSettings
 from fleet.dispatch.worker import Worker
 from fleet.members import member_labels
 from fleet.placement import Placer
 from fleet.placement.feeder import CapacityFeeder
+from fleet.state.member_health import read_health
 
 __all__ = ["run_dispatcher", "run_syncer", "run_worker"]
 

@@ -25,7 +25,7 @@ labels (fleet job, uid, attempt) against the fleet object:
 
 Health: each member is probed every ``probe_interval``; it turns NotReady after
 ``failure_threshold`` failures in a row and Ready after ``success_threshold`` successes. The state
-is a :class:`fleet.dispatch.health.MemberHealth` record in the health hash, written after every
+is a :class:`fleet.state.member_health.MemberHealth` record in the health hash, written after every
 probe and read back when the syncer starts (or first probes a member it did not have): a restart
 continues the NotReady clock and the failure count where they were (a member is failed over
 only once a probe of this syncer confirmed the record: it may have come back meanwhile). A member
@@ -67,7 +67,6 @@ from fleet.ascend import Condition
 from fleet.dispatch.context import Context, policy_for
 from fleet.dispatch.deletion import complete, is_deleting, left_entry, terminating
 from fleet.dispatch.handback import COMPONENT, Blame, clear_inflight, finish, give_back
-from fleet.dispatch.health import MemberHealth, read_health, write_health
 from fleet.dispatch.ownership import Shards
 from fleet.dispatch.preemption import is_being_preempted, requeued
 from fleet.jobs.pause import parse_held_entry
@@ -82,6 +81,7 @@ from fleet.members.errors import redact
 from fleet.placement import job_pod_key
 from fleet.policy import ApplicationFailover, PropagationPolicy, PurgeMode
 from fleet.state import record_event, record_events
+from fleet.state.member_health import MemberHealth, read_health, write_health
 from fleet.workloads import (
     KINDS,
     JobRef,
@@ -754,7 +754,7 @@ class Syncer:
 
     def _purge_held(self) -> None:
         """Purge the copies of the jobs held (paused, suspended) while placed (their records in
-        :attr:`~fleet.dispatch.keys.DispatchKeys.held`, written by :mod:`fleet.jobs.pause`), on
+        :attr:`~fleet.state.dispatch_keys.DispatchKeys.held`, written by :mod:`fleet.jobs.pause`), on
         the members this syncer owns, and drop their capacity holds. The ledger is left alone:
         the hold gave the quota back, and the job may be queued again already. The purge task
         never touches a successor (another uid or attempt)."""

@@ -18,7 +18,7 @@ fleet either:
 * held while ``Queued``, it leaves its queue; while ``Admitted``, ``Dispatched`` or running in a
   member, its quota is given back at once and the fleet object stops naming the member: the
   syncer then deletes the member copy at once whatever the purge mode (the copy is recorded in
-  :attr:`~fleet.dispatch.keys.DispatchKeys.held`), and drops its capacity hold. A member copy is
+  :attr:`~fleet.state.dispatch_keys.DispatchKeys.held`), and drops its capacity hold. A member copy is
   never suspended in place: Fleet holds the job, the member no longer has it;
 * released (the switch off again), it is ``Queued`` again on its leaf, with the priority
   recorded at its submission, and goes through admission and placement like any job (a new
@@ -41,12 +41,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleet.apiserver.resources import Obj, ResourceType
-from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS
 from fleet.jobs.phases import FINISHED, HELD, FleetReason, Phase
 from fleet.jobs.status import attempt_of, current_state, set_state
 from fleet.jobs.store import job_kind
 from fleet.jobs.submit import COMPONENT, enqueue, job_key
 from fleet.state import Objects, record_event
+from fleet.state.dispatch_keys import DEFAULT_DISPATCH_KEYS
 from fleet.workloads import adapter_for
 from fleet.workloads.base import MIRRORED_FIELDS, Pausable
 from queues import Ledger
@@ -148,7 +148,7 @@ def mark_paused(status: dict[str, Any], adapter: Pausable) -> None:
 
 
 def held_entry(member: str, key: str, uid: str, attempt: int) -> str:
-    """The record, in :attr:`fleet.dispatch.keys.DispatchKeys.held`, of the copy in ``member``
+    """The record, in :attr:`fleet.state.dispatch_keys.DispatchKeys.held`, of the copy in ``member``
     of attempt ``attempt`` of held job ``key`` (uid ``uid``), for the syncer to purge."""
     return f"{member}|{key}|{uid}|{attempt}"
 

@@ -82,6 +82,13 @@ One slot
     counter (lists at an exact version), and nothing needs cross-slot transactions. The price is
     that this state does not shard across a cluster: it scales up (one Redis primary holds
     the fleet's objects, with replicas for reads and failover), which the design accepts.
+
+The roles' own records
+    Beside the objects, the records the roles share with the API and ``fleet up``, so that none
+    of these readers imports a role: the dispatch roles' key names and RQ queues
+    (:mod:`fleet.state.dispatch_keys`), a member's health as the syncer probed it
+    (:mod:`fleet.state.member_health`) and its capacity as the dispatcher's feed saw it
+    (:mod:`fleet.state.member_capacity`).
 """
 
 from fleet.state.aio import RedisStore

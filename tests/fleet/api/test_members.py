@@ -15,8 +15,8 @@ import redis
 import yaml
 
 from fleet.api.members import members_from
-from fleet.dispatch.health import MemberHealth, write_health
-from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS
+from fleet.state.dispatch_keys import DEFAULT_DISPATCH_KEYS
+from fleet.state.member_health import MemberHealth, write_health
 from tests.fleet.api.conftest import TREE
 from tests.support.fleet_api import FleetApiThread
 from tests.support.kubectl import Kubectl, require_kubectl, table

@@ -26,10 +26,10 @@ from kubernetes import config as k8s_config
 from fleet.api.auth import ADMIN_GROUP, NAMESPACE_GROUP_PREFIX, Identity
 from fleet.api.members import members_from
 from fleet.cli import main
-from fleet.dispatch.health import MemberHealth, write_health
-from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS
 from fleet.labels import JOB_UID_LABEL
 from fleet.state import Objects
+from fleet.state.dispatch_keys import DEFAULT_DISPATCH_KEYS
+from fleet.state.member_health import MemberHealth, write_health
 from queues import Ledger, load
 from tests.support.dispatch_pass import dispatch_once
 from tests.support.fleet_api import FleetApiThread

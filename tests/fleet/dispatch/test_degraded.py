@@ -8,8 +8,8 @@ import redis
 
 from fleet.dispatch import degraded
 from fleet.dispatch.degraded import Marks, adopt
-from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS as KEYS
 from fleet.members.guard import CircuitBreaker, State, Transition
+from fleet.state.dispatch_keys import DEFAULT_DISPATCH_KEYS as KEYS
 
 
 def test_a_mark_keeps_its_since_while_renewed_and_is_cleared_by_a_success(fake_redis: redis.Redis) -> None:

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS
 from fleet.jobs import cluster_of, current_state, prepare
 from fleet.members import load_members
 from fleet.state import events_for
+from fleet.state.dispatch_keys import DEFAULT_DISPATCH_KEYS
 from queues import load
 from tests.fleet.dispatch.conftest import RunningFleet
 from tests.fleet.placement.factory import sample_job

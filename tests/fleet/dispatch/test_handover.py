@@ -16,8 +16,8 @@ from collections.abc import Callable
 import pytest
 from rq import Worker
 
-from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS
 from fleet.jobs.phases import Phase
+from fleet.state.dispatch_keys import DEFAULT_DISPATCH_KEYS
 from tests.fleet.dispatch.conftest import MODULE_POOL, RunningFleet, mixed_job
 
 pytestmark = pytest.mark.integration

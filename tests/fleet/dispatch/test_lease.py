@@ -6,8 +6,8 @@ import time
 
 import redis
 
-from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS
 from fleet.dispatch.lease import Lease, Renewer
+from fleet.state.dispatch_keys import DEFAULT_DISPATCH_KEYS
 
 
 def test_only_one_holder_at_a_time(redis_client: redis.Redis) -> None:

@@ -10,8 +10,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS
 from fleet.dispatch.ownership import Shards, assignment
+from fleet.state.dispatch_keys import DEFAULT_DISPATCH_KEYS
 
 MEMBERS = [f"member-{i}" for i in range(30)]
 TTL = 0.6

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from fleet.dispatch.health import MemberHealth, read_health, write_health
-from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS
 from fleet.jobs import cluster_of, current_state
 from fleet.kinds import PROPAGATION_POLICY
+from fleet.state.dispatch_keys import DEFAULT_DISPATCH_KEYS
+from fleet.state.member_health import MemberHealth, read_health, write_health
 from tests.fleet.dispatch.conftest import A800_POOL, MODULE_POOL, RunningFleet
 from tests.fleet.placement.factory import job
 from tests.support.kinds import FLEET_ASCENDJOB

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from fleet.dispatch import degraded
-from fleet.dispatch.health import parse
-from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS
 from fleet.jobs import cluster_of, current_state
 from fleet.jobs.phases import FleetReason
 from fleet.kinds import PROPAGATION_POLICY
+from fleet.state.dispatch_keys import DEFAULT_DISPATCH_KEYS
+from fleet.state.member_health import parse
 from tests.fleet.dispatch.conftest import A800_POOL, MODULE_POOL, RunningFleet
 from tests.fleet.placement.factory import job
 from tests.support.job_clock import JobClock

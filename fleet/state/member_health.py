@@ -1,7 +1,7 @@
 """A member's health: the one record the syncer writes and every reader reads.
 
 The syncer probes each member (:meth:`fleet.members.Member.probe`) and keeps the result in the
-health hash (:attr:`fleet.dispatch.keys.DispatchKeys.health`, member -> JSON of a
+health hash (:attr:`fleet.state.dispatch_keys.DispatchKeys.health`, member -> JSON of a
 :class:`MemberHealth`). The record is the state decisions are taken on, not a report of them:
 
 * ``ready`` and ``since`` say whether the member is Ready and since when (epoch seconds). A
@@ -28,7 +28,7 @@ from typing import Any, Final
 
 import redis
 
-from fleet.dispatch.keys import DispatchKeys
+from fleet.state.dispatch_keys import DispatchKeys
 
 __all__ = ["MemberHealth", "health_items", "parse", "read_health", "write_health"]
 

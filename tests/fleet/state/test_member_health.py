@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from fleet.dispatch.health import MemberHealth, health_items, parse
+from fleet.state.member_health import MemberHealth, health_items, parse
 
 THRESHOLDS = {"failure_threshold": 3, "success_threshold": 2}
 
