@@ -77,9 +77,7 @@ def up(
     log_level: str,
 ) -> None:
     """Run Redis, simulated members, syncer, worker, dispatcher and the fleet API until Ctrl-C."""
-    from fleet.local.kubeconfig import KubeconfigInTheWay
-    from fleet.local.layout import StateDirBusy
-    from fleet.local.up import LocalFleet, UpError, UpSettings
+    from fleet.local import KubeconfigInTheWay, LocalFleet, StateDirBusy, UpError, UpSettings
     from fleet.sim.topology import TopologyError
 
     setup_logging(log_level)
