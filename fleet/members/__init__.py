@@ -34,6 +34,9 @@ The parts, each in its own module:
     (paged lists from one snapshot), and ``probe()`` (one short ``GET /readyz``, no retry: health
     thresholds are the caller's). Objects are plain JSON dicts as the member sent them.
     ``close()`` stops the member's watchers and releases its connections.
+``resource``
+    :class:`Resource`, a kind listed and watched in members (:data:`NODES`, :data:`PODS`, the job
+    kinds), and :class:`Listing`, a list's items and resourceVersion.
 ``watch``
     :class:`Watcher`: list, then watch from the list's resourceVersion with bookmarks; resume from
     the last resourceVersion after any disconnect (backoff while the member is down or answers
@@ -46,7 +49,7 @@ The parts, each in its own module:
 Log lines are ``key=value`` on the ``fleet.members`` loggers (``member=... kind=... event=...``).
 """
 
-from fleet.members.access import NODES, PODS, Listing, Member, Probe, Resource
+from fleet.members.access import Member, Probe
 from fleet.members.config import (
     FLEET_CONTEXT,
     MEMBER_EXTENSION,
@@ -58,6 +61,7 @@ from fleet.members.config import (
 )
 from fleet.members.errors import Conflict, MemberError, MemberRefused, MemberUnavailable, NotFound
 from fleet.members.refusals import Scope, scope_of
+from fleet.members.resource import NODES, PODS, Listing, Resource
 from fleet.members.settings import MemberSettings, SettingsError
 from fleet.members.watch import (
     ADDED,

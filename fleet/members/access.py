@@ -32,6 +32,7 @@ from kubernetes.client.exceptions import ApiException
 from fleet import fastjson
 from fleet.members.errors import Conflict, MemberError, MemberRefused, NotFound, safe_message
 from fleet.members.guard import Bulkhead, CircuitBreaker
+from fleet.members.resource import NODES, PODS, JSONObject, Listing, Resource
 from fleet.members.retry import Caller
 from fleet.members.settings import MemberSettings
 from fleet.members.watch import BatchCallback, EventCallback, Watcher
@@ -40,54 +41,9 @@ if TYPE_CHECKING:
     from urllib3 import BaseHTTPResponse
 
 
-__all__ = [
-    "NODES",
-    "PODS",
-    "Listing",
-    "Member",
-    "Probe",
-    "Resource",
-    "safe_server",
-]
+__all__ = ["Member", "Probe", "safe_server"]
 
 log = logging.getLogger("fleet.members")
-
-JSONObject = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Resource:
-    """A kind Fleet lists and watches in members; ``name`` is its plural (metrics, logs).
-
-    A custom kind (a job kind: the workload adapters name theirs) also carries its API group,
-    version and kind; the core kinds (nodes, pods) have an empty ``group``."""
-
-    name: str
-    namespaced: bool
-    group: str = ""
-    version: str = ""
-    kind: str = ""
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    @property
-    def custom(self) -> bool:
-        return bool(self.group)
-
-
-NODES = Resource("nodes", namespaced=False)
-PODS = Resource("pods", namespaced=True)
-
-
-@dataclass(frozen=True)
-class Listing:
-    """The items of a (possibly paged) list and the resourceVersion to watch from."""
-
-    items: list[JSONObject]
-    resource_version: str
-
 
 @dataclass(frozen=True)
 class Probe:

@@ -31,23 +31,22 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from fleet import fastjson
 from fleet.members.errors import MemberError, MemberRefused
 from fleet.members.metrics import WATCH_EVENTS, WATCH_RELISTS, WATCH_RESTARTS
+from fleet.members.resource import JSONObject, Listing, Resource
 from fleet.members.retry import describe
+from fleet.members.settings import MemberSettings
 
 if TYPE_CHECKING:
     from urllib3 import BaseHTTPResponse
 
-    from fleet.members.access import Member, Resource
 
 __all__ = ["ADDED", "DELETED", "MODIFIED", "SYNC", "BatchCallback", "EventCallback", "WatchEvent", "Watcher"]
 
 log = logging.getLogger("fleet.members.watch")
-
-JSONObject = dict[str, Any]
 
 ADDED: Final = "ADDED"
 MODIFIED: Final = "MODIFIED"
@@ -120,12 +119,40 @@ def _line_groups(response: BaseHTTPResponse) -> Iterator[list[bytes]]:
         yield [buffer]
 
 
+class WatchedMember(Protocol):
+    """What a watcher uses of its member (:class:`fleet.members.access.Member`, which starts
+    watchers, so this module names the calls rather than importing it back)."""
+
+    name: str
+    settings: MemberSettings
+
+    def list_objects(
+        self,
+        resource: Resource,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        namespace: str | None = None,
+        retry: bool = True,
+    ) -> Listing: ...
+
+    def open_watch(
+        self,
+        resource: Resource,
+        resource_version: str,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        namespace: str | None = None,
+    ) -> BaseHTTPResponse: ...
+
+
 class Watcher:
     """Follows one kind in one member and hands every change to ``callback`` (on its thread)."""
 
     def __init__(
         self,
-        member: Member,
+        member: WatchedMember,
         resource: Resource,
         callback: EventCallback,
         *,
