@@ -74,9 +74,9 @@ not limit (capacity alone does).
 """
 
 from queues.keys import DEFAULT_KEYS, Keys
-from queues.ledger import Applied, ApplyRefused, Decision, Drift, Fence, Ledger, VersionConflict, leaf_in
+from queues.ledger import Applied, ApplyRefused, Drift, Fence, Ledger, VersionConflict, leaf_in
 from queues.pending import PendingQueues, QueuePolicy
-from queues.reasons import Refusal, RefusalKind
+from queues.reasons import Decision, Refusal, RefusalKind
 from queues.records import Fenced, InvalidRequest, JobRecord, JobState, LedgerError
 from queues.tree import (
     AVAILABLE_ATTRIBUTE,

@@ -15,7 +15,7 @@ from queues.heads import ClassHeads, RunningJob, parse_heads
 from queues.keys import DEFAULT_KEYS, Keys
 from queues.pending import PendingQueues, QueuePolicy
 from queues.quantity import format_quantity
-from queues.reasons import Refusal, refusal_from_reply
+from queues.reasons import Decision, refusal_from_reply
 from queues.records import (
     SEQ_WIDTH,
     Fenced,
@@ -46,26 +46,6 @@ class ApplyRefused(LedgerError):
 
 class VersionConflict(ApplyRefused):
     """Someone applied another tree since the version the caller based its change on."""
-
-
-@dataclass(frozen=True)
-class Decision:
-    """The answer to "may this job start now": admitted, or refused with the exact reason."""
-
-    job: str
-    admitted: bool
-    leaf: str = ""
-    refusal: Refusal | None = None
-    #: True when the job had been admitted before this call (admission is idempotent).
-    already: bool = False
-    #: Why no decision could be made (the job was neither pending nor admitted: it was released).
-    error: str = ""
-
-    @property
-    def reason(self) -> str | None:
-        if self.refusal is not None:
-            return str(self.refusal)
-        return self.error or None
 
 
 @dataclass(frozen=True)

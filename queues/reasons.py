@@ -3,7 +3,8 @@
 The Lua admission check answers with a compact array; :func:`refusal_from_reply` turns it into a
 :class:`Refusal`, whose ``str()`` is the reason a user reads in ``kubectl describe``, e.g.
 ``quota root/child-2: kube-queue/max-jobs 1/1 in use`` or
-``quota root: cpu 9 used + 2 requested exceeds max 10`` (amounts in Kubernetes units).
+``quota root: cpu 9 used + 2 requested exceeds max 10`` (amounts in Kubernetes units). A
+:class:`Decision` is the ledger's answer for one job: admitted, or refused with its refusal.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from enum import StrEnum
 from queues.quantity import MAX_JOBS, format_quantity
 from queues.tree import queue_name
 
-__all__ = ["Refusal", "RefusalKind", "refusal_from_reply"]
+__all__ = ["Decision", "Refusal", "RefusalKind", "refusal_from_reply"]
 
 
 class RefusalKind(StrEnum):
@@ -79,3 +80,23 @@ def refusal_from_reply(reply: str) -> Refusal:
     if kind is RefusalKind.MAX:
         return Refusal(kind, f[0], f[1], int(f[2]), int(f[3]), int(f[4]))
     return Refusal(kind, f[0], f[1], int(f[2]), int(f[3]), int(f[4]), f[5], int(f[6]), int(f[7]), int(f[8]))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The answer to "may this job start now": admitted, or refused with the exact reason."""
+
+    job: str
+    admitted: bool
+    leaf: str = ""
+    refusal: Refusal | None = None
+    #: True when the job had been admitted before this call (admission is idempotent).
+    already: bool = False
+    #: Why no decision could be made (the job was neither pending nor admitted: it was released).
+    error: str = ""
+
+    @property
+    def reason(self) -> str | None:
+        if self.refusal is not None:
+            return str(self.refusal)
+        return self.error or None

@@ -16,7 +16,7 @@ from queues.quantity import MAX_JOBS, UNLIMITED
 from queues.validation import is_resource_name
 
 if TYPE_CHECKING:
-    from queues.ledger import Decision
+    from queues.reasons import Decision
 
 __all__ = [
     "SEQ_WIDTH",
