@@ -22,10 +22,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Final
 
-from fleet.apiserver.kinds import EVENT, NAMESPACE
-from fleet.apiserver.patch import MergeRule
-from fleet.apiserver.resources import Obj, PrinterColumn, ResourceType
-from fleet.apiserver.tables import json_path, since
+from fleet.apiserver import EVENT, NAMESPACE, MergeRule, Obj, PrinterColumn, ResourceType, json_path, since
 from fleet.policy import API_VERSION as POLICY_API_VERSION
 from fleet.policy import CLUSTER_KIND as CLUSTER_POLICY_KIND
 from fleet.policy import KARMADA_API_VERSION

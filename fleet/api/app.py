@@ -41,8 +41,7 @@ from fleet.api.quota_tree import TreeBackend
 from fleet.api.registry import fleet_registry
 from fleet.api.store import FleetStore
 from fleet.api.warning_headers import WarningHeaders
-from fleet.apiserver.app import build_app
-from fleet.apiserver.reviews import anonymous_info
+from fleet.apiserver import anonymous_info, build_app
 from fleet.jobs.durability import Durability
 from fleet.kinds import (
     ELASTIC_QUOTA_TREE,

@@ -44,9 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from fleet.apiserver.app import Access
-from fleet.apiserver.companions import COMPANION_KINDS
-from fleet.apiserver.errors import Forbidden
+from fleet.apiserver import COMPANION_KINDS, Access, Forbidden
 from fleet.kinds import (
     ELASTIC_QUOTA_TREE,
     FLEET_EVENT,

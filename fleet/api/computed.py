@@ -44,13 +44,14 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
-from fleet.apiserver.errors import MethodNotAllowed
-from fleet.apiserver.resources import Obj, ResourceType
-from fleet.apiserver.store import (
+from fleet.apiserver import (
     ADDED,
     DELETED,
     MODIFIED,
+    MethodNotAllowed,
+    Obj,
     ObjectFilter,
+    ResourceType,
     WatchEvent,
     bookmark,
     clone,

@@ -8,8 +8,7 @@ from typing import Any, ClassVar
 
 import redis
 
-from fleet.apiserver.errors import ApiError, Cause, Invalid
-from fleet.apiserver.resources import Obj, ResourceType
+from fleet.apiserver import ApiError, Cause, Invalid, Obj, ResourceType
 
 __all__ = ["ServiceUnavailable", "invalid", "redis_unavailable"]
 

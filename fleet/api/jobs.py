@@ -48,9 +48,7 @@ from fleet.api.computed import waiting_fields, without_waiting_fields
 from fleet.api.errors import invalid
 from fleet.api.keys import DEFAULT_API_KEYS, ApiKeys
 from fleet.api.priority_classes import refused
-from fleet.apiserver.errors import ApiError, Cause, NotFound
-from fleet.apiserver.resources import Obj, ResourceType
-from fleet.apiserver.store import WatchEvent, update_target
+from fleet.apiserver import ApiError, Cause, NotFound, Obj, ResourceType, WatchEvent, update_target
 from fleet.jobs.durability import Durability, NotDurable
 from fleet.jobs.pause import (
     SpecChanged,

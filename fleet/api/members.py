@@ -45,7 +45,7 @@ from typing import Any
 import redis.asyncio
 
 from fleet.api.computed import ComputedKind
-from fleet.apiserver.resources import Obj
+from fleet.apiserver import Obj
 from fleet.kinds import MEMBER_CLUSTER
 from fleet.members import KubeconfigClients, MemberConfigError
 from fleet.members.errors import redact

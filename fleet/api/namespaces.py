@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Iterable
 import redis.asyncio
 
 from fleet.api.computed import ComputedKind
-from fleet.apiserver.resources import Obj, ResourceType
+from fleet.apiserver import Obj, ResourceType
 from fleet.kinds import FLEET_NAMESPACE, QUOTA_NODE_LABEL
 from fleet.state import DEFAULT_STATE_KEYS, StateKeys
 from fleet.state.keys import kind_name

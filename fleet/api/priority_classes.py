@@ -31,9 +31,7 @@ from typing import Any
 
 from fleet.api.errors import invalid
 from fleet.api.validation import forbidden, immutable
-from fleet.apiserver.errors import Cause, Forbidden
-from fleet.apiserver.resources import Obj, ResourceType
-from fleet.apiserver.store import WatchEvent, clone, update_target
+from fleet.apiserver import Cause, Forbidden, Obj, ResourceType, WatchEvent, clone, update_target
 from fleet.jobs.priority import PREEMPT_LOWER_PRIORITY, ClassInfo, global_default
 from fleet.state import RedisStore
 

@@ -22,7 +22,7 @@ from fleet import collector
 from fleet.api.app import build_fleet_api
 from fleet.api.auth import ADMIN_GROUP, load_token_file
 from fleet.api.members import members_from
-from fleet.apiserver.serve import Server
+from fleet.apiserver import Server
 from fleet.connections import async_redis_from_url, mask_url, redis_from_url
 from fleet.jobs.durability import Durability, check_server
 

@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable
 from typing import Final
 
 from fleet.api.computed import ComputedKind
-from fleet.apiserver.resources import Obj
+from fleet.apiserver import Obj
 from fleet.kinds import QUEUE, format_amounts
 from queues import Ledger, QueueView, queue_views
 from queues.views import format_share

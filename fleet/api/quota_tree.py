@@ -46,9 +46,18 @@ import redis.exceptions
 from fleet.api.errors import invalid
 from fleet.api.keys import DEFAULT_API_KEYS, ApiKeys
 from fleet.api.warning_headers import warn
-from fleet.apiserver.errors import Cause, Conflict, MethodNotAllowed
-from fleet.apiserver.resources import Obj, ResourceType
-from fleet.apiserver.store import ADDED, DELETED, MODIFIED, WatchEvent, clone
+from fleet.apiserver import (
+    ADDED,
+    DELETED,
+    MODIFIED,
+    Cause,
+    Conflict,
+    MethodNotAllowed,
+    Obj,
+    ResourceType,
+    WatchEvent,
+    clone,
+)
 from fleet.kinds import format_amounts
 from fleet.state import RedisStore
 from queues import ApplyRefused, ElasticQuotaTree, Ledger, Problem, Severity, TreeInvalid, check, queue_views

@@ -6,9 +6,7 @@ from dataclasses import replace
 
 from fleet.api.schemas import with_schema
 from fleet.api.validation import validate_job, validate_policy, validate_priority_class
-from fleet.apiserver.companions import COMPANION_KINDS
-from fleet.apiserver.resources import Registry
-from fleet.apiserver.reviews import with_reviews
+from fleet.apiserver import COMPANION_KINDS, Registry, with_reviews
 from fleet.kinds import (
     ELASTIC_QUOTA_TREE,
     FLEET_EVENT,

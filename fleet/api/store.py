@@ -13,8 +13,7 @@ import builtins
 from collections.abc import AsyncIterator, Mapping
 
 from fleet.api.errors import redis_unavailable
-from fleet.apiserver.resources import Obj, ResourceType
-from fleet.apiserver.store import Store, WatchEvent
+from fleet.apiserver import Obj, ResourceType, Store, WatchEvent
 
 __all__ = ["FleetStore"]
 

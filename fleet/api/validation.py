@@ -18,9 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from fleet.api.warning_headers import warn
-from fleet.apiserver.errors import Cause
-from fleet.apiserver.resources import Obj
-from fleet.apiserver.validation import invalid, required
+from fleet.apiserver import Cause, Obj, invalid, required
 from fleet.jobs.priority import (
     HIGHEST_USER_DEFINABLE_PRIORITY,
     PREEMPTION_POLICIES,

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from contextvars import ContextVar
 from typing import Any, Final
 
-from fleet.apiserver.fields import warning_header
+from fleet.apiserver import warning_header
 
 __all__ = ["WarningHeaders", "header_value", "warn"]
 

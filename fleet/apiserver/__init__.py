@@ -45,9 +45,21 @@ Compatibility targets, checked by the tests with the real tools: the ``kubernete
 (CRUD, conflicts, selectors, paging, watch resumption, 410) and kubectl 1.32 (discovery falls
 back to the legacy format; ``--validate`` is left to the server, whose OpenAPI v3 documents say
 it validates fields; ``get`` prints server-side Tables).
+
+The rest of Fleet imports what it uses of this layer from here (``__all__``), never from its
+modules (the ``apiserver-face`` contract in ``pyproject.toml``), so the modules can be split or
+renamed behind the face.
 """
 
-from fleet.apiserver.app import Authenticator, StreamHub, TokenAuthenticator, build_app, default_version_info
+from fleet.apiserver.app import (
+    Access,
+    Authenticator,
+    StreamHub,
+    TokenAuthenticator,
+    build_app,
+    default_version_info,
+)
+from fleet.apiserver.companions import COMPANION_KINDS, CONFIGMAP, SECRET, SERVICE
 from fleet.apiserver.errors import (
     AlreadyExists,
     ApiError,
@@ -63,21 +75,65 @@ from fleet.apiserver.errors import (
     Unauthorized,
     UnsupportedMediaType,
 )
+from fleet.apiserver.fields import warning_header
 from fleet.apiserver.kinds import EVENT, NAMESPACE, NODE, POD, member_registry
-from fleet.apiserver.resources import PrinterColumn, Registry, ResourceType
+from fleet.apiserver.kubetypes import definitions as kube_definitions
+from fleet.apiserver.kubetypes import is_model as is_kube_model
+from fleet.apiserver.patch import MergeRule
+from fleet.apiserver.pods import validate_pod_template
+from fleet.apiserver.resources import Obj, PrinterColumn, Registry, ResourceType
+from fleet.apiserver.reviews import anonymous_info, with_reviews
+from fleet.apiserver.selectors import field_value
 from fleet.apiserver.serve import Server, serve
-from fleet.apiserver.store import ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, MemoryStore, Store, WatchEvent
+from fleet.apiserver.store import (
+    ADDED,
+    BOOKMARK,
+    DELETED,
+    ERROR,
+    MODIFIED,
+    MemoryStore,
+    ObjectFilter,
+    Page,
+    Store,
+    WatchEvent,
+    already_exists,
+    bookmark,
+    check_subresource,
+    clone,
+    conflict,
+    decode_continue,
+    deletion,
+    expired_continue,
+    new_object,
+    not_found,
+    now_rfc3339,
+    parse_resource_version,
+    select_page,
+    selector_view,
+    too_old,
+    update_target,
+    updated_object,
+    write_type,
+)
+from fleet.apiserver.tables import json_path, since
+from fleet.apiserver.validation import DNS1035_LABEL_MAX_LENGTH, dns1035_label, invalid, label_value, required
 
 __all__ = [
     "ADDED",
     "BOOKMARK",
+    "COMPANION_KINDS",
+    "CONFIGMAP",
     "DELETED",
+    "DNS1035_LABEL_MAX_LENGTH",
     "ERROR",
     "EVENT",
     "MODIFIED",
     "NAMESPACE",
     "NODE",
     "POD",
+    "SECRET",
+    "SERVICE",
+    "Access",
     "AlreadyExists",
     "ApiError",
     "Authenticator",
@@ -88,8 +144,12 @@ __all__ = [
     "Gone",
     "Invalid",
     "MemoryStore",
+    "MergeRule",
     "MethodNotAllowed",
     "NotFound",
+    "Obj",
+    "ObjectFilter",
+    "Page",
     "PrinterColumn",
     "Registry",
     "RequestEntityTooLarge",
@@ -101,8 +161,39 @@ __all__ = [
     "Unauthorized",
     "UnsupportedMediaType",
     "WatchEvent",
+    "already_exists",
+    "anonymous_info",
+    "bookmark",
     "build_app",
+    "check_subresource",
+    "clone",
+    "conflict",
+    "decode_continue",
     "default_version_info",
+    "deletion",
+    "dns1035_label",
+    "expired_continue",
+    "field_value",
+    "invalid",
+    "is_kube_model",
+    "json_path",
+    "kube_definitions",
+    "label_value",
     "member_registry",
+    "new_object",
+    "not_found",
+    "now_rfc3339",
+    "parse_resource_version",
+    "required",
+    "select_page",
+    "selector_view",
     "serve",
+    "since",
+    "too_old",
+    "update_target",
+    "updated_object",
+    "validate_pod_template",
+    "warning_header",
+    "with_reviews",
+    "write_type",
 ]

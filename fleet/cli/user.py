@@ -30,7 +30,7 @@ import urllib3
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from fleet.apiserver.tables import since
+from fleet.apiserver import since
 from fleet.cli.endpoint import (
     REQUEST_TIMEOUT,
     Endpoint,

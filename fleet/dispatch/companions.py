@@ -34,8 +34,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from fleet.apiserver.companions import CONFIGMAP, SECRET, SERVICE
-from fleet.apiserver.resources import ResourceType
+from fleet.apiserver import CONFIGMAP, SECRET, SERVICE, ResourceType
 from fleet.dispatch.context import Context, policy_for
 from fleet.dispatch.handback import COMPONENT
 from fleet.jobs.phases import FINISHED, FleetReason

@@ -60,9 +60,7 @@ from typing import Any, Final
 from prometheus_client import Counter, Gauge, Histogram
 from rq import Retry
 
-from fleet.apiserver.companions import COMPANION_KINDS
-from fleet.apiserver.errors import Gone
-from fleet.apiserver.resources import ResourceType
+from fleet.apiserver import COMPANION_KINDS, Gone, ResourceType
 from fleet.ascend import Condition
 from fleet.dispatch.context import Context, policy_for
 from fleet.dispatch.deletion import complete, is_deleting, left_entry, terminating

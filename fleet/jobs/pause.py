@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fleet.apiserver.resources import Obj, ResourceType
+from fleet.apiserver import Obj, ResourceType
 from fleet.jobs.phases import FINISHED, HELD, FleetReason, Phase
 from fleet.jobs.status import attempt_of, current_state, set_state
 from fleet.jobs.store import job_kind

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fleet.apiserver.resources import Obj, ResourceType
+from fleet.apiserver import Obj, ResourceType
 from fleet.kinds import FLEET_JOB_KINDS, fleet_kind
 from fleet.state import Fence, Objects
 from fleet.workloads import JobRef, WorkloadAdapter, job_ref

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from fleet.apiserver.errors import NotFound
+from fleet.apiserver import NotFound
 from fleet.sim.faults import FAULTS, REFUSALS
 from fleet.sim.member import SimMember
 from fleet.sim.metrics import SimMetrics

@@ -18,8 +18,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from fleet.apiserver.resources import Obj
-from fleet.apiserver.store import now_rfc3339
+from fleet.apiserver import Obj, now_rfc3339
 from fleet.ascend import (
     SCHEDULE_POLICY_ANNOTATION,
     Condition,

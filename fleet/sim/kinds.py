@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from fleet.apiserver.resources import ResourceType
+from fleet.apiserver import ResourceType
 from fleet.ascend import JOB_NAME_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL, Reason
 from fleet.workloads import KINDS
 from fleet.workloads.ascendjob import ASCENDJOB

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from fleet.apiserver import NODE, MemoryStore, Server, build_app, member_registry
-from fleet.apiserver.store import now_rfc3339
+from fleet.apiserver import NODE, MemoryStore, Server, build_app, member_registry, now_rfc3339
 from fleet.sim.faults import FaultMiddleware, FaultState
 from fleet.sim.kinds import SERVED
 from fleet.sim.metrics import SimMetrics

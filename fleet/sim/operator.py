@@ -39,10 +39,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from fleet.apiserver.errors import AlreadyExists, NotFound
-from fleet.apiserver.kinds import EVENT, NODE, POD
-from fleet.apiserver.resources import Obj, ResourceType
-from fleet.apiserver.store import ADDED, DELETED, MemoryStore, now_rfc3339
+from fleet.apiserver import (
+    ADDED,
+    DELETED,
+    EVENT,
+    NODE,
+    POD,
+    AlreadyExists,
+    MemoryStore,
+    NotFound,
+    Obj,
+    ResourceType,
+    now_rfc3339,
+)
 from fleet.ascend import Condition, Reason
 from fleet.sim.devices import DEVICE_ANNOTATION, annotation
 from fleet.sim.jobs import (

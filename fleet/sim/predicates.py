@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet.apiserver.resources import Obj
+from fleet.apiserver import Obj
 from fleet.ascend import ACCELERATOR_TYPE_LABEL, HOSTNAME_LABEL, NPU_RESOURCE, SCHEDULE_POLICY_ANNOTATION
 from fleet.sim.devices import (
     DEVICE_ANNOTATION,

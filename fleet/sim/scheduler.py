@@ -22,7 +22,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from fleet.apiserver.resources import Obj
+from fleet.apiserver import Obj
 from fleet.ascend import HOSTNAME_LABEL, NPU_RESOURCE
 from fleet.sim import devices
 from fleet.sim.predicates import (

@@ -15,8 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from fleet.apiserver.resources import Obj
-from fleet.apiserver.store import now_rfc3339
+from fleet.apiserver import Obj, now_rfc3339
 from fleet.ascend import HOSTNAME_LABEL
 from queues.quantity import QuantityError, parse
 

@@ -47,13 +47,15 @@ from typing import Final
 import redis
 import redis.asyncio
 
-from fleet.apiserver.errors import AlreadyExists, Conflict
-from fleet.apiserver.resources import Obj, ResourceType
-from fleet.apiserver.store import (
+from fleet.apiserver import (
     ADDED,
     DELETED,
     MODIFIED,
+    AlreadyExists,
+    Conflict,
+    Obj,
     ObjectFilter,
+    ResourceType,
     WatchEvent,
     already_exists,
     bookmark,

@@ -39,10 +39,7 @@ import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from fleet.apiserver.errors import AlreadyExists
-from fleet.apiserver.kinds import EVENT
-from fleet.apiserver.resources import Obj
-from fleet.apiserver.store import now_rfc3339
+from fleet.apiserver import EVENT, AlreadyExists, Obj, now_rfc3339
 from fleet.connections import ScriptCall
 from fleet.state.objects import Fence, Objects
 

@@ -25,12 +25,15 @@ from typing import Any, Final
 
 import redis
 
-from fleet.apiserver.errors import AlreadyExists, Conflict, NotFound
-from fleet.apiserver.resources import Obj, ResourceType
-from fleet.apiserver.store import (
+from fleet.apiserver import (
     ADDED,
     DELETED,
     MODIFIED,
+    AlreadyExists,
+    Conflict,
+    NotFound,
+    Obj,
+    ResourceType,
     WatchEvent,
     check_subresource,
     clone,

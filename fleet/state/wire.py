@@ -23,16 +23,17 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from fleet import fastjson
-from fleet.apiserver.resources import Obj, ResourceType
-from fleet.apiserver.selectors import field_value
-from fleet.apiserver.store import (
+from fleet.apiserver import (
     MODIFIED,
+    Obj,
     ObjectFilter,
     Page,
+    ResourceType,
     already_exists,
     conflict,
     decode_continue,
     expired_continue,
+    field_value,
     not_found,
     selector_view,
 )

@@ -47,9 +47,13 @@ from typing import Any, Final
 
 from pydantic import Field, StrictStr, ValidationError
 
-from fleet.apiserver.pods import validate_pod_template
-from fleet.apiserver.resources import PrinterColumn, ResourceType
-from fleet.apiserver.validation import DNS1035_LABEL_MAX_LENGTH, dns1035_label
+from fleet.apiserver import (
+    DNS1035_LABEL_MAX_LENGTH,
+    PrinterColumn,
+    ResourceType,
+    dns1035_label,
+    validate_pod_template,
+)
 from fleet.ascend import (
     ASCENDJOB_GROUP,
     ASCENDJOB_KIND,

@@ -19,8 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 
-from fleet.apiserver.resources import ResourceType
-from fleet.apiserver.validation import label_value
+from fleet.apiserver import ResourceType, label_value
 from fleet.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
 from fleet.members import Resource
 from fleet.placement.demand import Demand

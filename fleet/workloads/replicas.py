@@ -23,7 +23,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from fleet.apiserver.resources import ResourceType
+from fleet.apiserver import ResourceType
 from fleet.placement.demand import ReplicaTemplate
 from fleet.workloads.base import (
     RUN_POLICY_QUEUE,

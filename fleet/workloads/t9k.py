@@ -33,8 +33,7 @@ from typing import Annotated, Any, Final
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr, ValidationError
 
-from fleet.apiserver.pods import validate_pod_template
-from fleet.apiserver.validation import DNS1035_LABEL_MAX_LENGTH, dns1035_label
+from fleet.apiserver import DNS1035_LABEL_MAX_LENGTH, dns1035_label, validate_pod_template
 from fleet.ascend import Condition
 from fleet.placement.demand import Demand, DemandError, ReplicaTemplate, build_demand
 from fleet.workloads.base import (

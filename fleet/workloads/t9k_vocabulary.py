@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from fleet.apiserver.resources import PrinterColumn, ResourceType
+from fleet.apiserver import PrinterColumn, ResourceType
 
 __all__ = [
     "CHIEF",

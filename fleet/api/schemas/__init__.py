@@ -32,8 +32,7 @@ from typing import Any
 
 import yaml
 
-from fleet.apiserver import kubetypes
-from fleet.apiserver.resources import ResourceType
+from fleet.apiserver import ResourceType, is_kube_model, kube_definitions
 
 __all__ = ["load", "with_schema"]
 
@@ -85,9 +84,9 @@ def _expand(node: Any, defs: dict[str, Any], where: str) -> Any:
     model = out.pop("kubernetes", None)
     if model is None:
         return out
-    if not isinstance(model, str) or not kubetypes.is_model(model):
+    if not isinstance(model, str) or not is_kube_model(model):
         raise ValueError(f"{where}: kubernetes: {model!r} is not a model of the kubernetes client")
-    inline, reached = kubetypes.definitions(model)
+    inline, reached = kube_definitions(model)
     defs.update(reached)
     properties = inline.get("properties", {})
     for field, said in (out.pop("properties", None) or {}).items():
