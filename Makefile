@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: up test lint typecheck unit install clean wheel wheelhouse image
+.PHONY: up test lint typecheck layers unit install clean wheel wheelhouse image
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Fleet needs Python 3.11+")'
@@ -23,7 +23,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-test: lint typecheck
+# The import contracts in pyproject.toml: the layers of DESIGN.md, no cycles, faces kept.
+layers: $(STAMP)
+	$(BIN)/lint-imports
+
+test: lint typecheck layers
 	$(BIN)/pytest -n 2 --dist worksteal --durations=15
 
 # The image's inputs (deploy/Dockerfile installs exactly these): Fleet's wheel, then the wheels of
