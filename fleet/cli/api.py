@@ -86,8 +86,7 @@ def api(
     Group fleet:admins may do everything; group namespace:NS may submit, read and delete
     AscendJobs in NS. Several replicas may serve one Redis.
     """
-    from fleet.api.auth import TokenFileError
-    from fleet.api.process import run_api
+    from fleet.api import TokenFileError, run_api
     from fleet.jobs.durability import Durability, DurabilityUnavailable
     from fleet.members import MemberConfigError
 

@@ -12,9 +12,15 @@ from pathlib import Path
 import click
 
 from fleet.cli import loop
-from fleet.sim.faults import FAULTS
-from fleet.sim.kubeconfig import KubeconfigError, control_endpoint
-from fleet.sim.topology import DEFAULT_TOPOLOGY, TopologyError, load_topology
+from fleet.sim import (
+    DEFAULT_TOPOLOGY,
+    FAULTS,
+    KubeconfigError,
+    TopologyError,
+    control_endpoint,
+    load_topology,
+    run_simulator,
+)
 
 __all__ = ["sim"]
 
@@ -68,10 +74,8 @@ def sim(  # noqa: PLR0917 (click passes options positionally)
     except TopologyError as exc:
         raise click.BadParameter(str(exc), param_hint="--topology") from None
     logging.basicConfig(level=log_level.upper(), format=_LOG_FORMAT, stream=sys.stderr)
-    from fleet.sim.simulator import run
-
     try:
-        loop.run(run(loaded, kubeconfig, host=host, base_port=base_port, control_port=control_port))
+        loop.run(run_simulator(loaded, kubeconfig, host=host, base_port=base_port, control_port=control_port))
     except OSError as exc:
         raise click.ClickException(f"cannot serve: {exc}") from None
 

@@ -78,7 +78,7 @@ def up(
 ) -> None:
     """Run Redis, simulated members, syncer, worker, dispatcher and the fleet API until Ctrl-C."""
     from fleet.local import KubeconfigInTheWay, LocalFleet, StateDirBusy, UpError, UpSettings
-    from fleet.sim.topology import TopologyError
+    from fleet.sim import TopologyError
 
     setup_logging(log_level)
     settings = UpSettings(

@@ -22,8 +22,7 @@ import time
 
 import redis
 
-from fleet.placement.placer import Placer
-from fleet.placement.view import capacity_view
+from fleet.placement import Placer, capacity_view
 from fleet.state.dispatch_keys import DispatchKeys
 from fleet.state.member_capacity import OBSERVED
 

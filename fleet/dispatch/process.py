@@ -22,8 +22,7 @@ from fleet.dispatch.ownership import Shards
 from fleet.dispatch.syncer import Syncer, SyncerSettings
 from fleet.dispatch.worker import Worker
 from fleet.members import member_labels
-from fleet.placement import Placer
-from fleet.placement.feeder import CapacityFeeder
+from fleet.placement import CapacityFeeder, Placer
 from fleet.state.member_health import read_health
 
 __all__ = ["run_dispatcher", "run_syncer", "run_worker"]

@@ -50,8 +50,7 @@ from fleet.local.readiness import (
     worker_listens,
 )
 from fleet.local.tls import make_certificates
-from fleet.sim.kubeconfig import CONTROL_EXTENSION, write_atomically
-from fleet.sim.topology import DEFAULT_TOPOLOGY, load_topology
+from fleet.sim import CONTROL_EXTENSION, DEFAULT_TOPOLOGY, load_topology, write_atomically
 
 __all__ = ["LocalFleet", "UpError", "UpSettings", "next_steps"]
 

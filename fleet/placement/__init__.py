@@ -32,13 +32,16 @@ exactly the held nodes.
 from fleet.placement.capacity import MemberCapacity, NodeClass, job_pod_key
 from fleet.placement.demand import Demand, DemandError, PodShape, ReplicaTemplate, build_demand, pod_requests
 from fleet.placement.explain import NEVER, explain_member, explain_members, never_fits
+from fleet.placement.feeder import CapacityFeeder
 from fleet.placement.fit import Placement, Strategy, choose, fit_member
 from fleet.placement.placer import Decision, Placer, PlaceRequest
 from fleet.placement.redis_store import RedisReservations
 from fleet.placement.reservations import MemoryReservations, Reservation, ReservationStore
+from fleet.placement.view import capacity_view
 
 __all__ = [
     "NEVER",
+    "CapacityFeeder",
     "Decision",
     "Demand",
     "DemandError",
@@ -55,6 +58,7 @@ __all__ = [
     "ReservationStore",
     "Strategy",
     "build_demand",
+    "capacity_view",
     "choose",
     "explain_member",
     "explain_members",

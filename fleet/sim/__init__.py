@@ -48,9 +48,17 @@ Design, module by module:
     on SIGTERM/Ctrl-C.
 """
 
+from fleet.sim.faults import FAULTS
 from fleet.sim.jobs import DURATION_ANNOTATION, EXIT_CODE_ANNOTATION
-from fleet.sim.kubeconfig import CONTROL_EXTENSION, build_kubeconfig, control_endpoint
+from fleet.sim.kubeconfig import (
+    CONTROL_EXTENSION,
+    KubeconfigError,
+    build_kubeconfig,
+    control_endpoint,
+    write_atomically,
+)
 from fleet.sim.scheduler import Cluster, Schedule, schedule, schedule_pods
+from fleet.sim.simulator import run as run_simulator
 from fleet.sim.topology import (
     DEFAULT_TOPOLOGY,
     Member,
@@ -66,7 +74,9 @@ __all__ = [
     "DEFAULT_TOPOLOGY",
     "DURATION_ANNOTATION",
     "EXIT_CODE_ANNOTATION",
+    "FAULTS",
     "Cluster",
+    "KubeconfigError",
     "Member",
     "NodePool",
     "Schedule",
@@ -76,6 +86,8 @@ __all__ = [
     "build_kubeconfig",
     "control_endpoint",
     "load_topology",
+    "run_simulator",
     "schedule",
     "schedule_pods",
+    "write_atomically",
 ]

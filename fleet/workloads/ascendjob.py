@@ -63,7 +63,7 @@ from fleet.ascend import (
     JOB_NAME_LABEL,
     Reason,
 )
-from fleet.placement.demand import Demand, DemandError, build_demand
+from fleet.placement import Demand, DemandError, build_demand
 from fleet.workloads.base import (
     FieldError,
     InvalidWorkload,

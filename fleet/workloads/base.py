@@ -22,7 +22,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 from fleet.apiserver import ResourceType, label_value
 from fleet.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
 from fleet.members import Resource
-from fleet.placement.demand import Demand
+from fleet.placement import Demand
 
 __all__ = [
     "DEFAULT_QUEUE",

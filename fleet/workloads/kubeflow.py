@@ -68,7 +68,7 @@ from typing import Any, ClassVar, Final
 from pydantic import Field, StrictBool, StrictStr, ValidationError
 
 from fleet.apiserver import PrinterColumn, ResourceType, dns1035_label, validate_pod_template
-from fleet.placement.demand import Demand, DemandError, build_demand
+from fleet.placement import Demand, DemandError, build_demand
 from fleet.workloads.base import FieldError, InvalidWorkload, Outcome, WorkloadStatus
 from fleet.workloads.models import RESTART_POLICIES, Int32, Int64, Open, pydantic_errors
 from fleet.workloads.replicas import ReplicaSpecAdapter

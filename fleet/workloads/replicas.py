@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from fleet.apiserver import ResourceType
-from fleet.placement.demand import ReplicaTemplate
+from fleet.placement import ReplicaTemplate
 from fleet.workloads.base import (
     RUN_POLICY_QUEUE,
     Outcome,

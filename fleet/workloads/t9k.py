@@ -35,7 +35,7 @@ from pydantic import Field, StrictBool, StrictInt, StrictStr, ValidationError
 
 from fleet.apiserver import DNS1035_LABEL_MAX_LENGTH, dns1035_label, validate_pod_template
 from fleet.ascend import Condition
-from fleet.placement.demand import Demand, DemandError, ReplicaTemplate, build_demand
+from fleet.placement import Demand, DemandError, ReplicaTemplate, build_demand
 from fleet.workloads.base import (
     DEFAULT_QUEUE,
     MIRRORED_FIELDS,
