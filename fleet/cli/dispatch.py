@@ -69,8 +69,7 @@ def dispatcher(
     preemptions_per_minute: int,
 ) -> None:
     """Admit, place and propagate queued jobs (one leader at a time; others stand by)."""
-    from fleet.dispatch.dispatcher import DispatcherSettings
-    from fleet.dispatch.process import run_dispatcher
+    from fleet.dispatch import DispatcherSettings, run_dispatcher
 
     setup_logging(log_level)
     serve_metrics(metrics_port, metrics_host)
@@ -111,7 +110,7 @@ def worker(
     claim_seconds: float,
 ) -> None:
     """Create and purge member copies (an RQ worker on the propagation queue)."""
-    from fleet.dispatch.process import run_worker
+    from fleet.dispatch import run_worker
 
     setup_logging(log_level)
     serve_metrics(metrics_port, metrics_host)
@@ -155,8 +154,7 @@ def syncer(
     ownership_seconds: float,
 ) -> None:
     """Mirror member status to the fleet, probe members, fail over, purge, finish deletions."""
-    from fleet.dispatch.process import run_syncer
-    from fleet.dispatch.syncer import SyncerSettings
+    from fleet.dispatch import SyncerSettings, run_syncer
 
     setup_logging(log_level)
     serve_metrics(metrics_port, metrics_host)

@@ -16,7 +16,7 @@ from typing import Any
 import click
 import yaml
 
-from fleet.dispatch.companions import references
+from fleet.dispatch import references
 from fleet.members import MemberConfigError, MemberError, load_members
 from fleet.placement import MemberCapacity, Placer, Strategy, never_fits
 from fleet.workloads import InvalidWorkload, UnknownKind, adapter_for

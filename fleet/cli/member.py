@@ -204,9 +204,7 @@ def _placed_on(client: Any, member_name: str) -> list[tuple[str, str, int]]:
 
 
 def _requeue(client: Any, member_name: str, placed: list[tuple[str, str, int]]) -> int:
-    from fleet.dispatch.context import Context
-    from fleet.dispatch.handback import give_back
-    from fleet.dispatch.syncer import EXCLUDE_DOWN_SECONDS
+    from fleet.dispatch import EXCLUDE_DOWN_SECONDS, Context, give_back
     from fleet.jobs.phases import FleetReason
 
     ctx = Context(client, None)

@@ -62,3 +62,21 @@ dispatcher takes the lease it reconciles: a stored job absent from the ledger is
 admitted job still marked ``Queued`` is requeued, an ``Admitted`` job is re-enqueued. A job in
 flight past its deadline (a worker killed mid-task) is enqueued again.
 """
+from fleet.dispatch.companions import references
+from fleet.dispatch.context import Context
+from fleet.dispatch.dispatcher import DispatcherSettings
+from fleet.dispatch.handback import give_back
+from fleet.dispatch.process import run_dispatcher, run_syncer, run_worker
+from fleet.dispatch.syncer import EXCLUDE_DOWN_SECONDS, SyncerSettings
+
+__all__ = [
+    "EXCLUDE_DOWN_SECONDS",
+    "Context",
+    "DispatcherSettings",
+    "SyncerSettings",
+    "give_back",
+    "references",
+    "run_dispatcher",
+    "run_syncer",
+    "run_worker",
+]
