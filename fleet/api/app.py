@@ -51,8 +51,14 @@ from fleet.kinds import (
     PRIORITY_CLASS,
     QUEUE,
 )
-from fleet.state import DEFAULT_STATE_KEYS, Objects, RedisStore, StateKeys
-from fleet.state.dispatch_keys import DEFAULT_DISPATCH_KEYS, DispatchKeys
+from fleet.state import (
+    DEFAULT_DISPATCH_KEYS,
+    DEFAULT_STATE_KEYS,
+    DispatchKeys,
+    Objects,
+    RedisStore,
+    StateKeys,
+)
 from queues import DEFAULT_KEYS, Keys, Ledger
 
 __all__ = ["FleetApi", "build_fleet_api"]

@@ -49,10 +49,14 @@ from fleet.apiserver import Obj
 from fleet.kinds import MEMBER_CLUSTER
 from fleet.members import KubeconfigClients, MemberConfigError
 from fleet.members.errors import redact
-from fleet.state.dispatch_keys import DEFAULT_DISPATCH_KEYS, DispatchKeys
-from fleet.state.member_capacity import OBSERVED, parse_capacity
-from fleet.state.member_health import MemberHealth
-from fleet.state.member_health import parse as parse_health
+from fleet.state import (
+    CAPACITY_OBSERVED,
+    DEFAULT_DISPATCH_KEYS,
+    DispatchKeys,
+    MemberHealth,
+    parse_capacity,
+    parse_health,
+)
 
 __all__ = ["KubeconfigMembers", "MemberNames", "member_kind", "member_object", "members_from"]
 
@@ -123,7 +127,7 @@ def capacity_status(record: Mapping[str, Any] | None) -> dict[str, Any]:
         "allocatableNPUs": {str(a.get("type")): int(a.get("allocatableNPUs") or 0) for a in accelerators},
         "accelerators": [{k: a[k] for k in _ACCELERATOR_FIELDS if k in a} for a in accelerators],
     }
-    observed = record.get(OBSERVED)
+    observed = record.get(CAPACITY_OBSERVED)
     stamp = _timestamp(float(observed)) if isinstance(observed, int | float) else None
     if stamp is not None:
         out["capacityObservedTime"] = stamp

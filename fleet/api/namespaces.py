@@ -30,8 +30,7 @@ import redis.asyncio
 from fleet.api.computed import ComputedKind
 from fleet.apiserver import Obj, ResourceType
 from fleet.kinds import FLEET_NAMESPACE, QUOTA_NODE_LABEL
-from fleet.state import DEFAULT_STATE_KEYS, StateKeys
-from fleet.state.keys import kind_name
+from fleet.state import DEFAULT_STATE_KEYS, StateKeys, kind_name
 from queues import Ledger
 from queues.tree import ElasticQuotaTree, queue_name
 

@@ -23,8 +23,7 @@ import time
 import redis
 
 from fleet.placement import Placer, capacity_view
-from fleet.state.dispatch_keys import DispatchKeys
-from fleet.state.member_capacity import OBSERVED
+from fleet.state import CAPACITY_OBSERVED, DispatchKeys
 
 __all__ = ["CapacityPublisher"]
 
@@ -77,7 +76,7 @@ class CapacityPublisher:
                 last = self._published.get(cap.name)
                 if last is not None and last[0] == cap.version and now - last[1] < self._refresh:
                     continue
-                record = {OBSERVED: round(now, 3), **capacity_view(cap)}
+                record = {CAPACITY_OBSERVED: round(now, 3), **capacity_view(cap)}
                 views[cap.name] = json.dumps(record, separators=(",", ":"))
                 self._published[cap.name] = (cap.version, now)
         if views:

@@ -21,13 +21,13 @@ from fleet.kinds import POLICY_KINDS
 from fleet.members import Member, MemberSettings, load_members
 from fleet.placement import RedisReservations
 from fleet.policy import PropagationPolicy, default_policy, select_policy
-from fleet.state import Objects
-from fleet.state.dispatch_keys import (
+from fleet.state import (
     DEFAULT_DISPATCH_KEYS,
     EVICT_QUEUE,
     PROPAGATE_QUEUE,
     PURGE_QUEUE,
     DispatchKeys,
+    Objects,
 )
 from fleet.workloads import KINDS
 from queues import Ledger

@@ -36,7 +36,7 @@ from typing import Any, Final
 import redis
 
 from fleet.members.guard import State, Transition
-from fleet.state.dispatch_keys import DispatchKeys
+from fleet.state import DispatchKeys
 
 __all__ = ["HOLD_SECONDS", "Degraded", "Marks", "active", "clear", "mark", "read"]
 

@@ -73,8 +73,7 @@ from fleet.jobs.store import get_jobs, list_jobs, mutate_job, mutate_jobs
 from fleet.jobs.submit import enqueue, job_key
 from fleet.placement import Demand, Placer, PlaceRequest, job_pod_key, never_fits
 from fleet.policy import PropagationPolicy
-from fleet.state import Fence, Fenced, record_event, record_events
-from fleet.state.member_health import read_health
+from fleet.state import Fence, Fenced, read_health, record_event, record_events
 from fleet.workloads import KINDS, InvalidWorkload, JobRef, UnknownKind, adapter_for, job_ref
 from queues import JobState, LedgerError
 from queues.heads import ClassHeads, HeadCache, RunningJob, class_request

@@ -44,7 +44,7 @@ from typing import Final
 
 import redis
 
-from fleet.state.dispatch_keys import DispatchKeys
+from fleet.state import DispatchKeys
 
 __all__ = ["OWNERSHIP_SECONDS", "Shards", "assignment", "syncer_id"]
 

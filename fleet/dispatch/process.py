@@ -23,7 +23,7 @@ from fleet.dispatch.syncer import Syncer, SyncerSettings
 from fleet.dispatch.worker import Worker
 from fleet.members import member_labels
 from fleet.placement import CapacityFeeder, Placer
-from fleet.state.member_health import read_health
+from fleet.state import read_health
 
 __all__ = ["run_dispatcher", "run_syncer", "run_worker"]
 

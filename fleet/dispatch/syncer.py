@@ -78,8 +78,7 @@ from fleet.members import DELETED, SYNC, Member, Watcher, WatchEvent
 from fleet.members.errors import redact
 from fleet.placement import job_pod_key
 from fleet.policy import ApplicationFailover, PropagationPolicy, PurgeMode
-from fleet.state import record_event, record_events
-from fleet.state.member_health import MemberHealth, read_health, write_health
+from fleet.state import MemberHealth, read_health, record_event, record_events, write_health
 from fleet.workloads import (
     KINDS,
     JobRef,

@@ -65,9 +65,7 @@ from typing import Any, Final, Protocol
 import redis
 
 from fleet.kinds import PRIORITY_CLASS
-from fleet.state import Objects
-from fleet.state.keys import kind_name
-from fleet.state.wire import text
+from fleet.state import Objects, kind_name, text
 from fleet.workloads import FieldError, InvalidWorkload, adapter_for
 
 __all__ = [

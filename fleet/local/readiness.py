@@ -18,8 +18,7 @@ from collections.abc import Callable, Sequence
 import redis
 from rq import Queue, Worker
 
-from fleet.state.dispatch_keys import DEFAULT_DISPATCH_KEYS, PROPAGATE_QUEUE, DispatchKeys
-from fleet.state.member_health import read_health
+from fleet.state import DEFAULT_DISPATCH_KEYS, PROPAGATE_QUEUE, DispatchKeys, read_health
 
 __all__ = [
     "Check",

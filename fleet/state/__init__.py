@@ -92,6 +92,13 @@ The roles' own records
 """
 
 from fleet.state.aio import RedisStore
+from fleet.state.dispatch_keys import (
+    DEFAULT_DISPATCH_KEYS,
+    EVICT_QUEUE,
+    PROPAGATE_QUEUE,
+    PURGE_QUEUE,
+    DispatchKeys,
+)
 from fleet.state.errors import Fenced
 from fleet.state.events import (
     delete_events_for,
@@ -101,13 +108,25 @@ from fleet.state.events import (
     record_event,
     record_events,
 )
-from fleet.state.keys import DEFAULT_STATE_KEYS, StateKeys
+from fleet.state.keys import DEFAULT_STATE_KEYS, StateKeys, kind_name
+from fleet.state.member_capacity import OBSERVED as CAPACITY_OBSERVED
+from fleet.state.member_capacity import parse_capacity
+from fleet.state.member_health import MemberHealth, read_health, write_health
+from fleet.state.member_health import parse as parse_health
 from fleet.state.objects import Fence, Objects
+from fleet.state.wire import text
 
 __all__ = [
+    "CAPACITY_OBSERVED",
+    "DEFAULT_DISPATCH_KEYS",
     "DEFAULT_STATE_KEYS",
+    "EVICT_QUEUE",
+    "PROPAGATE_QUEUE",
+    "PURGE_QUEUE",
+    "DispatchKeys",
     "Fence",
     "Fenced",
+    "MemberHealth",
     "Objects",
     "RedisStore",
     "StateKeys",
@@ -115,6 +134,12 @@ __all__ = [
     "event_call",
     "event_name",
     "events_for",
+    "kind_name",
+    "parse_capacity",
+    "parse_health",
+    "read_health",
     "record_event",
     "record_events",
+    "text",
+    "write_health",
 ]
