@@ -47,8 +47,7 @@ import redis.asyncio
 from fleet.api.computed import ComputedKind
 from fleet.apiserver import Obj
 from fleet.kinds import MEMBER_CLUSTER
-from fleet.members import KubeconfigClients, MemberConfigError
-from fleet.members.errors import redact
+from fleet.members import KubeconfigClients, MemberConfigError, redact
 from fleet.state import (
     CAPACITY_OBSERVED,
     DEFAULT_DISPATCH_KEYS,

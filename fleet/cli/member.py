@@ -32,7 +32,7 @@ def rbac(*, namespace: str, service_account: str) -> None:
     namespaces, nodes, pods, the job kinds and the objects jobs reference (ConfigMaps, Secrets,
     Services) (deploy/member/fleet-member.yaml is this output).
     """
-    from fleet.members.rights import member_manifest
+    from fleet.members import member_manifest
     from fleet.workloads import KINDS
 
     kinds = [(adapter.resource.group, adapter.resource.plural) for adapter in KINDS]
@@ -61,7 +61,7 @@ def _secret(cluster_kubeconfig: Path | None, cluster_context: str | None, namesp
     from kubernetes.config import new_client_from_config
     from kubernetes.config.config_exception import ConfigException
 
-    from fleet.members.secret import MemberSecret
+    from fleet.members import MemberSecret
 
     try:
         client = new_client_from_config(  # type: ignore[no-untyped-call]
@@ -97,8 +97,14 @@ def add(
     in the members' Secret (its MemberCluster appears once the roles read it)."""
     from kubernetes.client import CoreV1Api
 
-    from fleet.members import MemberConfigError, load_members
-    from fleet.members.secret import SecretError, member_entry, members_of, with_member
+    from fleet.members import (
+        MemberConfigError,
+        SecretError,
+        load_members,
+        member_entry,
+        members_of,
+        with_member,
+    )
 
     try:
         entry = member_entry(member_kubeconfig, context, name)
@@ -154,7 +160,7 @@ def remove(
     """Take member NAME out of the fleet: refused while jobs are placed there, unless --force,
     which first sends each back to its queue (ClusterFailover, the member avoided) to run elsewhere."""
     from fleet.connections import ONE_SHOT_RETRIES, redis_from_url
-    from fleet.members.secret import SecretError, members_of, without_member
+    from fleet.members import SecretError, members_of, without_member
 
     store = _secret(cluster_kubeconfig, cluster_context, namespace, secret)
     try:

@@ -41,8 +41,7 @@ from fleet.jobs.phases import FINISHED, FleetReason
 from fleet.jobs.status import cluster_of, current_state
 from fleet.jobs.store import list_jobs
 from fleet.kinds import FLEET_JOB_KINDS
-from fleet.members import Conflict, Member, MemberError, NotFound
-from fleet.members.errors import safe_message
+from fleet.members import Conflict, Member, MemberError, NotFound, safe_message
 from fleet.state import record_event
 from fleet.workloads import KINDS, member_resource
 

@@ -35,7 +35,7 @@ from typing import Any, Final
 
 import redis
 
-from fleet.members.guard import State, Transition
+from fleet.members import BreakerState, BreakerTransition
 from fleet.state import DispatchKeys
 
 __all__ = ["HOLD_SECONDS", "Degraded", "Marks", "active", "clear", "mark", "read"]
@@ -143,10 +143,10 @@ class Marks:
     def get(self, member: str, *, fresh: bool = False) -> Degraded | None:
         return self.current(fresh=fresh).get(member)
 
-    def on_transition(self, change: Transition) -> None:
+    def on_transition(self, change: BreakerTransition) -> None:
         """A breaker's listener: an opening on timeouts marks the member, a closing clears it."""
         try:
-            if change.after is State.OPEN and change.timed_out and not change.tripped:
+            if change.after is BreakerState.OPEN and change.timed_out and not change.tripped:
                 since = mark(
                     self.client,
                     self.keys,
@@ -160,7 +160,7 @@ class Marks:
                     since,
                     change.failures,
                 )
-            elif change.after is State.CLOSED and change.before is not State.CLOSED:
+            elif change.after is BreakerState.CLOSED and change.before is not BreakerState.CLOSED:
                 if clear(self.client, self.keys, change.member):
                     log.warning("event=member_recovered member=%s", change.member)
             else:
@@ -180,5 +180,5 @@ def adopt(marks: Mapping[str, Degraded], breakers: Mapping[str, Any], now: float
     now = time.time() if now is None else now
     for member, mark_ in marks.items():
         breaker = breakers.get(member)
-        if breaker is not None and mark_.holds(now) and breaker.state is not State.OPEN:
+        if breaker is not None and mark_.holds(now) and breaker.state is not BreakerState.OPEN:
             breaker.trip(timed_out=True)

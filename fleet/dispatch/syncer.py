@@ -74,8 +74,7 @@ from fleet.jobs.store import get_jobs, list_jobs, mutate_jobs, try_get_job
 from fleet.jobs.submit import job_key
 from fleet.kinds import FLEET_JOB_KINDS
 from fleet.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
-from fleet.members import DELETED, SYNC, Member, Watcher, WatchEvent
-from fleet.members.errors import redact
+from fleet.members import DELETED, SYNC, Member, Watcher, WatchEvent, redact
 from fleet.placement import job_pod_key
 from fleet.policy import ApplicationFailover, PropagationPolicy, PurgeMode
 from fleet.state import MemberHealth, read_health, record_event, record_events, write_health

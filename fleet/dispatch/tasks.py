@@ -51,10 +51,18 @@ from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import attempt_of, cluster_of, current_state, set_state
 from fleet.jobs.store import get_jobs, mutate_jobs, try_get_job
 from fleet.labels import ATTEMPT_LABEL, JOB_UID_LABEL
-from fleet.members import Conflict, MemberError, MemberRefused, MemberUnavailable, NotFound, Scope, scope_of
-from fleet.members.errors import safe_message
-from fleet.members.guard import BulkheadFull
-from fleet.members.refusals import describe
+from fleet.members import (
+    BulkheadFull,
+    Conflict,
+    MemberError,
+    MemberRefused,
+    MemberUnavailable,
+    NotFound,
+    Scope,
+    describe_refusal,
+    safe_message,
+    scope_of,
+)
 from fleet.state import record_event, record_events
 from fleet.workloads import JobRef, job_ref, member_resource, ref_for
 
@@ -447,7 +455,7 @@ def _propagate_one(
 def _refused(ctx: Context, item: Propagation, kind: str, error: MemberRefused) -> str:
     """Act on a member's permanent refusal by whom it is about (see the module docstring)."""
     key, uid, attempt, member, _ = item
-    said = describe(error)
+    said = describe_refusal(error)
     scope = scope_of(error, kind=kind)
     # The whole answer in the log; the job's condition and Event get it without addresses.
     log.info(

@@ -59,9 +59,30 @@ from fleet.members.config import (
     load_members,
     member_labels,
 )
-from fleet.members.errors import Conflict, MemberError, MemberRefused, MemberUnavailable, NotFound
+from fleet.members.errors import (
+    Conflict,
+    MemberError,
+    MemberRefused,
+    MemberUnavailable,
+    NotFound,
+    redact,
+    safe_message,
+)
+from fleet.members.guard import BulkheadFull
+from fleet.members.guard import State as BreakerState
+from fleet.members.guard import Transition as BreakerTransition
 from fleet.members.refusals import Scope, scope_of
+from fleet.members.refusals import describe as describe_refusal
 from fleet.members.resource import NODES, PODS, Listing, Resource
+from fleet.members.rights import member_manifest
+from fleet.members.secret import (
+    MemberSecret,
+    SecretError,
+    member_entry,
+    members_of,
+    with_member,
+    without_member,
+)
 from fleet.members.settings import MemberSettings, SettingsError
 from fleet.members.watch import (
     ADDED,
@@ -84,6 +105,9 @@ __all__ = [
     "PODS",
     "SYNC",
     "BatchCallback",
+    "BreakerState",
+    "BreakerTransition",
+    "BulkheadFull",
     "ClientFactory",
     "Conflict",
     "EventCallback",
@@ -93,16 +117,26 @@ __all__ = [
     "MemberConfigError",
     "MemberError",
     "MemberRefused",
+    "MemberSecret",
     "MemberSettings",
     "MemberUnavailable",
     "NotFound",
     "Probe",
     "Resource",
     "Scope",
+    "SecretError",
     "SettingsError",
     "WatchEvent",
     "Watcher",
+    "describe_refusal",
     "load_members",
+    "member_entry",
     "member_labels",
+    "member_manifest",
+    "members_of",
+    "redact",
+    "safe_message",
     "scope_of",
+    "with_member",
+    "without_member",
 ]
