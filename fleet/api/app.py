@@ -42,7 +42,7 @@ from fleet.api.registry import fleet_registry
 from fleet.api.store import FleetStore
 from fleet.api.warning_headers import WarningHeaders
 from fleet.apiserver import anonymous_info, build_app
-from fleet.jobs.durability import Durability
+from fleet.jobs import Durability
 from fleet.kinds import (
     ELASTIC_QUOTA_TREE,
     FLEET_JOB_KINDS,

@@ -60,9 +60,7 @@ from fleet.apiserver import (
     parse_resource_version,
     select_page,
 )
-from fleet.jobs.phases import Phase
-from fleet.jobs.status import current_state, last_condition
-from fleet.jobs.submit import job_key
+from fleet.jobs import Phase, current_state, job_key, last_condition
 from queues import Ledger, job_wait
 
 __all__ = [

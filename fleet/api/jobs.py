@@ -49,21 +49,27 @@ from fleet.api.errors import invalid
 from fleet.api.keys import DEFAULT_API_KEYS, ApiKeys
 from fleet.api.priority_classes import refused
 from fleet.apiserver import ApiError, Cause, NotFound, Obj, ResourceType, WatchEvent, update_target
-from fleet.jobs.durability import Durability, NotDurable
-from fleet.jobs.pause import (
+from fleet.jobs import (
+    HELD,
+    PRIORITY_ANNOTATION,
+    Durability,
+    NotDurable,
+    Phase,
+    Prepared,
+    PriorityClassNotFound,
     SpecChanged,
+    apply_pause,
+    current_state,
     mark_paused,
     metadata_changed,
     pausable,
     pause_field,
     paused_at_submission,
+    prepare,
+    priority_classes,
+    queue_accepted,
     switched,
 )
-from fleet.jobs.pause import apply as pause_apply
-from fleet.jobs.phases import HELD, Phase
-from fleet.jobs.priority import PRIORITY_ANNOTATION, PriorityClassNotFound, priority_classes
-from fleet.jobs.status import current_state
-from fleet.jobs.submit import Prepared, prepare, queue_accepted
 from fleet.state import Objects, RedisStore
 from fleet.workloads import InvalidWorkload, UnknownKind, adapter_for, job_ref
 from fleet.workloads.base import Pausable, QueueNaming
@@ -265,7 +271,7 @@ class JobBackend:
                 )
             if pause is not None and not dry_run:
                 stored = await asyncio.to_thread(
-                    pause_apply, self.objects, self.ledger, rt, current, obj, pause=pause
+                    apply_pause, self.objects, self.ledger, rt, current, obj, pause=pause
                 )
                 if stored is None:
                     raise NotFound(f'{rt.plural}.{rt.group} "{name}" not found')

@@ -32,7 +32,7 @@ from typing import Any
 from fleet.api.errors import invalid
 from fleet.api.validation import forbidden, immutable
 from fleet.apiserver import Cause, Forbidden, Obj, ResourceType, WatchEvent, clone, update_target
-from fleet.jobs.priority import PREEMPT_LOWER_PRIORITY, ClassInfo, global_default
+from fleet.jobs import PREEMPT_LOWER_PRIORITY, ClassInfo, global_default
 from fleet.state import RedisStore
 
 __all__ = ["PriorityClassBackend", "refused"]

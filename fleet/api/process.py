@@ -24,7 +24,7 @@ from fleet.api.auth import ADMIN_GROUP, load_token_file
 from fleet.api.members import members_from
 from fleet.apiserver import Server
 from fleet.connections import async_redis_from_url, mask_url, redis_from_url
-from fleet.jobs.durability import Durability, check_server
+from fleet.jobs import Durability, check_server
 
 __all__ = ["async_redis_from_url", "run_api"]  # async_redis_from_url: re-exported from fleet.connections
 

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from fleet.api.warning_headers import warn
 from fleet.apiserver import Cause, Obj, invalid, required
-from fleet.jobs.priority import (
+from fleet.jobs import (
     HIGHEST_USER_DEFINABLE_PRIORITY,
     PREEMPTION_POLICIES,
     SYSTEM_PRIORITY_CLASS_PREFIX,

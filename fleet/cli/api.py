@@ -87,7 +87,7 @@ def api(
     AscendJobs in NS. Several replicas may serve one Redis.
     """
     from fleet.api import TokenFileError, run_api
-    from fleet.jobs.durability import Durability, DurabilityUnavailable
+    from fleet.jobs import Durability, DurabilityUnavailable
     from fleet.members import MemberConfigError
 
     if (tls_cert_file is None) != (tls_private_key_file is None):

@@ -195,10 +195,7 @@ def remove(
 
 def _placed_on(client: Any, member_name: str) -> list[tuple[str, str, int]]:
     """(job key, uid, attempt) of the unfinished jobs whose current attempt is on the member."""
-    from fleet.jobs.phases import FINISHED, Phase
-    from fleet.jobs.status import attempt_of, cluster_of, current_state
-    from fleet.jobs.store import list_jobs
-    from fleet.jobs.submit import job_key
+    from fleet.jobs import FINISHED, Phase, attempt_of, cluster_of, current_state, job_key, list_jobs
     from fleet.state import Objects
 
     items, _ = list_jobs(Objects(client))
@@ -211,7 +208,7 @@ def _placed_on(client: Any, member_name: str) -> list[tuple[str, str, int]]:
 
 def _requeue(client: Any, member_name: str, placed: list[tuple[str, str, int]]) -> int:
     from fleet.dispatch import EXCLUDE_DOWN_SECONDS, Context, give_back
-    from fleet.jobs.phases import FleetReason
+    from fleet.jobs import FleetReason
 
     ctx = Context(client, None)
     done = 0

@@ -42,8 +42,7 @@ from fleet.cli.endpoint import (
     kubeconfig_path_option,
     render_table,
 )
-from fleet.jobs.phases import Phase
-from fleet.jobs.status import current_state, last_condition
+from fleet.jobs import Phase, current_state, last_condition
 from fleet.kinds import MEMBER_CLUSTER, QUEUE, amounts, nodes_by_free_cell, npus_cell
 from fleet.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 from fleet.members import KubeconfigClients, MemberConfigError

@@ -37,9 +37,7 @@ from typing import Any, Final
 from fleet.apiserver import CONFIGMAP, SECRET, SERVICE, ResourceType
 from fleet.dispatch.context import Context, policy_for
 from fleet.dispatch.handback import COMPONENT
-from fleet.jobs.phases import FINISHED, FleetReason
-from fleet.jobs.status import cluster_of, current_state
-from fleet.jobs.store import list_jobs
+from fleet.jobs import FINISHED, FleetReason, cluster_of, current_state, list_jobs
 from fleet.kinds import FLEET_JOB_KINDS
 from fleet.members import Conflict, Member, MemberError, NotFound, safe_message
 from fleet.state import record_event

@@ -32,10 +32,7 @@ from typing import Any
 
 from fleet.dispatch.context import Context
 from fleet.dispatch.handback import COMPONENT, finish
-from fleet.jobs.phases import FleetReason, Phase
-from fleet.jobs.status import set_state
-from fleet.jobs.store import mutate_job, try_get_job
-from fleet.jobs.submit import FINALIZER
+from fleet.jobs import FINALIZER, FleetReason, Phase, mutate_job, set_state, try_get_job
 from fleet.state import delete_events_for, record_event
 
 __all__ = ["complete", "is_deleting", "left_entry", "terminating"]

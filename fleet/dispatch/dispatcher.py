@@ -64,13 +64,26 @@ from fleet.dispatch.handback import (
 from fleet.dispatch.lease import LEASE_SECONDS, STANDBY_POLL_SECONDS, Lease, Renewer
 from fleet.dispatch.preemption import PREEMPTED_BY, PREEMPTIONS, RUNNING_STATES, mark_victims
 from fleet.dispatch.tasks import Propagation, propagate_batch
-from fleet.jobs import job_priority
-from fleet.jobs.pause import converge, switch_out_of_step
-from fleet.jobs.phases import FINISHED, HELD, FleetReason, Phase
-from fleet.jobs.priority import STATUS_PRIORITY_CLASS
-from fleet.jobs.status import attempt_of, cluster_of, current_state, set_state
-from fleet.jobs.store import get_jobs, list_jobs, mutate_job, mutate_jobs
-from fleet.jobs.submit import enqueue, job_key
+from fleet.jobs import (
+    FINISHED,
+    HELD,
+    STATUS_PRIORITY_CLASS,
+    FleetReason,
+    Phase,
+    attempt_of,
+    cluster_of,
+    converge,
+    current_state,
+    enqueue,
+    get_jobs,
+    job_key,
+    job_priority,
+    list_jobs,
+    mutate_job,
+    mutate_jobs,
+    set_state,
+    switch_out_of_step,
+)
 from fleet.placement import Demand, Placer, PlaceRequest, job_pod_key, never_fits
 from fleet.policy import PropagationPolicy
 from fleet.state import Fence, Fenced, read_health, record_event, record_events

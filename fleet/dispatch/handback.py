@@ -65,9 +65,16 @@ from enum import StrEnum
 from typing import Any, Final
 
 from fleet.dispatch.context import Context, policy_for
-from fleet.jobs.phases import FleetReason, Phase
-from fleet.jobs.status import attempt_of, cluster_of, current_state, mirror, set_state
-from fleet.jobs.store import mutate_job
+from fleet.jobs import (
+    FleetReason,
+    Phase,
+    attempt_of,
+    cluster_of,
+    current_state,
+    mirror,
+    mutate_job,
+    set_state,
+)
 from fleet.placement import job_pod_key
 from fleet.policy import Failover, PropagationPolicy
 from fleet.state import Objects, record_event

@@ -33,9 +33,17 @@ from prometheus_client import Counter
 from fleet.ascend import Condition
 from fleet.dispatch.context import Context
 from fleet.dispatch.handback import COMPONENT, give_back
-from fleet.jobs.phases import FleetReason, Phase
-from fleet.jobs.status import attempt_of, cluster_of, current_state, last_condition, set_state
-from fleet.jobs.store import mutate_jobs, try_get_job
+from fleet.jobs import (
+    FleetReason,
+    Phase,
+    attempt_of,
+    cluster_of,
+    current_state,
+    last_condition,
+    mutate_jobs,
+    set_state,
+    try_get_job,
+)
 from fleet.state import Fence, record_events
 from queues.heads import RunningJob
 

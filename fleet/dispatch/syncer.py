@@ -67,11 +67,22 @@ from fleet.dispatch.deletion import complete, is_deleting, left_entry, terminati
 from fleet.dispatch.handback import COMPONENT, Blame, clear_inflight, finish, give_back
 from fleet.dispatch.ownership import Shards
 from fleet.dispatch.preemption import is_being_preempted, requeued
-from fleet.jobs.pause import parse_held_entry
-from fleet.jobs.phases import FINISHED, HELD, FleetReason, Phase
-from fleet.jobs.status import attempt_of, cluster_of, current_state, mirror
-from fleet.jobs.store import get_jobs, list_jobs, mutate_jobs, try_get_job
-from fleet.jobs.submit import job_key
+from fleet.jobs import (
+    FINISHED,
+    HELD,
+    FleetReason,
+    Phase,
+    attempt_of,
+    cluster_of,
+    current_state,
+    get_jobs,
+    job_key,
+    list_jobs,
+    mirror,
+    mutate_jobs,
+    parse_held_entry,
+    try_get_job,
+)
 from fleet.kinds import FLEET_JOB_KINDS
 from fleet.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
 from fleet.members import DELETED, SYNC, Member, Watcher, WatchEvent, redact

@@ -47,9 +47,17 @@ from fleet.dispatch.degraded import adopt
 from fleet.dispatch.deletion import complete, is_deleting, terminating
 from fleet.dispatch.handback import COMPONENT, fail, give_back, inflight_entry
 from fleet.dispatch.preemption import requeued
-from fleet.jobs.phases import FleetReason, Phase
-from fleet.jobs.status import attempt_of, cluster_of, current_state, set_state
-from fleet.jobs.store import get_jobs, mutate_jobs, try_get_job
+from fleet.jobs import (
+    FleetReason,
+    Phase,
+    attempt_of,
+    cluster_of,
+    current_state,
+    get_jobs,
+    mutate_jobs,
+    set_state,
+    try_get_job,
+)
 from fleet.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 from fleet.members import (
     BulkheadFull,
