@@ -28,10 +28,7 @@ from fleet.policy import CLUSTER_KIND as CLUSTER_POLICY_KIND
 from fleet.policy import KARMADA_API_VERSION
 from fleet.policy import KIND as POLICY_KIND
 from fleet.workloads import KINDS, WorkloadAdapter
-from queues.quantity import format_quantity
-from queues.quantity import parse as parse_quantity
-from queues.tree import API_VERSION as TREE_API_VERSION
-from queues.tree import KIND as TREE_KIND
+from queues import TREE_API_VERSION, TREE_KIND, format_quantity, parse_quantity
 
 __all__ = [
     "CLUSTER_PROPAGATION_POLICY",

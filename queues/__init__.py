@@ -73,36 +73,55 @@ With no tree applied, every job belongs to the implicit ``root``: queue order ho
 not limit (capacity alone does).
 """
 
+from queues.heads import ClassHeads, HeadCache, RunningJob, class_request
 from queues.keys import DEFAULT_KEYS, Keys
 from queues.ledger import Applied, ApplyRefused, Drift, Fence, Ledger, VersionConflict, leaf_in
 from queues.pending import PendingQueues, QueuePolicy
+from queues.planner import Blocked, Pick, Plan, Planner, PlannerSettings, PreemptionKind, Refused
+from queues.quantity import MAX_JOBS, QuantityError, format_quantity, parse_exact
+from queues.quantity import parse as parse_quantity
 from queues.reasons import Decision, Refusal, RefusalKind
-from queues.records import Fenced, InvalidRequest, JobRecord, JobState, LedgerError
+from queues.records import Fenced, InvalidRequest, JobRecord, JobState, LedgerError, request_args, score_of
+from queues.snapshot import Snapshot
+from queues.tree import API_VERSION as TREE_API_VERSION
 from queues.tree import (
     AVAILABLE_ATTRIBUTE,
     IMPLICIT_ROOT,
     QUOTA_LABEL,
+    TREE_NAMESPACE,
     ElasticQuotaTree,
     QuotaNode,
     QuotaNotAvailable,
     UnboundJob,
+    is_unlimited,
+    preemption_policy,
     queue_name,
 )
-from queues.validation import Problem, Severity, TreeInvalid, check, load, load_file, validate
-from queues.views import QueueView, Waiting, format_views, job_wait, queue_views
+from queues.tree import KIND as TREE_KIND
+from queues.validation import DOCUMENT, Problem, Severity, TreeInvalid, check, load, load_file, validate
+from queues.views import HEADERS, QueueView, Waiting, format_share, format_views, job_wait, queue_views
 
 __all__ = [
     "AVAILABLE_ATTRIBUTE",
     "DEFAULT_KEYS",
+    "DOCUMENT",
+    "HEADERS",
     "IMPLICIT_ROOT",
+    "MAX_JOBS",
     "QUOTA_LABEL",
+    "TREE_API_VERSION",
+    "TREE_KIND",
+    "TREE_NAMESPACE",
     "Applied",
     "ApplyRefused",
+    "Blocked",
+    "ClassHeads",
     "Decision",
     "Drift",
     "ElasticQuotaTree",
     "Fence",
     "Fenced",
+    "HeadCache",
     "InvalidRequest",
     "JobRecord",
     "JobState",
@@ -110,25 +129,43 @@ __all__ = [
     "Ledger",
     "LedgerError",
     "PendingQueues",
+    "Pick",
+    "Plan",
+    "Planner",
+    "PlannerSettings",
+    "PreemptionKind",
     "Problem",
+    "QuantityError",
     "QueuePolicy",
     "QueueView",
     "QuotaNode",
     "QuotaNotAvailable",
     "Refusal",
     "RefusalKind",
+    "Refused",
+    "RunningJob",
     "Severity",
+    "Snapshot",
     "TreeInvalid",
     "UnboundJob",
     "VersionConflict",
     "Waiting",
     "check",
+    "class_request",
+    "format_quantity",
+    "format_share",
     "format_views",
+    "is_unlimited",
     "job_wait",
     "leaf_in",
     "load",
     "load_file",
+    "parse_exact",
+    "parse_quantity",
+    "preemption_policy",
     "queue_name",
     "queue_views",
+    "request_args",
+    "score_of",
     "validate",
 ]

@@ -73,8 +73,7 @@ from fleet.jobs import (
 from fleet.state import Objects, RedisStore
 from fleet.workloads import InvalidWorkload, UnknownKind, adapter_for, job_ref
 from fleet.workloads.base import Pausable, QueueNaming
-from queues import InvalidRequest, Ledger, QuotaNotAvailable, UnboundJob
-from queues.records import request_args, score_of
+from queues import InvalidRequest, Ledger, QuotaNotAvailable, UnboundJob, request_args, score_of
 
 __all__ = ["JobBackend"]
 

@@ -26,9 +26,7 @@ import redis
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from queues import Ledger, queue_views
-from queues.quantity import MAX_JOBS
-from queues.tree import is_unlimited
+from queues import MAX_JOBS, Ledger, is_unlimited, queue_views
 
 __all__ = ["QuotaCollector"]
 

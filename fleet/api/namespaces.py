@@ -31,8 +31,7 @@ from fleet.api.computed import ComputedKind
 from fleet.apiserver import Obj, ResourceType
 from fleet.kinds import FLEET_NAMESPACE, QUOTA_NODE_LABEL
 from fleet.state import DEFAULT_STATE_KEYS, StateKeys, kind_name
-from queues import Ledger
-from queues.tree import ElasticQuotaTree, queue_name
+from queues import ElasticQuotaTree, Ledger, queue_name
 
 __all__ = ["namespace_kind", "namespace_object", "namespaces_holding"]
 

@@ -38,8 +38,7 @@ from typing import Final
 from fleet.api.computed import ComputedKind
 from fleet.apiserver import Obj
 from fleet.kinds import QUEUE, format_amounts
-from queues import Ledger, QueueView, queue_views
-from queues.views import format_share
+from queues import Ledger, QueueView, format_share, queue_views
 
 __all__ = ["NODE_LABEL", "queue_kind", "queue_object"]
 

@@ -60,9 +60,18 @@ from fleet.apiserver import (
 )
 from fleet.kinds import format_amounts
 from fleet.state import RedisStore
-from queues import ApplyRefused, ElasticQuotaTree, Ledger, Problem, Severity, TreeInvalid, check, queue_views
-from queues.tree import TREE_NAMESPACE
-from queues.validation import DOCUMENT
+from queues import (
+    DOCUMENT,
+    TREE_NAMESPACE,
+    ApplyRefused,
+    ElasticQuotaTree,
+    Ledger,
+    Problem,
+    Severity,
+    TreeInvalid,
+    check,
+    queue_views,
+)
 
 __all__ = ["TreeBackend", "problem_field", "tree_status"]
 

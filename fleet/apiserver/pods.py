@@ -51,7 +51,7 @@ from fleet.apiserver.validation import (
     validate_annotations,
     validate_labels,
 )
-from queues.quantity import QuantityError, parse_exact
+from queues import QuantityError, parse_exact
 
 __all__ = [
     "QUANTITY_FIELDS",

@@ -32,6 +32,7 @@ from fleet.cli.options import redis_url_checked
 from fleet.connections import ONE_SHOT_RETRIES, mask_url, redis_from_url
 from fleet.kinds import ELASTIC_QUOTA_TREE
 from queues import (
+    TREE_NAMESPACE,
     ApplyRefused,
     Ledger,
     Severity,
@@ -41,7 +42,6 @@ from queues import (
     load,
     queue_views,
 )
-from queues.tree import TREE_NAMESPACE
 
 __all__ = ["quota"]
 

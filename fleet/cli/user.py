@@ -47,7 +47,7 @@ from fleet.kinds import MEMBER_CLUSTER, QUEUE, amounts, nodes_by_free_cell, npus
 from fleet.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 from fleet.members import KubeconfigClients, MemberConfigError
 from fleet.workloads import KINDS, WorkloadAdapter
-from queues.views import HEADERS as QUEUE_HEADERS
+from queues import HEADERS as QUEUE_HEADERS
 
 __all__ = ["clusters", "describe", "get", "queues"]
 

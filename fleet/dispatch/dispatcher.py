@@ -88,20 +88,25 @@ from fleet.placement import Demand, Placer, PlaceRequest, job_pod_key, never_fit
 from fleet.policy import PropagationPolicy
 from fleet.state import Fence, Fenced, read_health, record_event, record_events
 from fleet.workloads import KINDS, InvalidWorkload, JobRef, UnknownKind, adapter_for, job_ref
-from queues import JobState, LedgerError
-from queues.heads import ClassHeads, HeadCache, RunningJob, class_request
-from queues.planner import (
+from queues import (
     Blocked,
+    ClassHeads,
+    HeadCache,
+    JobState,
+    LedgerError,
     Pick,
     Plan,
     Planner,
     PlannerSettings,
     PreemptionKind,
     Refused,
+    RunningJob,
+    Snapshot,
+    class_request,
+    preemption_policy,
+    queue_name,
 )
-from queues.records import Fenced as LedgerFenced
-from queues.snapshot import Snapshot
-from queues.tree import preemption_policy, queue_name
+from queues import Fenced as LedgerFenced
 
 __all__ = ["Dispatcher", "DispatcherSettings"]
 

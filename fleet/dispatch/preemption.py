@@ -45,7 +45,7 @@ from fleet.jobs import (
     try_get_job,
 )
 from fleet.state import Fence, record_events
-from queues.heads import RunningJob
+from queues import RunningJob
 
 __all__ = [
     "PREEMPTED_BY",

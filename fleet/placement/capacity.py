@@ -36,7 +36,7 @@ from fleet.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 from fleet.placement.demand import Vector, pod_requests
 from fleet.placement.npu import take
 from fleet.placement.selectors import BLOCKING_EFFECTS, Taint, parse_taints
-from queues.quantity import QuantityError, parse
+from queues import QuantityError, parse_quantity
 
 __all__ = [
     "GROUP_RESOURCE",
@@ -135,7 +135,7 @@ def _quantities(values: Any) -> dict[str, int]:
     out: dict[str, int] = {}
     for name, raw in (values or {}).items():
         try:
-            out[str(name)] = parse(str(name), raw)
+            out[str(name)] = parse_quantity(str(name), raw)
         except QuantityError:
             continue  # a node's malformed status entry is not ours to reject; it offers nothing
     return out

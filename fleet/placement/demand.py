@@ -31,7 +31,7 @@ from fleet.placement.selectors import (
     parse_tolerations,
 )
 from fleet.policy import LabelSelector
-from queues.quantity import QuantityError, parse
+from queues import QuantityError, parse_quantity
 
 __all__ = [
     "PODS_RESOURCE",
@@ -73,7 +73,7 @@ def _container_requests(container: Mapping[str, Any], path: str) -> dict[str, in
         parsed[part] = {}
         for name, raw in values.items():
             try:
-                amount = parse(str(name), raw)
+                amount = parse_quantity(str(name), raw)
             except QuantityError as exc:
                 raise DemandError(f"{path}.resources.{part}.{name}", str(exc)) from exc
             if amount < 0:
@@ -100,7 +100,7 @@ def pod_requests(spec: Mapping[str, Any], path: str = "spec") -> dict[str, int]:
     if isinstance(overhead, Mapping):
         for name, raw in overhead.items():
             try:
-                total[str(name)] = total.get(str(name), 0) + parse(str(name), raw)
+                total[str(name)] = total.get(str(name), 0) + parse_quantity(str(name), raw)
             except QuantityError as exc:
                 raise DemandError(f"{path}.overhead.{name}", str(exc)) from exc
     total[PODS_RESOURCE] = 1

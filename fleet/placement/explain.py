@@ -24,7 +24,7 @@ from fleet.placement.fit import (
 )
 from fleet.placement.selectors import BLOCKING_EFFECTS, tolerates_all
 from fleet.policy import ClusterAffinity
-from queues.quantity import format_quantity
+from queues import format_quantity
 
 __all__ = ["NEVER", "explain_member", "explain_members", "never_fits"]
 

@@ -25,7 +25,7 @@ from typing import Any, Final
 
 from fleet.ascend import ACCELERATOR_TYPE_LABEL
 from fleet.placement.capacity import MemberCapacity
-from queues.quantity import format_quantity
+from queues import format_quantity
 
 __all__ = ["NO_ACCELERATOR", "NPU_PREFIX", "capacity_view", "is_view_resource"]
 

@@ -27,7 +27,7 @@ from fleet.sim.devices import (
     policy_reason,
     size_reason,
 )
-from queues.quantity import QuantityError, parse
+from queues import QuantityError, parse_quantity
 
 __all__ = [
     "NOT_READY",
@@ -214,7 +214,7 @@ def _resources(values: Any, where: str) -> dict[str, int]:
     parsed: dict[str, int] = {}
     for resource, amount in values.items():
         try:
-            parsed[str(resource)] = parse(str(resource), amount)
+            parsed[str(resource)] = parse_quantity(str(resource), amount)
         except QuantityError as exc:
             raise PodSpecError(f"{where}.{resource}: {exc}") from None
         if parsed[str(resource)] < 0:
@@ -376,11 +376,11 @@ def node_info(node: Obj) -> NodeInfo:
     allocatable: dict[str, int] = {}
     for resource, amount in (status.get("allocatable") or {}).items():
         try:
-            allocatable[resource] = parse(resource, amount)
+            allocatable[resource] = parse_quantity(resource, amount)
         except QuantityError:
             allocatable[resource] = 0
     try:
-        npu_capacity = parse(NPU_RESOURCE, (status.get("capacity") or {}).get(NPU_RESOURCE, "0"))
+        npu_capacity = parse_quantity(NPU_RESOURCE, (status.get("capacity") or {}).get(NPU_RESOURCE, "0"))
     except QuantityError:
         npu_capacity = 0
     conditions = status.get("conditions") or []

@@ -17,7 +17,7 @@ from pydantic.alias_generators import to_camel
 
 from fleet.apiserver import Obj, now_rfc3339
 from fleet.ascend import HOSTNAME_LABEL
-from queues.quantity import QuantityError, parse
+from queues import QuantityError, parse_quantity
 
 __all__ = [
     "DEFAULT_TOPOLOGY",
@@ -69,7 +69,7 @@ class NodePool(_Model):
     def _quantities(cls, value: dict[str, str] | None) -> dict[str, str] | None:
         for resource, amount in (value or {}).items():
             try:
-                if parse(resource, amount) < 0:
+                if parse_quantity(resource, amount) < 0:
                     raise ValueError(f"{resource}: {amount!r} must not be negative")
             except QuantityError as exc:
                 raise ValueError(f"{resource}: {exc}") from None

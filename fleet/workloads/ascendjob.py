@@ -70,7 +70,7 @@ from fleet.workloads.base import (
 )
 from fleet.workloads.models import RESTART_POLICIES, Int32, Int64, Open, pydantic_errors
 from fleet.workloads.replicas import ReplicaSpecAdapter
-from queues.quantity import QuantityError, parse
+from queues import QuantityError, parse_quantity
 
 __all__ = ["ASCENDJOB", "ASCEND_CONTAINER", "FRAMEWORKS", "MAX_REPLICAS", "AscendJobAdapter", "ascendjob"]
 
@@ -165,7 +165,7 @@ def _npu_request(template: Mapping[str, Any]) -> int:
             for name, value in (requests if isinstance(requests, Mapping) else {}).items():
                 if NPU_RESOURCE_PREFIX in str(name):
                     try:
-                        return parse(str(name), value)
+                        return parse_quantity(str(name), value)
                     except QuantityError:
                         return 0
             return 0
