@@ -56,8 +56,7 @@ from fleet.kinds import (
     QUEUE,
     fleet_kind,
 )
-from fleet.workloads import KINDS
-from fleet.workloads.base import Pausable
+from fleet.workloads import KINDS, Pausable
 
 __all__ = [
     "ADMIN_GROUP",

@@ -71,8 +71,7 @@ from fleet.jobs import (
     switched,
 )
 from fleet.state import Objects, RedisStore
-from fleet.workloads import InvalidWorkload, UnknownKind, adapter_for, job_ref
-from fleet.workloads.base import Pausable, QueueNaming
+from fleet.workloads import InvalidWorkload, Pausable, QueueNaming, UnknownKind, adapter_for, job_ref
 from queues import InvalidRequest, Ledger, QuotaNotAvailable, UnboundJob, request_args, score_of
 
 __all__ = ["JobBackend"]

@@ -26,8 +26,7 @@ from fleet.jobs import (
     SYSTEM_PRIORITY_CLASSES,
 )
 from fleet.policy import PropagationPolicy, ignored_fields, why_ignored
-from fleet.workloads import UnknownKind, adapter_for
-from fleet.workloads.base import fleet_label_errors
+from fleet.workloads import UnknownKind, adapter_for, fleet_label_errors
 
 __all__ = [
     "field_path",

@@ -93,14 +93,15 @@ from fleet.workloads import (
     KINDS,
     JobRef,
     Outcome,
+    PodEvidence,
     UnknownKind,
     WorkloadStatus,
     adapter_for,
     job_ref,
     member_resource,
     ref_for,
+    unschedulable,
 )
-from fleet.workloads.base import PodEvidence, unschedulable
 
 __all__ = ["Syncer", "SyncerSettings"]
 

@@ -46,8 +46,7 @@ from fleet.jobs.status import attempt_of, current_state, set_state
 from fleet.jobs.store import job_kind
 from fleet.jobs.submit import COMPONENT, enqueue, job_key
 from fleet.state import DEFAULT_DISPATCH_KEYS, Objects, record_event
-from fleet.workloads import adapter_for
-from fleet.workloads.base import MIRRORED_FIELDS, Pausable
+from fleet.workloads import MIRRORED_FIELDS, Pausable, adapter_for
 from queues import Ledger
 
 __all__ = [

@@ -34,8 +34,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from fleet.jobs.phases import FINISHED, Phase
-from fleet.workloads import WorkloadStatus
-from fleet.workloads.base import MIRRORED_FIELDS
+from fleet.workloads import MIRRORED_FIELDS, WorkloadStatus
 
 __all__ = [
     "MAX_CONDITIONS",

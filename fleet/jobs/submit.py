@@ -40,8 +40,7 @@ from fleet.jobs.status import set_state
 from fleet.jobs.store import job_kind
 from fleet.placement import Demand
 from fleet.state import Objects, event_call, record_event
-from fleet.workloads import adapter_for, job_key, job_ref
-from fleet.workloads.base import QueueNaming
+from fleet.workloads import QueueNaming, adapter_for, job_key, job_ref
 from queues import QUOTA_LABEL, ElasticQuotaTree, Ledger, leaf_in, queue_name
 
 __all__ = [

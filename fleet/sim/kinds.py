@@ -32,18 +32,18 @@ from typing import Any, Final
 
 from fleet.apiserver import ResourceType
 from fleet.ascend import JOB_NAME_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL, Reason
-from fleet.workloads import KINDS
-from fleet.workloads.ascendjob import ASCENDJOB
-from fleet.workloads.kubeflow import JOB_NAME_LABEL as KUBEFLOW_JOB_NAME_LABEL
-from fleet.workloads.kubeflow import (
-    JOB_ROLE_LABEL,
+from fleet.workloads import (
+    ASCENDJOB,
+    KINDS,
+    KUBEFLOW_JOB_NAME_LABEL,
+    KUBEFLOW_REPLICA_INDEX_LABEL,
+    KUBEFLOW_REPLICA_TYPE_LABEL,
     MPIJOB,
-    OPERATOR_NAME_LABEL,
     PYTORCHJOB,
     TFJOB,
 )
-from fleet.workloads.kubeflow import REPLICA_INDEX_LABEL as KUBEFLOW_REPLICA_INDEX_LABEL
-from fleet.workloads.kubeflow import REPLICA_TYPE_LABEL as KUBEFLOW_REPLICA_TYPE_LABEL
+from fleet.workloads import KUBEFLOW_JOB_ROLE_LABEL as JOB_ROLE_LABEL
+from fleet.workloads import KUBEFLOW_OPERATOR_NAME_LABEL as OPERATOR_NAME_LABEL
 
 __all__ = [
     "JOB_ROLE_LABEL",
