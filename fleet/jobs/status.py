@@ -30,10 +30,10 @@ list is capped so that a job that fails over many times keeps a bounded status.
 from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping
-from datetime import UTC, datetime
 from typing import Any, Final
 
 from fleet.jobs.phases import FINISHED, Phase
+from fleet.timestamps import now_rfc3339
 from fleet.workloads import WorkloadStatus
 from fleet.workloads.base import MIRRORED_FIELDS
 
@@ -45,16 +45,11 @@ __all__ = [
     "is_finished",
     "last_condition",
     "mirror",
-    "now_rfc3339",
     "set_state",
 ]
 
 #: Conditions kept on one fleet job; older entries are dropped first.
 MAX_CONDITIONS: Final = 32
-
-
-def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _status(obj: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -19,13 +19,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from fleet.apiserver.resources import Obj
-from fleet.apiserver.store import now_rfc3339
 from fleet.ascend import (
     SCHEDULE_POLICY_ANNOTATION,
     Condition,
 )
 from fleet.sim.kinds import JOB_ROLE_LABEL, OPERATOR_NAME_LABEL, Rules, sim_kind
 from fleet.sim.predicates import PodSpecError, pod_requests
+from fleet.timestamps import now_rfc3339
 
 __all__ = [
     "BATCH_BACKOFF_LIMIT",

@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from fleet.apiserver.resources import Obj
-from fleet.apiserver.store import now_rfc3339
 from fleet.ascend import HOSTNAME_LABEL
+from fleet.timestamps import now_rfc3339
 from queues.quantity import QuantityError, parse
 
 __all__ = [

@@ -42,9 +42,9 @@ from typing import Any
 from fleet.apiserver.errors import AlreadyExists
 from fleet.apiserver.kinds import EVENT
 from fleet.apiserver.resources import Obj
-from fleet.apiserver.store import now_rfc3339
 from fleet.connections import ScriptCall
 from fleet.state.objects import Fence, Objects
+from fleet.timestamps import now_rfc3339
 
 __all__ = ["delete_events_for", "event_call", "event_name", "events_for", "record_event", "record_events"]
 
