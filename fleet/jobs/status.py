@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping, MutableMapping
 from typing import Any, Final
 
-from fleet.jobs.phases import FINISHED, Phase
+from fleet.jobs.phases import FINISHED, FleetReason, Phase
 from fleet.timestamps import now_rfc3339
 from fleet.workloads import WorkloadStatus
 from fleet.workloads.base import MIRRORED_FIELDS
@@ -127,7 +127,8 @@ def mirror(status: MutableMapping[str, Any], member: WorkloadStatus, *, dispatch
     admitted = max((i for i, c in enumerate(conditions) if c.get("type") == Phase.ADMITTED), default=-1)
     cut = max((i for i, c in enumerate(conditions) if c.get("type") == Phase.DISPATCHED), default=-1)
     if cut < admitted:  # this attempt's Dispatched is not written yet: an older one's must stay
-        conditions.append(_condition(Phase.DISPATCHED, "Dispatched", dispatched_message, now_rfc3339()))
+        stamp = now_rfc3339()
+        conditions.append(_condition(Phase.DISPATCHED, FleetReason.DISPATCHED, dispatched_message, stamp))
         cut = len(conditions) - 1
     new = _cap([*conditions[: cut + 1], *member.conditions])
     before = dict(status)
