@@ -5,8 +5,9 @@
 * only the CLI and ``fleet up`` (``fleet.local``) import the simulator: Fleet's own code path never
   depends on it, members are reached over HTTP;
 * the kube-compatible serving core (``fleet.apiserver``) and member access (``fleet.members``) are
-  layers others build on: they import no other part of Fleet but the shared Ascend names and
-  the hot-path JSON codec (``fleet.fastjson``) and the timestamp format (``fleet.timestamps``).
+  layers others build on: they import no other part of Fleet but the base modules: the shared
+  Ascend names, the hot-path JSON codec (``fleet.fastjson``), the timestamp format
+  (``fleet.timestamps``) and label matching (``fleet.labels``).
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ def test_only_the_cli_and_fleet_up_import_the_simulator() -> None:
 
 @pytest.mark.parametrize("layer", ["fleet.apiserver", "fleet.members"])
 def test_the_base_layers_import_no_other_part_of_fleet(layer: str) -> None:
-    shared = ("__init__.py", "__pycache__", "ascend.py", "fastjson.py", "timestamps.py", "py.typed")
+    base = ("ascend.py", "fastjson.py", "labels.py", "timestamps.py")
+    shared = ("__init__.py", "__pycache__", "py.typed", *base)
     others = ["fleet." + path.stem for path in (ROOT / "fleet").iterdir() if path.name not in shared]
     forbidden = tuple(name for name in others if name != layer)
     found = [v for v in _violations("fleet", "a base layer", forbidden) if v.startswith(layer)]
