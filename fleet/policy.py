@@ -49,7 +49,7 @@ from typing import Any, ClassVar, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from fleet.labels import requirement_matches
+from fleet.label_match import requirement_matches
 
 __all__ = [
     "API_VERSION",

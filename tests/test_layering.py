@@ -7,7 +7,7 @@
 * the kube-compatible serving core (``fleet.apiserver``) and member access (``fleet.members``) are
   layers others build on: they import no other part of Fleet but the base modules: the shared
   Ascend names, the hot-path JSON codec (``fleet.fastjson``), the timestamp format
-  (``fleet.timestamps``) and label matching (``fleet.labels``).
+  (``fleet.timestamps``) and label matching (``fleet.label_match``).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def test_only_the_cli_and_fleet_up_import_the_simulator() -> None:
 
 @pytest.mark.parametrize("layer", ["fleet.apiserver", "fleet.members"])
 def test_the_base_layers_import_no_other_part_of_fleet(layer: str) -> None:
-    base = ("ascend.py", "fastjson.py", "labels.py", "timestamps.py")
+    base = ("ascend.py", "fastjson.py", "label_match.py", "timestamps.py")
     shared = ("__init__.py", "__pycache__", "py.typed", *base)
     others = ["fleet." + path.stem for path in (ROOT / "fleet").iterdir() if path.name not in shared]
     forbidden = tuple(name for name in others if name != layer)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleet.apiserver.errors import BadRequest
-from fleet.labels import requirement_matches
+from fleet.label_match import requirement_matches
 
 __all__ = ["FieldSelector", "LabelSelector", "field_value"]
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.labels import OPERATORS, requirement_matches
+from fleet.label_match import OPERATORS, requirement_matches
 
 __all__ = [
     "BLOCKING_EFFECTS",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fleet.apiserver.selectors import LabelSelector as QuerySelector
-from fleet.labels import requirement_matches
+from fleet.label_match import requirement_matches
 from fleet.placement.selectors import NodeSelectorRequirement
 from fleet.policy import LabelRequirement
 
