@@ -22,7 +22,7 @@ _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
 
-#: The string syntax's operators by their ``selection.Operator`` names (:mod:`fleet.labels`):
+#: The string syntax's operators by their ``selection.Operator`` names (:mod:`fleet.label_match`):
 #: ``!=`` and ``notin`` match objects without the label, as in Kubernetes.
 _OPERATOR = {"=": "In", "in": "In", "!=": "NotIn", "notin": "NotIn", "exists": "Exists", "!": "DoesNotExist"}
 
