@@ -49,6 +49,8 @@ from typing import Any, ClassVar, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from fleet.label_match import requirement_matches
+
 __all__ = [
     "API_VERSION",
     "API_VERSIONS",
@@ -114,12 +116,7 @@ class LabelRequirement(_Strict):
     values: tuple[str, ...] = ()
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        if self.operator == "Exists":
-            return self.key in labels
-        if self.operator == "DoesNotExist":
-            return self.key not in labels
-        present = self.key in labels and labels[self.key] in self.values
-        return present if self.operator == "In" else not present
+        return requirement_matches(labels, self.key, self.operator, self.values)
 
 
 class LabelSelector(_Strict):
@@ -142,9 +139,7 @@ class FieldRequirement(_Strict):
     values: tuple[str, ...] = ()
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        value = labels.get(MEMBER_FIELDS[self.key])
-        present = value is not None and value in self.values
-        return present if self.operator == "In" else not present
+        return requirement_matches(labels, MEMBER_FIELDS[self.key], self.operator, self.values)
 
 
 class FieldSelector(_Strict):

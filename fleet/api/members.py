@@ -38,7 +38,6 @@ import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +55,7 @@ from fleet.state import (
     parse_capacity,
     parse_health,
 )
+from fleet.timestamps import rfc3339
 
 __all__ = ["KubeconfigMembers", "MemberNames", "member_kind", "member_object", "members_from"]
 
@@ -110,7 +110,7 @@ def _timestamp(epoch: float) -> str | None:
     if epoch <= 0:
         return None
     try:
-        return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return rfc3339(epoch)
     except (OverflowError, OSError, ValueError):
         return None
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from prometheus_client import start_http_server
 
-from fleet import collector
+from fleet import gc_tuning
 from fleet.api.app import build_fleet_api
 from fleet.api.auth import ADMIN_GROUP, load_token_file
 from fleet.api.members import members_from
@@ -74,7 +74,7 @@ async def run_api(
     server = Server(replica.app, host, port, grace=2, tls=tls)
     try:
         await server.start()
-        collector.tune()
+        gc_tuning.tune()
         if tokens is None:
             log.warning(
                 "event=auth_disabled message=no --token-file: every request is served without "

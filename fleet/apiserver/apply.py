@@ -30,11 +30,11 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
 from typing import Any, Final
 
 from fleet.apiserver.errors import BadRequest, Cause, Conflict
 from fleet.apiserver.resources import Obj
+from fleet.timestamps import now_rfc3339
 
 __all__ = [
     "APPLY_PATCH",
@@ -53,10 +53,6 @@ Path = tuple[str, ...]
 #: The metadata a manager may own.
 _OWNED_METADATA: Final = ("labels", "annotations")
 _MISSING: Final = object()
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def default_manager(user_agent: str) -> str:
@@ -175,7 +171,8 @@ def _write(
         if not paths:
             continue
         if key in changed:
-            out.append({**entry, "apiVersion": api_version, "time": _now(), "fieldsV1": fields_v1(paths)})
+            stamp = now_rfc3339()
+            out.append({**entry, "apiVersion": api_version, "time": stamp, "fieldsV1": fields_v1(paths)})
         else:
             out.append(entry)
     for key, paths in owners.items():
@@ -186,7 +183,7 @@ def _write(
                     "manager": manager,
                     "operation": operation,
                     "apiVersion": api_version,
-                    "time": _now(),
+                    "time": now_rfc3339(),
                     "fieldsType": "FieldsV1",
                     "fieldsV1": fields_v1(paths),
                 }

@@ -1,7 +1,8 @@
 """The three PATCH flavours Kubernetes accepts, applied to plain JSON objects.
 
 * JSON merge patch (RFC 7386): maps merge, ``null`` deletes, lists are replaced.
-* JSON patch (RFC 6902): ``add``/``remove``/``replace``/``move``/``copy``/``test`` at JSON pointers.
+* JSON patch (RFC 6902): ``add``/``remove``/``replace``/``move``/``copy``/``test`` at JSON pointers,
+  by the maintained ``jsonpatch`` library (as Kubernetes uses evanphx/json-patch).
 * Strategic merge patch: a merge patch that knows, per field path, whether a list merges and by
   which key (``conditions`` by ``type``, ``containers`` by ``name``...), and honours the
   directives kubectl emits: ``$patch: replace|delete|merge``, ``$retainKeys``,
@@ -21,7 +22,10 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
+
+import jsonpatch
+import jsonpointer
 
 from fleet.apiserver.bodies import (
     JSON_PATCH_MAX_COPY_BYTES,
@@ -76,92 +80,13 @@ def apply_merge_patch(target: Any, patch: Any) -> Any:
 # --- JSON patch ---------------------------------------------------------------------------------
 
 
-def _pointer(path: Any) -> list[str]:
-    if not isinstance(path, str) or (path and not path.startswith("/")):
-        raise BadRequest(f"json patch: invalid JSON pointer {path!r}: must be empty or start with '/'")
-    if path == "":
-        return []
-    return [part.replace("~1", "/").replace("~0", "~") for part in path[1:].split("/")]
-
-
-def _index(container: list[Any], token: str, *, for_add: bool, path: str) -> int:
-    if for_add and token == "-":
-        return len(container)
-    if not token.isdigit() or (token != "0" and token.startswith("0")):
-        raise Invalid(f"json patch: {path}: {token!r} is not an array index")
-    index = int(token)
-    limit = len(container) if for_add else len(container) - 1
-    if index > limit:
-        raise Invalid(f"json patch: {path}: index {index} is out of range")
-    return index
-
-
-def _parent(doc: Any, tokens: list[str], path: str) -> Any:
-    node = doc
-    for token in tokens[:-1]:
-        if isinstance(node, dict):
-            if token not in node:
-                raise Invalid(f"json patch: {path}: path does not exist")
-            node = node[token]
-        elif isinstance(node, list):
-            node = node[_index(node, token, for_add=False, path=path)]
-        else:
-            raise Invalid(f"json patch: {path}: path does not exist")
-    return node
-
-
-def _get(doc: Any, path: str) -> Any:
-    tokens = _pointer(path)
-    if not tokens:
-        return doc
-    parent = _parent(doc, tokens, path)
-    last = tokens[-1]
-    if isinstance(parent, dict):
-        if last not in parent:
-            raise Invalid(f"json patch: {path}: path does not exist")
-        return parent[last]
-    if isinstance(parent, list):
-        return parent[_index(parent, last, for_add=False, path=path)]
-    raise Invalid(f"json patch: {path}: path does not exist")
-
-
-def _remove(doc: Any, path: str) -> Any:
-    tokens = _pointer(path)
-    if not tokens:
-        raise Invalid("json patch: cannot remove the whole document")
-    parent = _parent(doc, tokens, path)
-    last = tokens[-1]
-    if isinstance(parent, dict):
-        if last not in parent:
-            raise Invalid(f"json patch: {path}: path does not exist")
-        return parent.pop(last)
-    if isinstance(parent, list):
-        return parent.pop(_index(parent, last, for_add=False, path=path))
-    raise Invalid(f"json patch: {path}: path does not exist")
-
-
-def _add(doc: Any, path: str, value: Any, *, replace: bool = False) -> Any:
-    tokens = _pointer(path)
-    if not tokens:
-        return value
-    parent = _parent(doc, tokens, path)
-    last = tokens[-1]
-    if isinstance(parent, dict):
-        if replace and last not in parent:
-            raise Invalid(f"json patch: {path}: path does not exist")
-        parent[last] = value
-    elif isinstance(parent, list):
-        if replace:
-            parent[_index(parent, last, for_add=False, path=path)] = value
-        else:
-            parent.insert(_index(parent, last, for_add=True, path=path), value)
-    else:
-        raise Invalid(f"json patch: {path}: path does not exist")
-    return doc
-
-
 def apply_json_patch(target: Any, operations: Any) -> Any:
-    """RFC 6902, all or nothing. ``target`` is not modified."""
+    """RFC 6902 by the ``jsonpatch`` library, all or nothing; ``target`` is not modified.
+
+    Operations are applied one at a time so that the API server's bounds hold (at most
+    :data:`MAX_JSON_PATCH_OPERATIONS`, :data:`JSON_PATCH_MAX_COPY_BYTES` copied, as
+    ``k8s.io/apiserver``'s patcher bounds evanphx/json-patch) and a failure names its operation.
+    """
     if not isinstance(operations, list):
         raise BadRequest("json patch: the patch must be a JSON array of operations")
     if len(operations) > MAX_JSON_PATCH_OPERATIONS:
@@ -175,43 +100,44 @@ def apply_json_patch(target: Any, operations: Any) -> Any:
         raise too_deep() from None
 
 
+_OPS: Final = frozenset({"add", "remove", "replace", "move", "copy", "test"})
+
+
 def _apply_operations(doc: Any, operations: list[Any]) -> Any:
     copied = 0
     for number, operation in enumerate(operations):
         if not isinstance(operation, dict) or "op" not in operation or "path" not in operation:
             raise BadRequest(f"json patch: operation {number} must be an object with 'op' and 'path'")
         op, path = operation["op"], operation["path"]
-        if op in ("add", "replace", "test") and "value" not in operation:
-            raise BadRequest(f"json patch: operation {number} ({op}) needs a 'value'")
-        if op in ("move", "copy") and "from" not in operation:
-            raise BadRequest(f"json patch: operation {number} ({op}) needs a 'from'")
-        if op == "add":
-            doc = _add(doc, path, copy.deepcopy(operation["value"]))
-        elif op == "remove":
-            _remove(doc, path)
-        elif op == "replace":
-            doc = _add(doc, path, copy.deepcopy(operation["value"]), replace=True)
-        elif op == "move":
-            source = operation["from"]
-            if not isinstance(source, str):
-                raise BadRequest(f"json patch: operation {number} (move): 'from' must be a JSON pointer")
-            if path != source and isinstance(path, str) and path.startswith(source + "/"):
-                raise Invalid(f"json patch: cannot move {source} into its own child {path}")
-            doc = _add(doc, path, _remove(doc, source))
-        elif op == "copy":
-            value = _get(doc, operation["from"])
-            copied += encoded_size(value)
-            if copied > JSON_PATCH_MAX_COPY_BYTES:
-                raise RequestEntityTooLarge(
-                    f"json patch: the copy operations would copy more than the limit of "
-                    f"{JSON_PATCH_MAX_COPY_BYTES} bytes"
-                )
-            doc = _add(doc, path, copy.deepcopy(value))
-        elif op == "test":
-            if _get(doc, path) != operation["value"]:
-                raise Invalid(f"json patch: test operation failed: {path} is not {operation['value']!r}")
-        else:
+        if op not in _OPS:
             raise BadRequest(f"json patch: operation {number}: unknown op {op!r}")
+        for field in ("path", "from"):
+            pointer = operation.get(field, "")
+            if not isinstance(pointer, str) or (pointer and not pointer.startswith("/")):
+                raise BadRequest(
+                    f"json patch: operation {number} ({op}): {field!r} must be a JSON pointer "
+                    f"(empty or starting with '/'), not {pointer!r}"
+                )
+        try:
+            if op == "copy":
+                copied += encoded_size(jsonpointer.resolve_pointer(doc, operation["from"]))
+                if copied > JSON_PATCH_MAX_COPY_BYTES:
+                    raise RequestEntityTooLarge(
+                        f"json patch: the copy operations would copy more than the limit of "
+                        f"{JSON_PATCH_MAX_COPY_BYTES} bytes"
+                    )
+            doc = jsonpatch.JsonPatch([operation]).apply(doc, in_place=True)
+        # The library's messages may quote the document; a message here names only the operation.
+        except jsonpatch.JsonPatchTestFailed:
+            expected = operation["value"]
+            raise Invalid(f"json patch: test operation failed: {path} is not {expected!r}") from None
+        except jsonpatch.InvalidJsonPatch as error:  # about the operation itself ('value' missing...)
+            raise BadRequest(f"json patch: operation {number} ({op}): {error}") from None
+        except (jsonpatch.JsonPatchPathNotFound, jsonpointer.JsonPointerException):
+            where = f"{operation['from']} or {path}" if op in ("move", "copy") else path
+            raise Invalid(f"json patch: operation {number} ({op}): {where}: path does not exist") from None
+        except jsonpatch.JsonPatchConflict:
+            raise Invalid(f"json patch: operation {number} ({op}): cannot {op} at {path}") from None
     return doc
 
 

@@ -14,11 +14,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleet.apiserver.errors import BadRequest
+from fleet.label_match import requirement_matches
 
 __all__ = ["FieldSelector", "LabelSelector", "field_value"]
 
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+
+
+#: The string syntax's operators by their ``selection.Operator`` names (:mod:`fleet.label_match`):
+#: ``!=`` and ``notin`` match objects without the label, as in Kubernetes.
+_OPERATOR = {"=": "In", "in": "In", "!=": "NotIn", "notin": "NotIn", "exists": "Exists", "!": "DoesNotExist"}
 
 
 @dataclass(frozen=True)
@@ -28,15 +34,7 @@ class _Requirement:
     values: frozenset[str] = frozenset()
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        present = self.key in labels
-        if self.op == "exists":
-            return present
-        if self.op == "!":
-            return not present
-        if self.op in ("=", "in"):
-            return present and labels[self.key] in self.values
-        # "!=" and "notin" match objects without the label, as in Kubernetes.
-        return not present or labels[self.key] not in self.values
+        return requirement_matches(labels, self.key, _OPERATOR[self.op], self.values)
 
 
 def _split_top_level(text: str) -> list[str]:

@@ -30,17 +30,16 @@ import binascii
 import json
 import marshal
 import random
-import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 
 from fleet.apiserver.errors import AlreadyExists, BadRequest, Conflict, Gone, Invalid, NotFound
 from fleet.apiserver.resources import Obj, ResourceType
 from fleet.apiserver.selectors import FieldSelector, LabelSelector
+from fleet.timestamps import now_rfc3339
 
 __all__ = [
     "ADDED",
@@ -65,7 +64,6 @@ __all__ = [
     "generate_name",
     "new_object",
     "not_found",
-    "now_rfc3339",
     "parse_resource_version",
     "select_page",
     "selector_view",
@@ -162,25 +160,6 @@ def _walk_clone(value: Any) -> Any:
     if isinstance(value, list):
         return [_walk_clone(v) for v in value]
     return value
-
-
-class _Stamp:
-    """The current second's timestamp, formatted once per second."""
-
-    second = 0
-    text = ""
-
-
-def now_rfc3339() -> str:
-    """The current time as Kubernetes writes timestamps: RFC 3339, seconds, ``Z``.
-
-    Formatted once per second (every write stamps something, and strftime is not free).
-    """
-    second = int(time.time())
-    if _Stamp.second != second:
-        _Stamp.text = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        _Stamp.second = second
-    return _Stamp.text
 
 
 def _meta(obj: Obj) -> dict[str, Any]:

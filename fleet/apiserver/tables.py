@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from fleet.apiserver.errors import BadRequest
 from fleet.apiserver.resources import Obj, PrinterColumn, ResourceType
+from fleet.timestamps import parse_rfc3339
 
 __all__ = [
     "TABLE_MEDIA",
@@ -108,14 +109,9 @@ def human_duration(seconds: float) -> str:
 
 def since(timestamp: Any) -> str:
     """Age of an RFC 3339 timestamp as kubectl shows it; ``<unknown>`` when absent or unreadable."""
-    if not isinstance(timestamp, str) or not timestamp:
+    then = parse_rfc3339(timestamp)
+    if then is None:
         return "<unknown>"
-    try:
-        then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    except ValueError:
-        return "<unknown>"
-    if then.tzinfo is None:
-        then = then.replace(tzinfo=UTC)
     return human_duration((datetime.now(UTC) - then).total_seconds())
 
 

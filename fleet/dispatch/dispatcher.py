@@ -87,6 +87,7 @@ from fleet.jobs import (
 from fleet.placement import Demand, Placer, PlaceRequest, job_pod_key, never_fits
 from fleet.policy import PropagationPolicy
 from fleet.state import Fence, Fenced, read_health, record_event, record_events
+from fleet.timestamps import parse_rfc3339
 from fleet.workloads import KINDS, InvalidWorkload, JobRef, UnknownKind, adapter_for, job_ref
 from queues import (
     Blocked,
@@ -1151,8 +1152,6 @@ def _shape(message: str) -> str:
 def _queued_at(obj: Mapping[str, Any]) -> float | None:
     """When the job last entered its queue (its last ``Queued`` condition's transition; a job
     queued again after a failover or a preemption waits from then, not from its creation)."""
-    from datetime import datetime
-
     conditions = (obj.get("status") or {}).get("conditions") or []
     queued = [c for c in conditions if c.get("type") == Phase.QUEUED]
     stamp = (queued[-1].get("lastTransitionTime") if queued else None) or (obj.get("metadata") or {}).get(
@@ -1160,7 +1159,5 @@ def _queued_at(obj: Mapping[str, Any]) -> float | None:
     )
     if not stamp:
         return None
-    try:
-        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    then = parse_rfc3339(str(stamp))
+    return then.timestamp() if then is not None else None

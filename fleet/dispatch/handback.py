@@ -66,6 +66,7 @@ from typing import Any, Final
 
 from fleet.dispatch.context import Context, policy_for
 from fleet.jobs import (
+    FINISHED,
     FleetReason,
     Phase,
     attempt_of,
@@ -205,7 +206,8 @@ def _is_current(obj: Mapping[str, Any], uid: str, attempt: int, member: str) -> 
     meta = obj.get("metadata") or {}
     if meta.get("uid") != uid or attempt_of(obj) != attempt or meta.get("deletionTimestamp"):
         return False
-    return cluster_of(obj) == member and current_state(obj) not in (Phase.QUEUED, Phase.FAILED, "Succeeded")
+    state = current_state(obj)
+    return cluster_of(obj) == member and state != Phase.QUEUED and state not in FINISHED
 
 
 def _leave(status: dict[str, Any], member: str) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import redis
 
-from fleet import collector
+from fleet import gc_tuning
 from fleet.connections import mask_url, redis_from_url
 from fleet.dispatch.capacity import CapacityPublisher
 from fleet.dispatch.context import CLAIM_SECONDS, Context, install
@@ -79,7 +79,7 @@ def run_dispatcher(
                 ",".join(sorted(unknown)),
             )
         dispatcher = Dispatcher(ctx, placer, holder=_holder(), lock=feeder.lock, settings=settings)
-        collector.tune()
+        gc_tuning.tune()
         log.info("event=dispatcher_started members=%d", len(ctx.members))
         dispatcher.run(stop)
     finally:
@@ -104,7 +104,7 @@ def run_worker(
     ctx = Context(redis_from_url(redis_url), kubeconfig, claim_seconds=claim_seconds)
     log.info("event=worker_members members=%d", len(ctx.members))  # built now, not on the first task
     install(ctx)
-    collector.tune()
+    gc_tuning.tune()
     worker = Worker(
         [ctx.evict_queue, ctx.queue, ctx.purge_queue],
         connection=ctx.client,
@@ -128,7 +128,7 @@ def run_syncer(
     or with ``ownership_seconds`` the share this syncer holds leases on (:mod:`fleet.dispatch.ownership`)."""
     log.info("event=connecting role=syncer redis=%s", mask_url(redis_url))
     ctx = Context(redis_from_url(redis_url), kubeconfig)
-    collector.tune()
+    gc_tuning.tune()
     shards = None if ownership_seconds is None else Shards(ctx.client, ctx.keys, ttl=ownership_seconds)
     try:
         Syncer(ctx, settings, shards).run(stop)

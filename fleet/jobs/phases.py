@@ -81,7 +81,6 @@ class FleetReason:
     INVALID: Final = "InvalidJob"
     PURGED: Final = "Purged"
     STALE_COPY_KEPT: Final = "StaleCopyKept"
-    MIRRORED: Final = "MemberStatus"
     #: Evicted to let a job of higher priority start, or to give a leaf its guaranteed quota.
     PREEMPTED: Final = "Preempted"
     #: Its pause mode was turned on (``Paused``), or off again (``Queued``).

@@ -30,10 +30,10 @@ list is capped so that a job that fails over many times keeps a bounded status.
 from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping
-from datetime import UTC, datetime
 from typing import Any, Final
 
-from fleet.jobs.phases import FINISHED, Phase
+from fleet.jobs.phases import FINISHED, FleetReason, Phase
+from fleet.timestamps import now_rfc3339
 from fleet.workloads import MIRRORED_FIELDS, WorkloadStatus
 
 __all__ = [
@@ -44,16 +44,11 @@ __all__ = [
     "is_finished",
     "last_condition",
     "mirror",
-    "now_rfc3339",
     "set_state",
 ]
 
 #: Conditions kept on one fleet job; older entries are dropped first.
 MAX_CONDITIONS: Final = 32
-
-
-def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -131,7 +126,8 @@ def mirror(status: MutableMapping[str, Any], member: WorkloadStatus, *, dispatch
     admitted = max((i for i, c in enumerate(conditions) if c.get("type") == Phase.ADMITTED), default=-1)
     cut = max((i for i, c in enumerate(conditions) if c.get("type") == Phase.DISPATCHED), default=-1)
     if cut < admitted:  # this attempt's Dispatched is not written yet: an older one's must stay
-        conditions.append(_condition(Phase.DISPATCHED, "Dispatched", dispatched_message, now_rfc3339()))
+        stamp = now_rfc3339()
+        conditions.append(_condition(Phase.DISPATCHED, FleetReason.DISPATCHED, dispatched_message, stamp))
         cut = len(conditions) - 1
     new = _cap([*conditions[: cut + 1], *member.conditions])
     before = dict(status)

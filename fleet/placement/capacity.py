@@ -51,6 +51,7 @@ __all__ = [
 #: is checked node by node inside the class).
 IDENTITY_LABELS = frozenset({HOSTNAME_LABEL, "kubernetes.io/hostname", "node.kubernetes.io/instance-id"})
 
+#: Pod phases (``PodPhase`` of core/v1) after which a pod holds nothing on its node.
 _FINISHED = frozenset({"Succeeded", "Failed"})
 
 #: Free NPUs of interconnect group ``i`` of a node appear in its free vector (and in a

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fleet.label_match import OPERATORS, requirement_matches
+
 __all__ = [
     "BLOCKING_EFFECTS",
     "NodeAffinity",
@@ -27,9 +29,6 @@ __all__ = [
 
 #: Taint effects that keep a pod off a node (``PreferNoSchedule`` only lowers its score).
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
-
-_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
-
 
 class SelectorError(ValueError):
     """A malformed selector, toleration or taint; the message names the field."""
@@ -74,23 +73,7 @@ class NodeSelectorRequirement:
     values: tuple[str, ...]
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        op = self.operator
-        if op == "Exists":
-            return self.key in labels
-        if op == "DoesNotExist":
-            return self.key not in labels
-        if op == "In":
-            return labels.get(self.key) in self.values
-        if op == "NotIn":
-            return labels.get(self.key) not in self.values
-        value = labels.get(self.key)
-        if value is None:
-            return False
-        try:
-            have, want = int(value), int(self.values[0])
-        except ValueError:
-            return False
-        return have > want if op == "Gt" else have < want
+        return requirement_matches(labels, self.key, self.operator, self.values)
 
     def __str__(self) -> str:
         if self.operator in ("Exists", "DoesNotExist"):
@@ -128,8 +111,8 @@ def _requirement(raw: Any, path: str) -> NodeSelectorRequirement:
     key, op, values = raw.get("key"), raw.get("operator"), raw.get("values") or []
     if not isinstance(key, str) or not key:
         raise SelectorError(f"{path}.key: must be a non-empty string")
-    if op not in _OPERATORS:
-        raise SelectorError(f"{path}.operator: must be one of {', '.join(sorted(_OPERATORS))}")
+    if op not in OPERATORS:
+        raise SelectorError(f"{path}.operator: must be one of {', '.join(sorted(OPERATORS))}")
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
         raise SelectorError(f"{path}.values: must be a list of strings")
     if op in ("In", "NotIn") and not values:

@@ -18,13 +18,14 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from fleet.apiserver import Obj, now_rfc3339
+from fleet.apiserver import Obj
 from fleet.ascend import (
     SCHEDULE_POLICY_ANNOTATION,
     Condition,
 )
 from fleet.sim.kinds import JOB_ROLE_LABEL, OPERATOR_NAME_LABEL, Rules, sim_kind
 from fleet.sim.predicates import PodSpecError, pod_requests
+from fleet.timestamps import now_rfc3339
 
 __all__ = [
     "BATCH_BACKOFF_LIMIT",

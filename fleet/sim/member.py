@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 
-from fleet.apiserver import NODE, MemoryStore, Server, build_app, member_registry, now_rfc3339
+from fleet.apiserver import NODE, MemoryStore, Server, build_app, member_registry
 from fleet.sim.faults import FaultMiddleware, FaultState
 from fleet.sim.kinds import SERVED
 from fleet.sim.metrics import SimMetrics
 from fleet.sim.operator import Operator
 from fleet.sim.t9k import T9kController
 from fleet.sim.topology import Member, Simulation, node_objects, ready_condition
+from fleet.timestamps import now_rfc3339
 
 __all__ = ["SimMember"]
 

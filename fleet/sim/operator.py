@@ -50,7 +50,6 @@ from fleet.apiserver import (
     NotFound,
     Obj,
     ResourceType,
-    now_rfc3339,
 )
 from fleet.ascend import Condition, Reason
 from fleet.sim.devices import DEVICE_ANNOTATION, annotation
@@ -81,6 +80,7 @@ from fleet.sim.metrics import SimMetrics
 from fleet.sim.predicates import NodeInfo, PodInfo, PodSpecError, node_info, pod_info
 from fleet.sim.scheduler import Cluster, schedule_pods
 from fleet.sim.topology import Simulation
+from fleet.timestamps import now_rfc3339
 
 __all__ = ["Operator"]
 
@@ -105,7 +105,6 @@ class _Job:
     kind: SimKind = SIM_KINDS[0]
     pods: list[str] = field(default_factory=list)
     need: int = 0
-    running_since: float | None = None
     finish_at: float | None = None
     fail_at: float | None = None
     restarts: int = 0
@@ -575,7 +574,6 @@ class Operator:
             return
         namespace, name = job.key
         now = self.clock()
-        job.running_since = now
         job.finish_at = now + max(duration_seconds(body, self.simulation.job_duration_seconds), 0.0)
         self._timer(job.finish_at, job.key)
         job.exit_code = exit_code(body) or 0
@@ -695,7 +693,7 @@ class Operator:
         )
         await self._delete_pods(job.key, job.uid, job.pods)
         await self._create_pods(body)
-        job.running_since = job.finish_at = None
+        job.finish_at = None
         self._queue.append(job.key)
         self._capacity_changed = True
 
@@ -957,7 +955,7 @@ class Operator:
     def _reschedule(self, job: _Job) -> None:
         """A pod made again waits for the scheduler; the job's timers start when it runs."""
         self._running.discard(job.key)
-        job.running_since = job.finish_at = None
+        job.finish_at = None
         if job.key not in self._queue:
             self._queue.append(job.key)
         self._capacity_changed = True

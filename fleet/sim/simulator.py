@@ -8,7 +8,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from fleet import collector
+from fleet import gc_tuning
 from fleet.apiserver import Server
 from fleet.sim.control import build_control_app
 from fleet.sim.kubeconfig import build_kubeconfig, write_atomically
@@ -89,7 +89,7 @@ async def run(
         loop.add_signal_handler(sig, stop.set)
     simulator = Simulator(topology, host=host, base_port=base_port, control_port=control_port)
     await simulator.start()
-    collector.tune()
+    gc_tuning.tune()
     try:
         write_atomically(kubeconfig, simulator.kubeconfig())
         log.info(

@@ -38,22 +38,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from fleet.apiserver import (
-    DELETED,
-    EVENT,
-    NODE,
-    POD,
-    AlreadyExists,
-    MemoryStore,
-    NotFound,
-    Obj,
-    ResourceType,
-    now_rfc3339,
-)
+from fleet.apiserver import DELETED, EVENT, NODE, POD, AlreadyExists, MemoryStore, NotFound, Obj, ResourceType
 from fleet.sim.jobs import DURATION_ANNOTATION, EXIT_CODE_ANNOTATION, _with_string_quantities, job_event
 from fleet.sim.predicates import PodSpecError, pod_info
 from fleet.sim.scheduler import Cluster, schedule_pods
 from fleet.sim.topology import Simulation
+from fleet.timestamps import now_rfc3339
 from fleet.workloads import T9K_CHIEF as CHIEF
 from fleet.workloads import T9K_DEADLINE_EXCEEDED as DEADLINE_EXCEEDED
 from fleet.workloads import T9K_INVALID_SPEC as INVALID_SPEC

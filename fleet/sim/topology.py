@@ -15,8 +15,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from fleet.apiserver import Obj, now_rfc3339
+from fleet.apiserver import Obj
 from fleet.ascend import HOSTNAME_LABEL
+from fleet.timestamps import now_rfc3339
 from queues import QuantityError, parse_quantity
 
 __all__ = [

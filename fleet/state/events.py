@@ -39,9 +39,10 @@ import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from fleet.apiserver import EVENT, AlreadyExists, Obj, now_rfc3339
+from fleet.apiserver import EVENT, AlreadyExists, Obj
 from fleet.connections import ScriptCall
 from fleet.state.objects import Fence, Objects
+from fleet.timestamps import now_rfc3339
 
 __all__ = ["delete_events_for", "event_call", "event_name", "events_for", "record_event", "record_events"]
 

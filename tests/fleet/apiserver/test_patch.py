@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -54,6 +55,27 @@ def test_json_patch_failures_change_nothing_and_name_the_path() -> None:
         apply_json_patch(doc, {"op": "add"})
     with pytest.raises(BadRequest, match="unknown op"):
         apply_json_patch(doc, [{"op": "frobnicate", "path": "/a"}])
+
+
+def test_json_patch_errors_name_the_operation_never_the_documents_content() -> None:
+    doc = {"data": {"password": "hunter2"}, "items": [1, 2]}
+    failing = [
+        ({"op": "add", "path": "/missing/x", "value": 1}, "0 (add): /missing/x: path does not exist"),
+        ({"op": "remove", "path": "/data/user"}, "/data/user: path does not exist"),
+        ({"op": "copy", "from": "/nope", "path": "/x"}, "/nope or /x: path does not exist"),
+        ({"op": "add", "path": "/items/5", "value": 3}, "cannot add at /items/5"),
+        ({"op": "move", "from": "/data", "path": "/data/inner"}, "cannot move at /data/inner"),
+        ({"op": "remove", "path": ""}, "cannot remove at "),
+    ]
+    for operation, message in failing:
+        with pytest.raises(Invalid, match=re.escape(message)) as raised:
+            apply_json_patch(doc, [operation])
+        assert "hunter2" not in str(raised.value)
+    with pytest.raises(BadRequest, match="'path' must be a JSON pointer"):
+        apply_json_patch(doc, [{"op": "add", "path": "data", "value": 1}])
+    with pytest.raises(BadRequest, match="does not contain a 'value'"):
+        apply_json_patch(doc, [{"op": "add", "path": "/x"}])
+    assert doc == {"data": {"password": "hunter2"}, "items": [1, 2]}
 
 
 def test_strategic_merges_conditions_by_type_and_replaces_taints() -> None:

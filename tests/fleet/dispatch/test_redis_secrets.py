@@ -120,7 +120,10 @@ def test_every_role_works_against_a_redis_with_a_password_and_never_shows_it(
 
     seen = [json.dumps(member)]
     for port in [*metrics.values(), api.metrics_port]:
-        code, text = _get(f"http://127.0.0.1:{port}/metrics")
+        # worker-2 may still be starting on a busy machine: its port answers once it serves.
+        at = f"http://127.0.0.1:{port}/metrics"
+        fleet.wait_for(f"metrics at {at}", lambda at=at: "fleet_" in _get(at)[1], 30)  # type: ignore[misc]
+        code, text = _get(at)
         assert code == 200 and "fleet_" in text
         seen.append(text)
     logs = {role.name: role.log_path.read_text(errors="replace") for role in fleet.procs.roles.values()}
