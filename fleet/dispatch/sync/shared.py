@@ -64,17 +64,20 @@ class Shared:
     #: without, on every member.
     shards: Shards | None = None
     #: Guards every concern's tables and :attr:`health` and :attr:`probed`.
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     #: Member -> its health record, as last written (or read back when first needed). Written
     #: by the probes (:mod:`fleet.dispatch.sync.probes`) only.
-    health: dict[str, MemberHealth] = field(default_factory=dict)
+    health: dict[str, MemberHealth] = field(default_factory=dict, init=False)
     #: Members this syncer has probed itself: a record read back fails a member over only
     #: once a probe here confirmed it (it may have come back while no syncer looked).
-    probed: set[str] = field(default_factory=set)
+    probed: set[str] = field(default_factory=set, init=False)
     #: Member -> its watchers, one per job kind: the members this syncer watches (the composer
     #: adds and removes them; the probes look again at what they know).
-    watchers: dict[str, list[Watcher]] = field(default_factory=dict)
-    _policies: tuple[float, list[PropagationPolicy]] = (0.0, [])
+    watchers: dict[str, list[Watcher]] = field(default_factory=dict, init=False, repr=False)
+    #: The policies as last read, and when (monotonic): read again after ``policy_refresh``.
+    _policies: tuple[float, list[PropagationPolicy]] = field(
+        default_factory=lambda: (0.0, []), init=False, repr=False
+    )
 
     def mine(self, member: str) -> bool:
         """Whether this syncer may decide for ``member`` now (its lease held and fresh)."""
