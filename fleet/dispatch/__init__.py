@@ -55,6 +55,7 @@ Syncer (:mod:`~fleet.dispatch.syncer`)
     policy's purgeMode, and drives deletions (:mod:`~fleet.dispatch.deletion`): a deleted job
     stays ``Terminating`` until its member copy is confirmed gone (the delete sent again with
     backoff while its member is unreachable), then its quota is released and its finalizer off.
+    Each concern is its own module under :mod:`~fleet.dispatch.sync`, composed by the syncer.
 
 Crash safety: every step is recorded in Redis before the next is taken, and each role can repeat
 its step (admission, placement hold, creation, release and purge are idempotent). When a
