@@ -13,12 +13,12 @@ Design, module by module:
     :class:`Registry` holds the kinds of one endpoint.
 ``kinds``
     The member kinds: Namespace, Node, Pod, Event, and the job kinds given; :func:`member_registry`.
-``store``
-    The :class:`Store` protocol (async get/list/create/update/delete/watch) and
-    :class:`MemoryStore`. Storage owns what must be atomic: one resourceVersion sequence,
-    optimistic concurrency (409), server-set metadata, the status split, finalizers, and watch
-    with a bounded history (410 Gone beyond it). A Redis store for the fleet endpoint plugs in
-    behind the same protocol. Trusted in-process writers (the simulator's controllers) call the
+``store``, ``memory``
+    The :class:`Store` protocol (async get/list/create/update/delete/watch) and the semantics
+    every store shares (``store``), and the in-memory :class:`MemoryStore` (``memory``). Storage
+    owns what must be atomic: one resourceVersion sequence, optimistic concurrency (409),
+    server-set metadata, the status split, finalizers, and watch with a bounded history (410
+    Gone beyond it). The fleet's Redis store (:mod:`fleet.state`) calls the same semantics. Trusted in-process writers (the simulator's controllers) call the
     store directly on the server's loop and watch it cheaply.
 ``app``
     :func:`build_app`: the Starlette app. Request policy lives here: decoding, unknown and
@@ -64,9 +64,10 @@ from fleet.apiserver.errors import (
     UnsupportedMediaType,
 )
 from fleet.apiserver.kinds import EVENT, NAMESPACE, NODE, POD, member_registry
+from fleet.apiserver.memory import MemoryStore
 from fleet.apiserver.resources import PrinterColumn, Registry, ResourceType
 from fleet.apiserver.serve import Server, serve
-from fleet.apiserver.store import ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, MemoryStore, Store, WatchEvent
+from fleet.apiserver.store import ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, Store, WatchEvent
 
 __all__ = [
     "ADDED",

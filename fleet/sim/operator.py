@@ -41,8 +41,9 @@ from typing import Any, Final
 
 from fleet.apiserver.errors import AlreadyExists, NotFound
 from fleet.apiserver.kinds import EVENT, NODE, POD
+from fleet.apiserver.memory import MemoryStore
 from fleet.apiserver.resources import Obj, ResourceType
-from fleet.apiserver.store import ADDED, DELETED, MemoryStore
+from fleet.apiserver.store import ADDED, DELETED
 from fleet.ascend import Condition, Reason
 from fleet.sim.devices import DEVICE_ANNOTATION, annotation
 from fleet.sim.jobs import (

@@ -40,8 +40,9 @@ from typing import Any, Final
 
 from fleet.apiserver.errors import AlreadyExists, NotFound
 from fleet.apiserver.kinds import EVENT, NODE, POD
+from fleet.apiserver.memory import MemoryStore
 from fleet.apiserver.resources import Obj, ResourceType
-from fleet.apiserver.store import DELETED, MemoryStore
+from fleet.apiserver.store import DELETED
 from fleet.sim.jobs import DURATION_ANNOTATION, EXIT_CODE_ANNOTATION, _with_string_quantities, job_event
 from fleet.sim.predicates import PodSpecError, pod_info
 from fleet.sim.scheduler import Cluster, schedule_pods
