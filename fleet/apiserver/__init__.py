@@ -18,8 +18,9 @@ Design, module by module:
     every store shares (``store``), and the in-memory :class:`MemoryStore` (``memory``). Storage
     owns what must be atomic: one resourceVersion sequence, optimistic concurrency (409),
     server-set metadata, the status split, finalizers, and watch with a bounded history (410
-    Gone beyond it). The fleet's Redis store (:mod:`fleet.state`) calls the same semantics. Trusted in-process writers (the simulator's controllers) call the
-    store directly on the server's loop and watch it cheaply.
+    Gone beyond it). The fleet's Redis store (:mod:`fleet.state`) calls the same semantics.
+    Trusted in-process writers (the simulator's controllers) call the store directly on the
+    server's loop and watch it cheaply.
 ``app``
     :func:`build_app`: the Starlette app. Request policy lives here: decoding, unknown and
     duplicate fields as ``fieldValidation`` says (``fields``, pruning by the kind's ``schema``),

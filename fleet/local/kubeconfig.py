@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import yaml
 
-from fleet.members.config import FLEET_CONTEXT
+from fleet.members.clients import FLEET_CONTEXT
 
 __all__ = [
     "UP_EXTENSION",

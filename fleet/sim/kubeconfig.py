@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import yaml
 
-from fleet.members.config import MEMBER_EXTENSION
+from fleet.members.clients import MEMBER_EXTENSION
 
 __all__ = ["CONTROL_EXTENSION", "KubeconfigError", "build_kubeconfig", "control_endpoint", "write_atomically"]
 
