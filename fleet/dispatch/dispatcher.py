@@ -30,7 +30,8 @@ See the package docstring for the round. A round is one *cycle* of :class:`queue
 
 Every write it makes carries the lease's fencing token: the ledger's scripts and the fleet
 object store refuse a stale one, so a leader that lost its lease without noticing writes
-nothing. After taking the lease it reconciles (see :meth:`Dispatcher.reconcile`).
+nothing. After taking the lease it reconciles, a slice of the stored jobs per round between its
+cycles, and again a minute after each reconcile ends (see :meth:`Dispatcher.reconcile`).
 """
 
 from __future__ import annotations
