@@ -74,7 +74,7 @@ from fleet.dispatch.preemption import is_being_preempted, requeued
 from fleet.jobs.pause import parse_held_entry
 from fleet.jobs.phases import FINISHED, HELD, FleetReason, Phase
 from fleet.jobs.status import attempt_of, cluster_of, current_state, mirror
-from fleet.jobs.store import get_jobs, list_jobs, mutate_jobs, try_get_job
+from fleet.jobs.store import get_jobs, mutate_jobs, try_get_job, walk_jobs
 from fleet.jobs.submit import job_key
 from fleet.members import DELETED, SYNC, Member, Watcher, WatchEvent
 from fleet.members.errors import redact
@@ -786,8 +786,7 @@ class Syncer:
             }
         if not down:
             return
-        items, _ = list_jobs(self.ctx.objects)
-        for obj in items:
+        for obj in walk_jobs(self.ctx.objects):
             member = cluster_of(obj)
             if (
                 member not in down
@@ -963,8 +962,10 @@ class Syncer:
                 stop.wait(1.0)
 
     def _resync(self) -> str:
-        items, version = list_jobs(self.ctx.objects)
-        for obj in items:
+        """Act on every job marked for deletion; the resourceVersion to follow the changes from
+        (read first: a job marked while the jobs are walked is in the changes)."""
+        version = self.ctx.objects.resource_version()
+        for obj in walk_jobs(self.ctx.objects):
             self._maybe_delete(obj)
         return version
 

@@ -11,15 +11,19 @@ from typing import Any
 import pytest
 import redis
 
+from fleet.api.kinds import FLEET_JOB_KINDS
 from fleet.dispatch.context import Context
 from fleet.dispatch.dispatcher import Dispatcher, DispatcherSettings
 from fleet.dispatch.sweep import Sweep
 from fleet.jobs import submit
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import current_state, set_state
+from fleet.jobs.store import walk_jobs
+from fleet.jobs.submit import job_key
 from fleet.placement import MemberCapacity, Placer
 from fleet.state import Objects
 from queues import JobState, Ledger
+from tests.fleet.dispatch.conftest import t9k_job
 from tests.fleet.dispatch.test_reconcile import admitted, one
 from tests.fleet.placement.factory import node
 from tests.support.kinds import FLEET_ASCENDJOB
@@ -159,3 +163,16 @@ def test_objects_scan_walks_every_stored_object_of_a_kind(redis_client: redis.Re
         if not cursor:
             break
     assert seen == names and steps > 1
+
+
+def test_walk_jobs_yields_every_stored_job_of_every_kind(redis_client: redis.Redis) -> None:
+    """The syncer's resync and cluster failover walk the jobs a slice at a time, not as one list."""
+    objects = Objects(redis_client)
+    ledger = Ledger(redis_client)
+    for i in range(45):
+        submit(objects, ledger, one(f"w{i}"))
+    for i in range(3):
+        submit(objects, ledger, t9k_job(f"t{i}", npus=1))
+    stored = [job_key(obj) for rt in FLEET_JOB_KINDS for obj in objects.list(rt)[0]]
+    walked = [job_key(obj) for obj in walk_jobs(objects, count=10)]
+    assert len(stored) == 48 and sorted(set(walked)) == sorted(stored)
