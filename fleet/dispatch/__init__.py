@@ -60,6 +60,8 @@ Syncer (:mod:`~fleet.dispatch.syncer`)
 Crash safety: every step is recorded in Redis before the next is taken, and each role can repeat
 its step (admission, placement hold, creation, release and purge are idempotent). When a
 dispatcher takes the lease it reconciles: a stored job absent from the ledger is queued, an
-admitted job still marked ``Queued`` is requeued, an ``Admitted`` job is re-enqueued. A job in
-flight past its deadline (a worker killed mid-task) is enqueued again.
+admitted job still marked ``Queued`` is requeued, an ``Admitted`` job not in flight is
+re-enqueued. The reconcile walks the stored jobs a bounded slice per round, between cycles
+(:mod:`~fleet.dispatch.sweep`), so however deep the queue, the new leader's first cycle comes
+at once. A job in flight past its deadline (a worker killed mid-task) is enqueued again.
 """

@@ -33,7 +33,7 @@ from fleet.dispatch.sync.shared import Shared, log
 from fleet.dispatch.sync.stale import StaleCopies
 from fleet.jobs.phases import FINISHED, FleetReason, Phase
 from fleet.jobs.status import attempt_of, cluster_of, current_state
-from fleet.jobs.store import list_jobs, try_get_job
+from fleet.jobs.store import try_get_job, walk_jobs
 from fleet.jobs.submit import job_key
 from fleet.policy import PurgeMode
 from fleet.workloads import WorkloadStatus, adapter_for
@@ -155,8 +155,7 @@ class Failover:
             }
         if not down:
             return
-        items, _ = list_jobs(self.ctx.objects)
-        for obj in items:
+        for obj in walk_jobs(self.ctx.objects):
             member = cluster_of(obj)
             if (
                 member not in down

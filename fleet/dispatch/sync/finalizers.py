@@ -28,7 +28,7 @@ from fleet.dispatch.sync.shared import Shared, log
 from fleet.dispatch.sync.stale import PURGES
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import attempt_of, cluster_of, current_state
-from fleet.jobs.store import list_jobs, try_get_job
+from fleet.jobs.store import try_get_job, walk_jobs
 from fleet.jobs.submit import job_key
 from fleet.members import DELETED
 from fleet.policy import PurgeMode
@@ -75,9 +75,11 @@ class Finalizers:
                 stop.wait(1.0)
 
     def resync(self) -> str:
-        """Read every fleet job and act on those marked for deletion; the version read at."""
-        items, version = list_jobs(self.ctx.objects)
-        for obj in items:
+        """Act on every job marked for deletion; the resourceVersion to follow the changes from
+        (read first: a job marked while the jobs are walked is in the changes). The jobs are
+        walked a slice at a time: a list of 100,000 held 1.5 GB in each syncer at its start."""
+        version = self.ctx.objects.resource_version()
+        for obj in walk_jobs(self.ctx.objects):
             self.maybe_delete(obj)
         return version
 
