@@ -12,13 +12,18 @@ nodes of 8 NPUs each per member), ``--syncers`` ``fleet syncer --sharded`` proce
    client processes) before any dispatcher runs.
 2. **Syncers, idle.** Once the syncers share every member: their RSS and CPU over ``--window``
    seconds, per member (watches, probes and leases, no job traffic).
-3. **Dispatcher.** The dispatcher and workers start; over ``--window`` seconds from the first
-   placement: placements per second (``fleet_dispatch_decisions_total{outcome="placed"}``), and
+3. **Dispatcher.** The dispatcher and workers start; the seconds from the dispatcher's start
+   to its ``dispatcher_started`` (members listed), to its first placement and to its
+   ``--placements``-th; over
+   ``--window`` seconds from the first placement: placements per second
+   (``fleet_dispatch_decisions_total{outcome="placed"}``), and
    the syncers' CPU and RSS per member under that traffic (every placed job becomes a member copy
    whose Created and Running the syncers mirror), and the p99 of ``fleet_sync_seconds`` (one
    member change read to its fleet object written, per copy; bucket upper bound).
 4. **Takeover.** The syncer owning most members is killed with -9; the time until every one of
    its members is owned by a live syncer (``--ownership-seconds`` is the lease).
+5. **Reconcile.** The dispatcher's first reconcile, walked a slice per round between its cycles
+   from its start: how long it took in all (waited for, at most ``--first-timeout``).
 
 Prints a line per member count and ends with one JSON line of all figures.
 """
@@ -31,7 +36,9 @@ import json
 import multiprocessing
 import os
 import platform
+import re
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -134,6 +141,57 @@ def _p99(before: dict[float, float], after: dict[float, float]) -> tuple[float, 
     return float("inf"), int(total)
 
 
+class _Placements(threading.Thread):
+    """The dispatcher's placements counted every 0.2 s from its start: when it reached each count."""
+
+    def __init__(self, port: int, began: float) -> None:
+        super().__init__(daemon=True)
+        self.port, self.began = port, began
+        self.samples: list[tuple[float, float]] = []
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(0.2):
+            try:
+                self.samples.append((time.monotonic() - self.began, _placed(self.port)))
+            except OSError:
+                continue  # not serving metrics yet
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join()
+
+    def wait(self, count: int, timeout: float) -> float:
+        """Seconds from the dispatcher's start to its ``count``-th placement (first sample seen)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            reached = [t for t, placed in list(self.samples) if placed >= count]
+            if reached:
+                return reached[0]
+            time.sleep(0.1)
+        raise TimeoutError(f"{count} placements not reached {timeout:.0f} s after the dispatcher started")
+
+
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
+
+
+def _dispatcher_log(path: Path, began_wall: float) -> dict[str, float]:
+    """From the dispatcher's log: seconds from its start to ``dispatcher_started`` (members
+    listed, the ledger's layout checked) and how long its first reconcile took (a slice per
+    round, between cycles), when it ended within the run."""
+    out: dict[str, float] = {}
+    for line in path.read_text(errors="replace").splitlines():
+        stamp = _STAMP.match(line)
+        if "event=dispatcher_started" in line and stamp and "ready" not in out:
+            at = time.mktime(time.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S")) + int(stamp.group(2)) / 1000
+            out["ready"] = round(at - began_wall, 2)
+        elif "event=reconciled" in line and "reconcile" not in out:
+            found = re.search(r"seconds=([0-9.]+)", line)
+            if found:
+                out["reconcile"] = round(float(found.group(1)), 1)
+    return out
+
+
 def _owners(client: Any) -> dict[str, str]:
     now_ms = time.time() * 1000
     owners = {}
@@ -205,27 +263,26 @@ def _measure(
 
     # 3. The dispatcher and workers over the queue.
     dispatcher_port = free_port()
-    procs.start("dispatcher", "dispatcher", "--metrics-port", str(dispatcher_port), "--log-level", "warning")
+    began, began_wall = time.monotonic(), time.time()
+    procs.start("dispatcher", "dispatcher", "--metrics-port", str(dispatcher_port), "--log-level", "info")
     for n in (1, 2):
         procs.start(f"worker-{n}", "worker", "--log-level", "warning")
-
-    def placing() -> bool:
-        try:
-            return _placed(dispatcher_port) > 0
-        except OSError:
-            return False
-
-    _wait("the first placement", placing, 180)
-    placed0, buckets0 = _placed(dispatcher_port), _sync_buckets(list(syncer_ports.values()))
-    cpu0 = {name: _cpu_seconds(pid) for name, pid in pids.items()}
-    started = time.monotonic()
-    time.sleep(args.window)
-    elapsed = time.monotonic() - started
-    placed = _placed(dispatcher_port) - placed0
-    busy_cpu = sum(_cpu_seconds(pid) - cpu0[name] for name, pid in pids.items())
-    busy_rss = sum(_rss(pid) for pid in pids.values())
-    p99, synced = _p99(buckets0, _sync_buckets(list(syncer_ports.values())))
-
+    placements = _Placements(dispatcher_port, began)
+    placements.start()
+    try:
+        first = placements.wait(1, args.first_timeout)
+        placed0, buckets0 = _placed(dispatcher_port), _sync_buckets(list(syncer_ports.values()))
+        cpu0 = {name: _cpu_seconds(pid) for name, pid in pids.items()}
+        started = time.monotonic()
+        time.sleep(args.window)
+        elapsed = time.monotonic() - started
+        placed = _placed(dispatcher_port) - placed0
+        busy_cpu = sum(_cpu_seconds(pid) - cpu0[name] for name, pid in pids.items())
+        busy_rss = sum(_rss(pid) for pid in pids.values())
+        p99, synced = _p99(buckets0, _sync_buckets(list(syncer_ports.values())))
+        to_n = placements.wait(args.placements, args.first_timeout)
+    finally:
+        placements.stop()
     # 4. Takeover after a kill -9.
     owners = _owners(client)
     by_holder: dict[str, list[str]] = {}
@@ -242,6 +299,13 @@ def _measure(
         60,
     )
     takeover = time.monotonic() - killed
+
+    # 5. The dispatcher's first reconcile, walked between its cycles: how long it took in all.
+    deadline = time.monotonic() + args.first_timeout
+    log = _dispatcher_log(procs.roles["dispatcher"].log_path, began_wall)
+    while "reconcile" not in log and time.monotonic() < deadline:
+        time.sleep(1.0)
+        log = _dispatcher_log(procs.roles["dispatcher"].log_path, began_wall)
     figures = {
         "members": members,
         "nodes": members * args.nodes,
@@ -254,6 +318,11 @@ def _measure(
         "busy_cpu_ms_per_member_s": round(busy_cpu / members / elapsed * 1000, 2),
         "syncer_rss_mib_total": round(busy_rss / 2**20, 1),
         "placements_per_s": round(placed / elapsed, 1),
+        "dispatcher_ready_s": log.get("ready"),
+        "first_placement_s": round(first, 2),
+        "placements_n": args.placements,
+        "to_n_placements_s": round(to_n, 2),
+        "reconcile_s": log.get("reconcile"),
         "sync_p99_s_le": p99,
         "synced_changes": synced,
         "takeover_s": round(takeover, 2),
@@ -263,7 +332,10 @@ def _measure(
         f"{members} members x {args.nodes} nodes, {args.queued} queued: syncers idle "
         f"{figures['idle_rss_mib_per_member']} MiB and {figures['idle_cpu_ms_per_member_s']} ms CPU/s per "
         f"member; busy {figures['busy_rss_mib_per_member']} MiB, {figures['busy_cpu_ms_per_member_s']} ms "
-        f"CPU/s per member; dispatcher {figures['placements_per_s']} placements/s; sync p99 <= {p99} s "
+        f"CPU/s per member; dispatcher ready {figures['dispatcher_ready_s']} s after its start, "
+        f"first placement at {figures['first_placement_s']} s, {args.placements} at "
+        f"{figures['to_n_placements_s']} s, reconcile {figures['reconcile_s']} s, "
+        f"{figures['placements_per_s']} placements/s; sync p99 <= {p99} s "
         f"({synced} changes); takeover of {len(lost)} members {takeover:.2f} s",
         flush=True,
     )
@@ -279,6 +351,12 @@ def main() -> None:
     parser.add_argument("--syncers", type=int, default=3)
     parser.add_argument("--window", type=float, default=15.0)
     parser.add_argument("--ownership-seconds", type=float, default=5.0)
+    parser.add_argument(
+        "--placements", type=int, default=1000, help="time from the dispatcher's start to this many"
+    )
+    parser.add_argument(
+        "--first-timeout", type=float, default=600.0, help="seconds to wait for the first (and N-th) one"
+    )
     args = parser.parse_args()
     results = []
     for count in (int(m) for m in args.members.split(",")):

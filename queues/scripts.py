@@ -20,7 +20,13 @@ from queues.keys import Keys
 from queues.quantity import MAX_JOBS
 from queues.tree import IMPLICIT_ROOT
 
-__all__ = ["Scripts", "scripts_for"]
+__all__ = ["LAYOUT", "Scripts", "scripts_for"]
+
+#: The shape of the derived node fields the scripts keep (``queues/lua/common.lua``): 2 = what a
+#: leaf's pending jobs ask for (``want:<r>``, leaves only) and what an inner node's children could
+#: take (``kids:<r>``). A ledger kept in an older shape is recomputed once
+#: (:meth:`queues.Ledger.upgrade`); a ledger's first job records the current shape in meta.
+LAYOUT = 2
 
 NAMES = ("enqueue", "admit", "release", "requeue", "apply", "rebuild", "heads")
 
@@ -32,7 +38,9 @@ def _read(name: str) -> str:
 
 def source(name: str, keys: Keys) -> str:
     """The full text of one script as Redis runs it."""
-    constants = f"local MAX_JOBS = '{MAX_JOBS}'\nlocal IMPLICIT_ROOT = '{IMPLICIT_ROOT}'\n"
+    constants = (
+        f"local MAX_JOBS = '{MAX_JOBS}'\nlocal IMPLICIT_ROOT = '{IMPLICIT_ROOT}'\nlocal LAYOUT = '{LAYOUT}'\n"
+    )
     return keys.lua() + constants + _read("common") + "\n" + _read(name)
 
 

@@ -13,13 +13,14 @@ Design, module by module:
     :class:`Registry` holds the kinds of one endpoint.
 ``kinds``
     The member kinds: Namespace, Node, Pod, Event, and the job kinds given; :func:`member_registry`.
-``store``
-    The :class:`Store` protocol (async get/list/create/update/delete/watch) and
-    :class:`MemoryStore`. Storage owns what must be atomic: one resourceVersion sequence,
-    optimistic concurrency (409), server-set metadata, the status split, finalizers, and watch
-    with a bounded history (410 Gone beyond it). A Redis store for the fleet endpoint plugs in
-    behind the same protocol. Trusted in-process writers (the simulator's controllers) call the
-    store directly on the server's loop and watch it cheaply.
+``store``, ``memory``
+    The :class:`Store` protocol (async get/list/create/update/delete/watch) and the semantics
+    every store shares (``store``), and the in-memory :class:`MemoryStore` (``memory``). Storage
+    owns what must be atomic: one resourceVersion sequence, optimistic concurrency (409),
+    server-set metadata, the status split, finalizers, and watch with a bounded history (410
+    Gone beyond it). The fleet's Redis store (:mod:`fleet.state`) calls the same semantics.
+    Trusted in-process writers (the simulator's controllers) call the store directly on the
+    server's loop and watch it cheaply.
 ``app``
     :func:`build_app`: the Starlette app. Request policy lives here: decoding, unknown and
     duplicate fields as ``fieldValidation`` says (``fields``, pruning by the kind's ``schema``),
@@ -79,6 +80,7 @@ from fleet.apiserver.fields import warning_header
 from fleet.apiserver.kinds import EVENT, NAMESPACE, NODE, POD, member_registry
 from fleet.apiserver.kubetypes import definitions as kube_definitions
 from fleet.apiserver.kubetypes import is_model as is_kube_model
+from fleet.apiserver.memory import MemoryStore
 from fleet.apiserver.patch import MergeRule
 from fleet.apiserver.pods import validate_pod_template
 from fleet.apiserver.resources import Obj, PrinterColumn, Registry, ResourceType
@@ -91,7 +93,6 @@ from fleet.apiserver.store import (
     DELETED,
     ERROR,
     MODIFIED,
-    MemoryStore,
     ObjectFilter,
     Page,
     Store,

@@ -55,12 +55,15 @@ Syncer (:mod:`~fleet.dispatch.syncer`)
     policy's purgeMode, and drives deletions (:mod:`~fleet.dispatch.deletion`): a deleted job
     stays ``Terminating`` until its member copy is confirmed gone (the delete sent again with
     backoff while its member is unreachable), then its quota is released and its finalizer off.
+    Each concern is its own module under :mod:`~fleet.dispatch.sync`, composed by the syncer.
 
 Crash safety: every step is recorded in Redis before the next is taken, and each role can repeat
 its step (admission, placement hold, creation, release and purge are idempotent). When a
 dispatcher takes the lease it reconciles: a stored job absent from the ledger is queued, an
-admitted job still marked ``Queued`` is requeued, an ``Admitted`` job is re-enqueued. A job in
-flight past its deadline (a worker killed mid-task) is enqueued again.
+admitted job still marked ``Queued`` is requeued, an ``Admitted`` job not in flight is
+re-enqueued. The reconcile walks the stored jobs a bounded slice per round, between cycles
+(:mod:`~fleet.dispatch.sweep`), so however deep the queue, the new leader's first cycle comes
+at once. A job in flight past its deadline (a worker killed mid-task) is enqueued again.
 """
 from fleet.dispatch.companions import references
 from fleet.dispatch.context import Context

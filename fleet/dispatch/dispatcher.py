@@ -30,7 +30,8 @@ See the package docstring for the round. A round is one *cycle* of :class:`queue
 
 Every write it makes carries the lease's fencing token: the ledger's scripts and the fleet
 object store refuse a stale one, so a leader that lost its lease without noticing writes
-nothing. After taking the lease it reconciles (see :meth:`Dispatcher.reconcile`).
+nothing. After taking the lease it reconciles, a slice of the stored jobs per round between its
+cycles, and again a minute after each reconcile ends (see :meth:`Dispatcher.reconcile`).
 """
 
 from __future__ import annotations
@@ -43,12 +44,13 @@ import time
 from collections import Counter as Tally
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from prometheus_client import Counter, Gauge, Histogram
 from rq import Queue, Retry
 
+from fleet.apiserver import ResourceType
 from fleet.dispatch import degraded
 from fleet.dispatch.context import Context, policy_for
 from fleet.dispatch.handback import (
@@ -63,6 +65,7 @@ from fleet.dispatch.handback import (
 )
 from fleet.dispatch.lease import LEASE_SECONDS, STANDBY_POLL_SECONDS, Lease, Renewer
 from fleet.dispatch.preemption import PREEMPTED_BY, PREEMPTIONS, RUNNING_STATES, mark_victims
+from fleet.dispatch.sweep import Step, Sweep
 from fleet.dispatch.tasks import Propagation, propagate_batch
 from fleet.jobs import (
     FINISHED,
@@ -78,12 +81,12 @@ from fleet.jobs import (
     get_jobs,
     job_key,
     job_priority,
-    list_jobs,
     mutate_job,
     mutate_jobs,
     set_state,
     switch_out_of_step,
 )
+from fleet.kinds import FLEET_JOB_KINDS
 from fleet.placement import Demand, Placer, PlaceRequest, job_pod_key, never_fits
 from fleet.policy import PropagationPolicy
 from fleet.state import Fence, Fenced, read_health, record_event, record_events
@@ -164,7 +167,11 @@ class DispatcherSettings:
     #: Pin member copies to the planned nodes (no false dispatch from a scheduler race).
     pin: bool = True
     policy_refresh: float = 2.0
+    #: A reconcile starts this long after the last one ended (and at every takeover).
     reconcile_every: float = 60.0
+    #: Jobs a round's slice of the reconcile reads at most: one round is held back by about
+    #: this many jobs' decoding, never by all of them.
+    reconcile_slice: int = 500
     #: How long a leaf's head that fits its quota may be passed by later jobs (queues.planner).
     starvation_seconds: float = 30.0
     #: A refused head waiting longer than this and ``wait_ratio`` times a job's wait is not
@@ -278,6 +285,8 @@ class Dispatcher:
         #: Members whose calls keep timing out (:mod:`fleet.dispatch.degraded`), avoided as NotReady ones.
         self._degraded: frozenset[str] = frozenset()
         self._reconciled_at = 0.0
+        #: The reconcile under way, a slice per round (None between two).
+        self._sweep: _Reconcile | None = None
         #: What the last cycle that found nothing to do saw; a cycle seeing the same is skipped.
         self._idle: tuple[int, int, frozenset[str]] | None = None
         #: The earliest time a timer (backoff, exclusion, starvation bound, nomination) is due.
@@ -319,7 +328,7 @@ class Dispatcher:
                 log.exception("event=round_failed")
                 stop.wait(0.5)
                 continue
-            if made == 0:
+            if made == 0 and self._sweep is None:
                 stop.wait(self.settings.idle_wait)
             elif made < self.settings.heads_per_class:
                 stop.wait(max(0.0, began + self.settings.round_interval - time.monotonic()))
@@ -335,7 +344,7 @@ class Dispatcher:
         self._heads.clear()
         self._nominees.clear()
         self._idle = None
-        self.reconcile()
+        self._begin_reconcile()  # walked a slice per round, the first cycle not held back
         return True
 
     @property
@@ -355,8 +364,9 @@ class Dispatcher:
         now = time.time()
         if not self.lease.renew():
             return 0
-        if now - self._reconciled_at > self.settings.reconcile_every:
-            self.reconcile()
+        if self._sweep is None and now - self._reconciled_at > self.settings.reconcile_every:
+            self._begin_reconcile()
+        self._reconcile_some()
         self._retry_inflight(now)
         with self.lock:
             self.placer.sync()
@@ -1020,7 +1030,9 @@ class Dispatcher:
         self._send(again, now=now)
 
     def reconcile(self) -> None:
-        """Make the ledger and the fleet objects agree, after a takeover or a crash.
+        """Make the ledger and the fleet objects agree, after a takeover or a crash: a whole
+        reconcile, now (a sweep run to its end). The leader runs it a slice per round instead
+        (:meth:`_reconcile_some`), so that a deep queue does not hold its first cycle back.
 
         A stored job the ledger does not know is queued (the API died between storing and
         queueing); a job whose pause or suspend switch and state disagree is held or queued again
@@ -1032,28 +1044,63 @@ class Dispatcher:
         dispatcher died before enqueueing it; one in flight is left to its deadline,
         :meth:`_retry_inflight`); a ledger entry whose job is gone is released.
 
-        The listing is not a snapshot of the ledger: jobs are submitted while it runs. So a
-        ledger entry missing from the listing is released only if its object is still absent
-        when read again after the listing; a job created meanwhile keeps its place.
+        The walk is not a snapshot: jobs are submitted, admitted and dispatched while it runs. So
+        each slice reads its objects and then their ledger state and in-flight marks; an
+        ``Admitted`` job found not in flight is read again and sent only if still ``Admitted``
+        in the same attempt (its worker marks it ``Dispatched`` before it clears the mark); and a
+        ledger entry missing from the objects walked is released only if its object is still
+        absent when read again after them: a job created meanwhile keeps its place.
         """
-        started = time.monotonic()
+        self._begin_reconcile()
+        while self._reconcile_some():
+            pass
+
+    def _begin_reconcile(self) -> None:
+        """Start a sweep over every stored job, then over the ledger's (:mod:`fleet.dispatch.sweep`)."""
+        objects, ledger = self.ctx.objects, self.ctx.ledger
+
+        def kind(rt: ResourceType) -> Step[Any]:
+            return lambda cursor, count: objects.scan(rt, cursor, count)
+
+        def held(state: JobState) -> Step[Any]:
+            return lambda cursor, count: ledger.scan(state, cursor, count)
+
+        sources: list[tuple[str, Step[Any]]] = [("objects", kind(rt)) for rt in FLEET_JOB_KINDS]
+        sources += [("ledger", held(JobState.ADMITTED)), ("ledger", held(JobState.PENDING))]
+        self._sweep = _Reconcile(Sweep(sources, self.settings.reconcile_slice), time.monotonic())
+
+    def _reconcile_some(self) -> bool:
+        """One slice of the reconcile under way (at most ``reconcile_slice`` jobs); whether more
+        remain. The end is logged and timed."""
+        sweep = self._sweep
+        if sweep is None:
+            return False
+        source, found = sweep.walk.take()
+        if source == "objects":
+            sweep.fixed += self._reconcile_objects(found, sweep.known)
+        else:
+            sweep.fixed += self._reconcile_entries([str(job) for job in found], sweep.known)
+        if not sweep.walk.done:
+            return True
+        self._sweep = None
+        self._reconciled_at = time.time()
+        log.info(
+            "event=reconciled jobs=%d fixed=%d seconds=%.3f",
+            len(sweep.known),
+            sweep.fixed,
+            time.monotonic() - sweep.started,
+        )
+        return False
+
+    def _reconcile_objects(self, objs: list[dict[str, Any]], known: set[str]) -> int:
+        """The rules of :meth:`reconcile` for one slice of stored jobs; how many it fixed."""
         ledger = self.ctx.ledger
-        items, _ = list_jobs(self.ctx.objects)
-        in_flight = {
-            raw.decode() if isinstance(raw, bytes) else str(raw)
-            for raw in self.ctx.client.zrange(self.ctx.keys.inflight, 0, -1)
-        }
-        known: set[str] = set()
-        resend: list[Propagation] = []
         fixed = 0
-        now = time.time()
-        for obj in items:
+        todo: list[tuple[str, dict[str, Any]]] = []
+        for obj in objs:
             key = job_key(obj)
             known.add(key)
-            if obj["metadata"].get("deletionTimestamp"):
-                continue
-            state = current_state(obj)
-            if state in FINISHED:
+            if obj["metadata"].get("deletionTimestamp") or current_state(obj) in FINISHED:
                 continue
             if switch_out_of_step(obj) is not None:
                 fixed += 1
@@ -1062,7 +1109,13 @@ class Dispatcher:
                 except (InvalidWorkload, UnknownKind, LookupError, LedgerError) as error:
                     self._fail_invalid(key, obj, f"cannot be queued: {error}")
                 continue
-            ledger_state = ledger.state(key)
+            todo.append((key, obj))
+        states = ledger.states([key for key, _ in todo])
+        admitted = [(key, obj) for key, obj in todo if current_state(obj) == Phase.ADMITTED]
+        entries = [inflight_entry(key, str(obj["metadata"]["uid"]), attempt_of(obj)) for key, obj in admitted]
+        flying = self.ctx.client.zmscore(self.ctx.keys.inflight, entries) if entries else []
+        for (key, obj), ledger_state in zip(todo, states, strict=True):
+            state = current_state(obj)
             if state == Phase.QUEUED and ledger_state is JobState.ABSENT:
                 try:
                     enqueue(ledger, obj)
@@ -1075,29 +1128,41 @@ class Dispatcher:
             elif state in HELD and ledger_state is not JobState.ABSENT:
                 ledger.release(key, fence=self._ledger_fence)  # held, then a crash before its release
                 fixed += 1
-            elif state == Phase.ADMITTED:
-                status = obj.get("status") or {}
-                uid = str(obj["metadata"]["uid"])
-                if inflight_entry(key, uid, attempt_of(obj)) in in_flight:
-                    continue
-                resend.append((key, uid, attempt_of(obj), str(status.get("cluster")), None))
-                fixed += 1
-        self._send(resend, now=now)
-        unknown = [key for key in ledger.records() if key not in known]
-        unknown += [key for key in ledger.pending.records() if key not in known]
-        if unknown:
-            again = get_jobs(self.ctx.objects, unknown)
-            for key, found in zip(unknown, again, strict=True):
-                if found is None:
-                    ledger.release(key, fence=self._ledger_fence)
-                    fixed += 1
-        self._reconciled_at = time.time()
-        log.info(
-            "event=reconciled jobs=%d fixed=%d seconds=%.3f",
-            len(items),
-            fixed,
-            time.monotonic() - started,
-        )
+        lost = [item for item, score in zip(admitted, flying, strict=True) if score is None]
+        again = get_jobs(self.ctx.objects, [key for key, _ in lost])
+        resend: list[Propagation] = []
+        for (key, obj), now in zip(lost, again, strict=True):
+            uid, attempt = str(obj["metadata"]["uid"]), attempt_of(obj)
+            if now is None or now["metadata"].get("uid") != uid or attempt_of(now) != attempt:
+                continue
+            if current_state(now) != Phase.ADMITTED:
+                continue  # dispatched (or given back) since it was read
+            resend.append((key, uid, attempt, str((now.get("status") or {}).get("cluster")), None))
+        self._send(resend, now=time.time())
+        return fixed + len(resend)
+
+    def _reconcile_entries(self, jobs: list[str], known: set[str]) -> int:
+        """Release the ledger entries of one slice whose job is gone (absent from the objects
+        walked, and still absent when read now); how many."""
+        unknown = [job for job in jobs if job not in known]
+        gone = [
+            job
+            for job, found in zip(unknown, get_jobs(self.ctx.objects, unknown), strict=True)
+            if found is None
+        ]
+        for job in gone:
+            self.ctx.ledger.release(job, fence=self._ledger_fence)
+        return len(gone)
+
+
+@dataclass
+class _Reconcile:
+    """A reconcile under way: its walk, the jobs it found stored, what it fixed, its start."""
+
+    walk: Sweep[Any]
+    started: float
+    known: set[str] = field(default_factory=set)
+    fixed: int = 0
 
 
 def _leaf_states(plan: Plan, heads: Mapping[str, Sequence[ClassHeads]], planner: Planner) -> str:

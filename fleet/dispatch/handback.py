@@ -17,7 +17,7 @@ Exclusion after a failure is proportionate to what the failure says about the me
 
 * A failure of the job's own (:attr:`Blame.JOB`: its copy ran and ended ``Failed``, its pods'
   exit codes) says nothing about the member: the first one there excludes nothing. A user error
-  (``JobValidFailed``) is not retried at all (:mod:`fleet.dispatch.syncer`).
+  (``JobValidFailed``) is not retried at all (:mod:`fleet.dispatch.sync.mirror`).
 * A failure that says the member could not run the job (:attr:`Blame.MEMBER`: its pods sat in
   ``PodGroupPending`` past the toleration) excludes it from the first time.
 * Repeated failures back off exponentially: the *n*-th failure on one member (counted per member
@@ -41,7 +41,7 @@ Fleet sizes it by the failure and lets it give way, because an NPU job that fits
 only would otherwise wait with its quota held while that member sits idle.
 
 Exclusions that are not failures of the attempt keep their fixed lengths (``exclude_for``). A
-member NotReady past the toleration (:mod:`fleet.dispatch.syncer`) is excluded in
+member NotReady past the toleration (:mod:`fleet.dispatch.sync.failover`) is excluded in
 ``status.excluded`` and gives way like the others once it is Ready again. A member that could
 not be reached or refused the job for now (:mod:`fleet.dispatch.tasks`) is excluded *firmly*
 (``status.excludedFirmly``, ``gives_way=False``): such an attempt never ran and counts no

@@ -47,7 +47,7 @@ from fleet.jobs.status import (
     mirror,
     set_state,
 )
-from fleet.jobs.store import get_jobs, list_jobs, mutate_job, mutate_jobs, try_get_job
+from fleet.jobs.store import get_jobs, list_jobs, mutate_job, mutate_jobs, try_get_job, walk_jobs
 from fleet.jobs.submit import (
     FINALIZER,
     Prepared,
@@ -116,4 +116,5 @@ __all__ = [
     "switch_out_of_step",
     "switched",
     "try_get_job",
+    "walk_jobs",
 ]

@@ -8,7 +8,7 @@ in the order asked.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from fleet.apiserver import Obj, ResourceType
@@ -23,6 +23,7 @@ __all__ = [
     "mutate_job",
     "mutate_jobs",
     "try_get_job",
+    "walk_jobs",
 ]
 
 Change = Callable[[Obj], Obj | None]
@@ -102,6 +103,20 @@ def mutate_jobs(
         for i, obj in zip(positions, stored, strict=True):
             out[i] = obj
     return out
+
+
+def walk_jobs(objects: Objects, count: int = 500) -> Iterator[Obj]:
+    """Every fleet job of every kind, read about ``count`` at a time (:meth:`Objects.scan`): a
+    walk holds one slice in memory, where a list of 100,000 jobs held 1.5 GB. A job stored from
+    the walk's start to its end comes at least once (maybe twice); one created or deleted
+    meanwhile may or may not: read the resourceVersion first to follow the changes from there."""
+    for rt in FLEET_JOB_KINDS:
+        cursor = 0
+        while True:
+            cursor, found = objects.scan(rt, cursor, count)
+            yield from found
+            if not cursor:
+                break
 
 
 def list_jobs(objects: Objects) -> tuple[list[Obj], str]:

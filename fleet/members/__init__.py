@@ -6,7 +6,7 @@ the network through ``kubernetes.client``, exactly as it would against a product
 
 The parts, each in its own module:
 
-``config``
+``clients``
     Where clients come from. A :class:`ClientFactory` lists the members and builds one
     authenticated ``ApiClient`` per member; :class:`KubeconfigClients` does so from a kubeconfig
     (one context per member, every context but ``fleet``). Credentials stay inside the client's
@@ -50,7 +50,7 @@ Log lines are ``key=value`` on the ``fleet.members`` loggers (``member=... kind=
 """
 
 from fleet.members.access import Member, Probe
-from fleet.members.config import (
+from fleet.members.clients import (
     FLEET_CONTEXT,
     MEMBER_EXTENSION,
     ClientFactory,

@@ -184,6 +184,16 @@ class Objects:
         raws = self.client.hmget(self.keys.objects(kind_name(rt.key)), fields)
         return [None if raw is None else decode(raw) for raw in raws]
 
+    def scan(self, rt: ResourceType, cursor: int, count: int) -> tuple[int, builtins.list[Obj]]:
+        """One step of a cursor over every object of the kind (HSCAN of its hash): the next
+        cursor (0 at the end) and about ``count`` objects, in no order. An object stored from the
+        first step to the last is returned at least once (maybe twice); one created or deleted
+        meanwhile may or may not be. For a walk over a kind too large to read at once without
+        stopping the caller (the dispatcher's reconcile); a list is :meth:`list`."""
+        cursor, found = self.client.hscan(self.keys.objects(kind_name(rt.key)), cursor, count=count)
+        assert isinstance(found, dict)  # fields with their values (no NOVALUES)
+        return int(cursor), [decode(raw) for raw in found.values()]
+
     def list(
         self, rt: ResourceType, namespace: str | None = None, *, label_selector: str | None = None
     ) -> tuple[builtins.list[Obj], str]:

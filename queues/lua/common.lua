@@ -76,7 +76,13 @@ local function member_of(seq, job) return seq .. job end
 local function next_seq()
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local last = tonumber(redis.call('GET', K_SEQ) or '0')
+  local stored = redis.call('GET', K_SEQ)
+  if not stored then
+    -- The first job this ledger ever holds: no derived field was written before it, in any
+    -- shape, so it is in the current one (Ledger.upgrade has nothing to recompute).
+    redis.call('HSETNX', K_META, 'layout', LAYOUT)
+  end
+  local last = tonumber(stored or '0')
   local seq = math.max(last + 1, now)
   redis.call('SET', K_SEQ, format('%d', seq))
   return format('%016d', seq)

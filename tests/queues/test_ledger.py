@@ -280,7 +280,8 @@ def test_a_ledger_kept_in_the_older_shape_is_recomputed_once(ledger: Ledger) -> 
     ledger.apply(make_tree(tree))
     ledger.enqueue("b-1", "b", {"cpu": 3 * CPU})
     client = ledger.client
-    client.hdel(ledger.keys.node("org"), "kids:cpu")  # as the older scripts left it
+    client.hdel(ledger.keys.meta, "layout")  # as the older scripts left it: no shape recorded,
+    client.hdel(ledger.keys.node("org"), "kids:cpu")  # no kids:<r>, want:<r> on inner nodes
     client.hset(ledger.keys.node("org"), "want:cpu", 3 * CPU)
     drift = {(d.node, d.field) for d in ledger.upgrade()}
     assert drift == {("org", "kids:cpu"), ("org", "want:cpu")}

@@ -57,7 +57,7 @@ def test_a_job_whose_member_left_the_fleet_goes_at_once(
     ctx = Context(fake_redis)  # no kubeconfig: no member is in the fleet any more
     obj = _deleted_while_admitted(ctx, "stranded", "m9")
     with caplog.at_level(logging.INFO, logger="fleet.dispatch.deletion"):
-        Syncer(ctx)._maybe_delete(obj)
+        Syncer(ctx).finalizers.maybe_delete(obj)
     assert ctx.objects.try_get(FLEET_ASCENDJOB, "default", "stranded") is None
     assert ctx.ledger.state("default/stranded") is JobState.ABSENT
     assert "why=member gone" in caplog.text

@@ -49,21 +49,21 @@ def test_jobs_submitted_while_the_reconcile_lists_stay_queued(
     ctx = dispatcher.ctx
     for i in range(5):
         submit(ctx.objects, ctx.ledger, one(f"before-{i}"))
-    listed = Objects.list
+    scanned = Objects.scan
     arrivals: list[str] = []
 
-    def list_then_submit(self: Objects, *args: Any, **kwargs: Any) -> Any:
-        """The listing is taken, then 120 jobs arrive before the reconcile reads the ledger (once:
-        the reconcile lists every job kind in turn)."""
-        found = listed(self, *args, **kwargs)
+    def scan_then_submit(self: Objects, *args: Any, **kwargs: Any) -> Any:
+        """The stored jobs are walked, then 120 jobs arrive before the reconcile reads the ledger
+        (once: the reconcile walks every job kind in turn)."""
+        found = scanned(self, *args, **kwargs)
         if not arrivals:
             for i in range(120):
                 arrivals.append(submit(ctx.objects, ctx.ledger, one(f"during-{i}"))["metadata"]["name"])
         return found
 
-    monkeypatch.setattr(Objects, "list", list_then_submit)
+    monkeypatch.setattr(Objects, "scan", scan_then_submit)
     dispatcher.reconcile()
-    monkeypatch.setattr(Objects, "list", listed)
+    monkeypatch.setattr(Objects, "scan", scanned)
     for name in [f"before-{i}" for i in range(5)] + arrivals:
         assert ctx.ledger.state(f"default/{name}") is JobState.PENDING, name
     assert ctx.ledger.rebuild() == []

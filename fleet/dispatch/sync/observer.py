@@ -1,0 +1,149 @@
+"""What is done with each member copy the watches report: which concern it is for.
+
+Per observed copy, by its labels (fleet job, uid, attempt) against the fleet object:
+
+* **a deleted job's copy, seen again** (its member is back): its delete is sent again at once
+  (:mod:`~fleet.dispatch.sync.finalizers`);
+* **an orphan** (no fleet job, another uid, a job being deleted) unless a deleted job left it
+  in place: purged; **a stale copy** (an older attempt, another member than the fleet's):
+  purged when its policy says (:mod:`~fleet.dispatch.sync.stale`);
+* **the current attempt, failed and retriable**: application failover
+  (:mod:`~fleet.dispatch.sync.failover`), unless it fails because it is being evicted;
+* **the current attempt otherwise**: mirrored (:mod:`~fleet.dispatch.sync.mirror`), then timed
+  if its gang waits (:mod:`~fleet.dispatch.sync.gangs`).
+
+A copy that **vanished** is forgotten by every concern at once; a deleted job that waited for it
+completes, a current attempt that went is handed back.
+
+Runs on the watch threads (one per member and job kind) and, for a member back from an outage,
+on its probe thread.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fleet.dispatch.deletion import is_deleting
+from fleet.dispatch.handback import Blame
+from fleet.dispatch.preemption import is_being_preempted
+from fleet.dispatch.sync.copies import MemberCopy, Seen
+from fleet.dispatch.sync.failover import Failover
+from fleet.dispatch.sync.finalizers import Finalizers
+from fleet.dispatch.sync.gangs import GangWaits
+from fleet.dispatch.sync.mirror import SYNC_SECONDS, StatusMirror
+from fleet.dispatch.sync.shared import Shared
+from fleet.dispatch.sync.stale import StaleCopies
+from fleet.jobs import attempt_of, cluster_of, get_jobs
+from fleet.members import DELETED, SYNC, WatchEvent
+from fleet.workloads import Outcome
+
+__all__ = ["CopyObserver"]
+
+
+class CopyObserver:
+    """Routes the copies the watches report to the concerns; keeps no table of its own."""
+
+    def __init__(
+        self,
+        shared: Shared,
+        *,
+        mirror: StatusMirror,
+        gangs: GangWaits,
+        failover: Failover,
+        stale: StaleCopies,
+        finalizers: Finalizers,
+    ) -> None:
+        self.shared = shared
+        self.ctx = shared.ctx
+        self.mirror = mirror
+        self.gangs = gangs
+        self.failover = failover
+        self.stale = stale
+        self.finalizers = finalizers
+
+    def on_event(self, event: WatchEvent) -> None:
+        if not self.shared.watching(event.member):
+            return  # a late event of a member let go: its new owner has seen it in its list
+        if event.type == SYNC:
+            self.observe(event.member, list(event.objects))
+            for obj in event.vanished:
+                self.vanished(event.member, obj)
+        else:
+            self.on_batch([event])
+
+    def on_batch(self, events: list[WatchEvent]) -> None:
+        """The changes of one read of a member's stream, in order; runs of copies seen once
+        each are observed together (a copy seen twice starts a new run, so none is skipped)."""
+        run: list[Mapping[str, Any]] = []
+        names: set[tuple[str, str, str]] = set()
+        member = events[0].member
+        if not self.shared.watching(member):
+            return
+        for event in events:
+            if event.object is None:
+                continue
+            meta = event.object.get("metadata") or {}
+            name = (str(event.object.get("kind")), str(meta.get("namespace")), str(meta.get("name")))
+            if event.type == DELETED or name in names:
+                self.observe(member, run)
+                run, names = [], set()
+            if event.type == DELETED:
+                self.vanished(member, event.object)
+                continue
+            run.append(event.object)
+            names.add(name)
+        self.observe(member, run)
+
+    def observe(self, member: str, copies: Sequence[Mapping[str, Any]]) -> None:
+        """Act on member copies (distinct ones): their fleet objects read in one round trip, the
+        mirrored statuses written in one pipeline."""
+        found = [(ident, copy) for copy in copies if (ident := MemberCopy.of(member, copy)) is not None]
+        if not found:
+            return
+        started = time.perf_counter()
+        objs = get_jobs(self.ctx.objects, [i.key for i, _ in found])
+        mirrored: list[Seen] = []
+        for (ident, copy), obj in zip(found, objs, strict=True):
+            meta = (obj or {}).get("metadata") or {}
+            if (
+                obj is not None
+                and is_deleting(obj, ident.uid)
+                and self.finalizers.is_deleted_copy(ident, obj)
+            ):
+                self.finalizers.maybe_delete(obj, soon=True)  # seen again (its member is back): at once
+                continue
+            if obj is None or meta.get("uid") != ident.uid or meta.get("deletionTimestamp"):
+                if not self.finalizers.left_in_place(ident):
+                    self.stale.purge(ident, "orphan")
+                continue
+            if attempt_of(obj) != ident.attempt or cluster_of(obj) != member:
+                self.stale.stale_copy(ident, obj)
+                continue
+            adapter = ident.ref.adapter
+            seen = adapter.map_status(copy)
+            outcome = adapter.classify(seen)
+            if is_being_preempted(obj) and outcome in (Outcome.USER_ERROR, Outcome.RETRIABLE):
+                continue  # its pods go because it is being evicted: not a failure of the job
+            if outcome is Outcome.RETRIABLE:
+                message = f"failed in {member}: {seen.reason}: {seen.message}"
+                self.failover.application(ident, obj, seen, message, blame=Blame.JOB)
+                continue
+            mirrored.append(Seen(ident, seen, obj))
+        self.mirror.mirror(mirrored)
+        elapsed = time.perf_counter() - started
+        for item in mirrored:
+            self.gangs.track(item.ident, item.seen)
+            SYNC_SECONDS.observe(elapsed)
+
+    def vanished(self, member: str, copy: Mapping[str, Any]) -> None:
+        ident = MemberCopy.of(member, copy)
+        if ident is None:
+            return
+        with self.shared.lock:
+            self.gangs.forget(ident)
+            self.stale.forget(ident)
+            self.finalizers.forget(ident)
+        obj = self.finalizers.copy_gone(ident)
+        self.failover.vanished(ident, obj)
