@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from pathlib import Path
@@ -112,7 +113,7 @@ def test_the_context_swaps_its_members_and_closes_the_old_clients_after_the_role
     before = dict(ctx.members)
     closed: list[str] = []
     for member in before.values():
-        member.close = lambda name=member.name: closed.append(name)  # type: ignore[method-assign]
+        member.close = functools.partial(closed.append, member.name)  # type: ignore[method-assign]
     seen: list[tuple[MemberChanges, list[str], list[str]]] = []
 
     def apply(change: MemberChanges) -> None:
