@@ -97,7 +97,7 @@ def test_members_added_and_removed_without_a_restart(
     )
     placed = _placed(fleet)
     assert [placed[k] for k in waiting] == ["member-2", "member-2"]
-    assert all(fleet.states()[k] == Condition.RUNNING for k in fillers), "member-1 freed before member-2 was used"
+    assert all(fleet.states()[k] == Condition.RUNNING for k in fillers), "member-1 freed first"
     for role in ROLES:
         assert "event=members_changed added=member-2 removed=- changed=-" in _log(fleet, role), role
     assert _probed(fleet, "member-2") > 0  # the syncer took it into ownership and probes it
