@@ -103,9 +103,13 @@ def test_members_added_and_removed_without_a_restart(
     assert _probed(fleet, "member-2") > 0  # the syncer took it into ownership and probes it
 
     _members_only(fleet.sim.kubeconfig, members, {"member-1"})
-    fleet.wait_for(
+    fleet.wait_for(  # the last lines each role writes about it: its watches stopped, its lease
         "every role to let member-2 go",
-        lambda: all("removed=member-2" in _log(fleet, role) for role in ROLES),
+        lambda: (
+            "removed=member-2" in _log(fleet, "worker-1")
+            and "member=member-2 kind=pods event=stopped" in _log(fleet, "dispatcher")
+            and "lost=member-2" in _log(fleet, "syncer")
+        ),
         15,
     )
     let_go = _probed(fleet, "member-2")
