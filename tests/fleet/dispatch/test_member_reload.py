@@ -15,15 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from fleet.ascend import Condition
 from fleet.dispatch.health import read_health
 from fleet.dispatch.keys import DEFAULT_DISPATCH_KEYS
 from fleet.jobs.phases import Phase
 from fleet.jobs.status import cluster_of
-from fleet.sim.kubeconfig import write_atomically
-from tests.fleet.dispatch.conftest import RunningFleet
+from tests.fleet.dispatch.conftest import RunningFleet, members_only
 from tests.fleet.placement.factory import job
 from tests.support.kinds import FLEET_ASCENDJOB
 from tests.support.sim import CARD_POOL
@@ -31,15 +29,6 @@ from tests.support.sim import CARD_POOL
 pytestmark = pytest.mark.integration
 
 ROLES = ("dispatcher", "worker-1", "syncer")
-
-
-def _members_only(source: Path, target: Path, names: set[str]) -> None:
-    """Write ``target`` as the kubeconfig ``source`` with only the members ``names``, at once."""
-    config = yaml.safe_load(source.read_text())
-    for section in ("clusters", "contexts"):
-        config[section] = [e for e in config[section] if e["name"] in names]
-    config["users"] = [u for u in config["users"] if u["name"].removesuffix("-admin") in names]
-    write_atomically(target, config)
 
 
 def _submit(fleet: RunningFleet, name: str, seconds: float) -> str:
@@ -75,7 +64,7 @@ def test_members_added_and_removed_without_a_restart(
         syncer=False,
     )
     members = tmp_path / "members" / "kubeconfig"
-    _members_only(fleet.sim.kubeconfig, members, {"member-1"})
+    members_only(fleet.sim.kubeconfig, members, {"member-1"})
     fleet.procs.kubeconfig = members
     fleet.procs.start("dispatcher", "dispatcher")
     fleet.procs.start("worker-1", "worker")
@@ -89,7 +78,7 @@ def test_members_added_and_removed_without_a_restart(
     time.sleep(3)
     assert all(fleet.states()[k] == Phase.QUEUED for k in waiting), fleet.states()
 
-    _members_only(fleet.sim.kubeconfig, members, {"member-1", "member-2"})
+    members_only(fleet.sim.kubeconfig, members, {"member-1", "member-2"})
     fleet.wait_for(
         "the waiting jobs to run on member-2",
         lambda: all(fleet.states()[k] == Condition.SUCCEEDED for k in waiting),
@@ -102,7 +91,7 @@ def test_members_added_and_removed_without_a_restart(
         assert "event=members_changed added=member-2 removed=- changed=-" in _log(fleet, role), role
     assert _probed(fleet, "member-2") > 0  # the syncer took it into ownership and probes it
 
-    _members_only(fleet.sim.kubeconfig, members, {"member-1"})
+    members_only(fleet.sim.kubeconfig, members, {"member-1"})
     fleet.wait_for(  # the last lines each role writes about it: its watches stopped, its lease
         "every role to let member-2 go",
         lambda: (
