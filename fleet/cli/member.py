@@ -94,7 +94,8 @@ def add(
     secret: str,
 ) -> None:
     """Register member NAME: check that Fleet reaches it with these credentials, then store them
-    in the members' Secret (its MemberCluster appears once the roles read it)."""
+    in the members' Secret. The running roles take it up once the kubelet refreshes the mounted
+    Secret (about a minute), without a restart."""
     from kubernetes.client import CoreV1Api
 
     from fleet.members import (
@@ -158,7 +159,8 @@ def remove(
     secret: str,
 ) -> None:
     """Take member NAME out of the fleet: refused while jobs are placed there, unless --force,
-    which first sends each back to its queue (ClusterFailover, the member avoided) to run elsewhere."""
+    which first sends each back to its queue (ClusterFailover, the member avoided) to run elsewhere.
+    The running roles let it go once the kubelet refreshes the mounted Secret, without a restart."""
     from fleet.connections import ONE_SHOT_RETRIES, redis_from_url
     from fleet.members import SecretError, members_of, without_member
 

@@ -1,6 +1,9 @@
 """How each dispatch role is assembled and run as a process (``fleet dispatcher``, ``worker``, ``syncer``).
 
 ``fleet up`` runs the same functions, so what a newcomer runs locally is what production runs.
+Every role follows its members' kubeconfig while it runs (:meth:`Context.refresh_members`, every
+:data:`~fleet.dispatch.context.MEMBERS_EVERY` seconds): no restart after ``fleet member add`` or
+``remove``.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ import logging
 import os
 import socket
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import redis
@@ -16,12 +20,12 @@ import redis
 from fleet import gc_tuning
 from fleet.connections import mask_url, redis_from_url
 from fleet.dispatch.capacity import CapacityPublisher
-from fleet.dispatch.context import CLAIM_SECONDS, Context, install
+from fleet.dispatch.context import CLAIM_SECONDS, MEMBERS_EVERY, Context, install
 from fleet.dispatch.dispatcher import Dispatcher, DispatcherSettings
 from fleet.dispatch.ownership import Shards
 from fleet.dispatch.syncer import Syncer, SyncerSettings
 from fleet.dispatch.worker import Worker
-from fleet.members import member_labels
+from fleet.members import MemberChanges, MemberConfigError, member_labels
 from fleet.placement import CapacityFeeder, Placer
 from fleet.state import read_health
 
@@ -32,6 +36,22 @@ log = logging.getLogger("fleet.dispatch")
 
 def _holder() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def _follow_members(
+    ctx: Context, stop: threading.Event, apply: Callable[[MemberChanges], None] | None = None
+) -> None:
+    """Follow the members' kubeconfig from a thread of its own until ``stop`` is set
+    (:meth:`Context.refresh_members`; ``apply`` starts and stops what the role runs per member)."""
+
+    def loop() -> None:
+        while not stop.wait(MEMBERS_EVERY):
+            try:
+                ctx.refresh_members(apply)
+            except Exception:  # a member's watch failing to start: the next change tries again
+                log.exception("event=members_not_followed")
+
+    threading.Thread(target=loop, name="members", daemon=True).start()
 
 
 def run_dispatcher(
@@ -56,6 +76,19 @@ def run_dispatcher(
     placer = Placer(ctx.reservations)
     feeder = CapacityFeeder(placer, ctx.members, member_labels=member_labels(kubeconfig))
     feeder.start()
+
+    def follow(change: MemberChanges) -> None:
+        try:
+            labels = member_labels(kubeconfig)
+        except MemberConfigError as error:  # the members still count, without their labels
+            log.warning("event=member_labels_unread error=%s", error)
+            labels = {}
+        for name in change.removed:
+            feeder.remove(name)
+        for name in (*change.added, *change.changed):
+            feeder.add(ctx.members[name], labels.get(name))
+
+    _follow_members(ctx, stop, follow)
     publisher = CapacityPublisher(placer, feeder.lock, ctx.client, ctx.keys)
     publisher.start()
     try:
@@ -104,6 +137,8 @@ def run_worker(
     ctx = Context(redis_from_url(redis_url), kubeconfig, claim_seconds=claim_seconds)
     log.info("event=worker_members members=%d", len(ctx.members))  # built now, not on the first task
     install(ctx)
+    stop = threading.Event()
+    _follow_members(ctx, stop)
     gc_tuning.tune()
     worker = Worker(
         [ctx.evict_queue, ctx.queue, ctx.purge_queue],
@@ -113,6 +148,7 @@ def run_worker(
     try:
         worker.work(burst=burst, with_scheduler=True, logging_level="WARNING")
     finally:
+        stop.set()
         ctx.close()
 
 

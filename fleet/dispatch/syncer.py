@@ -29,8 +29,10 @@ Threads
       copies whose gang waits.
     * **deletions**: the fleet jobs' change stream; a job marked for deletion gets its delete.
     * **companions**: the companion objects' change stream.
-    * **ownership** (sharded syncers only): its own thread, as the dispatcher's lease renewer, so
-      a long round never lets the leases lapse; it adopts and lets go members.
+    * **ownership**: its own thread, as the dispatcher's lease renewer, so a long round never
+      lets the leases lapse; it follows the members' kubeconfig (a member added, removed or
+      given new credentials, :meth:`~fleet.dispatch.context.Context.refresh_members`) and, for
+      sharded syncers, the leases; it adopts and lets go members.
 
 Shared state (:class:`~fleet.dispatch.sync.shared.Shared`, made here)
     One lock guards every concern's tables and the members' health. It is one lock, not one
@@ -56,7 +58,8 @@ A round, in order
 Ownership: with :class:`~fleet.dispatch.ownership.Shards`, this syncer watches, probes and decides
 only for the members it holds a lease on; letting one go stops its watches and probe thread and
 forgets all that was pending for it (its new owner lists the member afresh and continues its
-health record from Redis).
+health record from Redis). A member removed from the kubeconfig is let go the same way, and one
+whose credentials changed is let go and adopted again with its new client.
 
 Everything here may run twice (after a restart, or two syncers at once): every write to the fleet
 object is a compare-and-set on the uid and attempt, and the ledger and purges are idempotent.
@@ -69,7 +72,7 @@ import threading
 import time
 from typing import Any
 
-from fleet.dispatch.context import Context
+from fleet.dispatch.context import MEMBERS_EVERY, Context
 from fleet.dispatch.ownership import Shards
 from fleet.dispatch.sync import (
     EXCLUDE_DOWN_SECONDS,
@@ -85,6 +88,7 @@ from fleet.dispatch.sync import (
     follow_companions,
 )
 from fleet.labels import JOB_UID_LABEL
+from fleet.members import MemberChanges
 from fleet.workloads import KINDS, member_resource
 
 __all__ = ["EXCLUDE_DOWN_SECONDS", "Syncer", "SyncerSettings"]
@@ -130,10 +134,9 @@ class Syncer:
         for name in owned:
             self._adopt(name)
         self._spawn("deletions", self.finalizers.follow, stop)
-        if self.shards is not None:
-            # Its own thread, as the dispatcher's lease renewer: a long tick must not let the
-            # leases lapse.
-            self._spawn("ownership", self._keep_ownership, self.shards, list(members), stop)
+        # Its own thread, as the dispatcher's lease renewer: a long tick must not let the leases
+        # lapse (nor delay a member added to the kubeconfig).
+        self._spawn("ownership", self._keep_ownership, stop)
         self._spawn("companions", follow_companions, self.ctx, stop)
         log.info("event=syncer_started members=%d owned=%d", len(members), len(owned))
         last_resync = time.monotonic()
@@ -186,12 +189,24 @@ class Syncer:
 
     # -- ownership (sharded syncers) ------------------------------------------------------------
 
-    def _keep_ownership(self, shards: Shards, members: list[str], stop: threading.Event) -> None:
-        while not stop.wait(shards.interval):
+    def _keep_ownership(self, stop: threading.Event) -> None:
+        """Follow the kubeconfig's members and, sharded, this syncer's leases: a member added
+        is adopted (if it is this syncer's), one removed let go, one whose credentials changed
+        let go and adopted again with its new client."""
+        shards = self.shards
+        while not stop.wait(MEMBERS_EVERY if shards is None else min(MEMBERS_EVERY, shards.interval)):
             try:
-                self._rebalance(shards.balance(members))
+                self.ctx.refresh_members(self._on_members_changed)
+                members = list(self.ctx.members)
+                self._rebalance(frozenset(members) if shards is None else shards.balance(members))
             except Exception:  # a member's watch failing to start: the next round tries again
                 log.exception("event=rebalance_failed")
+
+    def _on_members_changed(self, change: MemberChanges) -> None:
+        """Before their old clients are closed: stop using the members removed or changed."""
+        for name in (*change.removed, *change.changed):
+            if name in self.shared.watchers:
+                self._let_go(name)
 
     def _adopt(self, name: str) -> None:
         """Start watching and probing ``name`` (its watch lists every copy first)."""

@@ -54,6 +54,7 @@ from fleet.jobs import (
     cluster_of,
     current_state,
     get_jobs,
+    last_condition,
     mutate_jobs,
     set_state,
     try_get_job,
@@ -72,6 +73,7 @@ from fleet.members import (
     scope_of,
 )
 from fleet.state import record_event, record_events
+from fleet.timestamps import parse_rfc3339
 from fleet.workloads import JobRef, job_ref, member_resource, ref_for
 
 __all__ = [
@@ -116,6 +118,10 @@ LANE_WAIT: Final = 1.0
 #: bulkhead full) waits before it is sent again (the dispatcher re-sends it when its in-flight
 #: deadline, set to this, passes).
 DEFER_SECONDS: Final = 5.0
+#: How long a create for a member this worker does not know yet is sent again before the job
+#: is handed back: the kubelet refreshes a mounted Secret within about a minute and a half
+#: (its sync period and cache), so every role has read a member added by then.
+MEMBER_LAG_SECONDS: Final = 120.0
 #: How long a member that stayed degraded past the toleration is avoided by the jobs it lost.
 EXCLUDE_DEGRADED_SECONDS: Final = 120.0
 _MADE: Final = ("created", "adopted")
@@ -390,6 +396,22 @@ def _defer(ctx: Context, item: Propagation, obj: Mapping[str, Any], why: str) ->
     return "deferred"
 
 
+def _known_later(ctx: Context, item: Propagation, obj: Mapping[str, Any], error: LookupError) -> bool:
+    """Whether this worker knows the job's member after reading its kubeconfig again; ``False``:
+    not yet, the create is to be sent again later. Each role reads the members' Secret as its own
+    pod's copy is refreshed (the kubelet's sync period), so a dispatcher may place a job on a
+    member added a minute before this worker sees it. Raises ``MemberUnavailable`` (the job is
+    handed back) after :data:`MEMBER_LAG_SECONDS` in Admitted: the member may be gone instead."""
+    member = item[3]
+    ctx.refresh_members()
+    if member in ctx.members:
+        return True
+    since = parse_rfc3339((last_condition(obj) or {}).get("lastTransitionTime"))
+    if since is not None and time.time() - since.timestamp() < MEMBER_LAG_SECONDS:
+        return False
+    raise MemberUnavailable(member, "create_job", str(error)) from None
+
+
 def _propagate_one(
     ctx: Context,
     item: Propagation,
@@ -405,8 +427,10 @@ def _propagate_one(
             raise unreachable[member]
         try:
             client = ctx.member(member)
-        except LookupError as error:  # this worker's kubeconfig lacks it: another worker may not
-            raise MemberUnavailable(member, "create_job", str(error)) from None
+        except LookupError as error:
+            if not _known_later(ctx, item, obj, error):
+                return _defer(ctx, item, obj, str(error))
+            client = ctx.member(member)
         body = ref.adapter.member_copy(obj, uid, attempt, pin=pin)
         if deps:  # before the job: its pods need them to start
             held = companions.push(ctx, client, obj)

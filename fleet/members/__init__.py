@@ -50,6 +50,7 @@ Log lines are ``key=value`` on the ``fleet.members`` loggers (``member=... kind=
 """
 
 from fleet.members.access import Member, Probe
+from fleet.members.changes import KubeconfigChanges, MemberChanges
 from fleet.members.clients import (
     FLEET_CONTEXT,
     MEMBER_EXTENSION,
@@ -111,9 +112,11 @@ __all__ = [
     "ClientFactory",
     "Conflict",
     "EventCallback",
+    "KubeconfigChanges",
     "KubeconfigClients",
     "Listing",
     "Member",
+    "MemberChanges",
     "MemberConfigError",
     "MemberError",
     "MemberRefused",

@@ -11,7 +11,8 @@ A member's capacity counts only once both its nodes and its pods have been liste
 (:attr:`MemberCapacity.listed`): before that, a member that is unreachable or slow to answer
 offers nothing, and decisions go on with the members that did answer. :meth:`wait_settled` is
 how long a starting dispatcher waits: until each member was listed or failed to be, never for
-an unreachable member to come back.
+an unreachable member to come back. Members come and go at run time (:meth:`add`,
+:meth:`remove`): the dispatcher follows its members' kubeconfig.
 """
 
 from __future__ import annotations
@@ -56,39 +57,60 @@ class CapacityFeeder:
         self.members = dict(members)
         self.lock = threading.RLock()
         self._labels = {m: dict(v) for m, v in (member_labels or {}).items()}
-        self._watchers: list[Watcher] = []
+        #: Member -> its nodes and pods watchers.
+        self._watchers: dict[str, list[Watcher]] = {}
         #: Member -> the resources (nodes, pods) whose first list it has had.
         self._listed: dict[str, set[str]] = {}
 
     def start(self) -> None:
-        for name, member in self.members.items():
-            with self.lock:
-                self.placer.add_member(MemberCapacity(name, self._labels.get(name), listed=False))
-            for resource in (NODES, PODS):
-                watcher = Watcher(member, resource, self._on_event, on_batch=self._on_batch)
-                self._watchers.append(watcher)
-                watcher.start()
+        for name, member in list(self.members.items()):
+            self.add(member, self._labels.get(name))
+
+    def add(self, member: Member, labels: Mapping[str, str] | None = None) -> None:
+        """Watch ``member`` (a member added to the fleet, or given new credentials): it offers
+        capacity once its nodes and pods are listed."""
+        self.remove(member.name)
+        with self.lock:
+            self.members[member.name] = member
+            self._labels[member.name] = dict(labels or {})
+            self.placer.add_member(MemberCapacity(member.name, labels, listed=False))
+        watchers = [Watcher(member, r, self._on_event, on_batch=self._on_batch) for r in (NODES, PODS)]
+        self._watchers[member.name] = watchers
+        for watcher in watchers:
+            watcher.start()
+
+    def remove(self, name: str) -> None:
+        """Stop watching ``name`` and take its capacity out of the placer (a member let go)."""
+        for watcher in self._watchers.pop(name, []):
+            watcher.stop()
+        with self.lock:
+            self.members.pop(name, None)
+            self._listed.pop(name, None)
+            self.placer.remove_member(name)
 
     def wait_synced(self, timeout: float) -> bool:
         """Whether every watcher finished its first list within ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
-        return all(w.wait_synced(max(0.0, deadline - time.monotonic())) for w in self._watchers)
+        return all(w.wait_synced(max(0.0, deadline - time.monotonic())) for w in self._all_watchers())
 
     def wait_settled(self, timeout: float, *, skip: Collection[str] = ()) -> list[str]:
         """Wait until every member but ``skip`` was listed or failed a first attempt (each
         watcher's first list succeeded or failed), at most ``timeout`` seconds. Returns the
         members whose capacity is not known (for now they offer nothing)."""
         deadline = time.monotonic() + timeout
-        for watcher in self._watchers:
+        for watcher in self._all_watchers():
             if watcher.member.name not in skip:
                 watcher.wait_tried(max(0.0, deadline - time.monotonic()))
         with self.lock:
             return [cap.name for cap in self.placer.members() if not cap.listed]
 
     def stop(self) -> None:
-        for watcher in self._watchers:
+        for watcher in self._all_watchers():
             watcher.stop()
         self._watchers.clear()
+
+    def _all_watchers(self) -> list[Watcher]:
+        return [w for each in list(self._watchers.values()) for w in each]
 
     def _on_event(self, event: WatchEvent) -> None:
         self._on_batch([event])

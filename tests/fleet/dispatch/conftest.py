@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import redis
+import yaml
 
 from fleet.connections import redis_from_url
 from fleet.dispatch.context import Context
@@ -21,6 +22,7 @@ from fleet.jobs.status import set_state
 from fleet.jobs.store import list_jobs
 from fleet.labels import JOB_UID_LABEL
 from fleet.members import load_members
+from fleet.sim.kubeconfig import write_atomically
 from fleet.state import Objects
 from fleet.workloads import job_key, member_resource
 from fleet.workloads.t9k_vocabulary import T9K_TFJOB
@@ -300,3 +302,13 @@ def admitted_on(ctx: Context, name: str, member: str) -> dict[str, Any]:
     out = ctx.objects.mutate(FLEET_ASCENDJOB, "default", stored["metadata"]["name"], admit)
     assert out is not None
     return out
+
+
+def members_only(source: Path, target: Path, names: set[str]) -> None:
+    """Write ``target`` as the simulator's kubeconfig ``source`` with only the members ``names``,
+    at once (as ``fleet member add``/``remove`` leave the members' Secret)."""
+    config = yaml.safe_load(source.read_text())
+    for section in ("clusters", "contexts"):
+        config[section] = [e for e in config[section] if e["name"] in names]
+    config["users"] = [u for u in config["users"] if u["name"].removesuffix("-admin") in names]
+    write_atomically(target, config)

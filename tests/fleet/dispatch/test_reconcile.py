@@ -11,7 +11,7 @@ import redis
 
 from fleet.apiserver.resources import ResourceType
 from fleet.dispatch.context import Context
-from fleet.dispatch.dispatcher import Dispatcher
+from fleet.dispatch.dispatcher import Dispatcher, DispatcherSettings
 from fleet.dispatch.handback import inflight_entry
 from fleet.jobs import submit
 from fleet.jobs.pause import held_entry
@@ -30,8 +30,10 @@ from tests.support.kinds import FLEET_ASCENDJOB
 
 @pytest.fixture
 def dispatcher(redis_client: redis.Redis) -> Iterator[Dispatcher]:
+    """A leader whose lease outlasts a test on a loaded machine (no renewer runs: with the
+    default lease a slow step found itself fenced)."""
     ctx = Context(redis_client)
-    d = Dispatcher(ctx, Placer(ctx.reservations), holder="test")
+    d = Dispatcher(ctx, Placer(ctx.reservations), holder="test", settings=DispatcherSettings(lease_ttl=120))
     assert d.lease.acquire()
     yield d
     d.lease.release()

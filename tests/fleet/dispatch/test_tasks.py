@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
-from fleet.dispatch import degraded
+from fleet.dispatch import degraded, tasks
 from fleet.dispatch.context import Context, install
 from fleet.dispatch.tasks import CREATE_CONCURRENCY, LANE_WAIT, Claim, _lanes, propagate_batch
 from fleet.jobs import current_state
@@ -19,7 +20,7 @@ from fleet.jobs.phases import FleetReason, Phase
 from fleet.kinds import PROPAGATION_POLICY
 from fleet.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 from fleet.members import MemberSettings
-from tests.fleet.dispatch.conftest import admitted_on
+from tests.fleet.dispatch.conftest import admitted_on, members_only
 from tests.support.kinds import FLEET_ASCENDJOB, JOBS
 from tests.support.sim import CARD_POOL, RunningSim, running_sim, small_topology
 
@@ -150,4 +151,34 @@ def test_a_slow_member_holds_its_own_lane_never_the_worker_and_its_creates_move_
         assert fake_redis.zcard(ctx.keys.inflight) == 0
     finally:
         two_members.fault("slow", "ok")
+        ctx.close()
+
+
+def test_a_member_the_worker_does_not_know_yet_is_read_again_then_waited_for_then_given_up(
+    two_members: RunningSim, fake_redis: redis.Redis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each pod's copy of the members' Secret is refreshed on its own: a job placed on a member
+    this worker has not read yet is created once its kubeconfig has it (read at once, not at the
+    next poll), waits while it has not (sent again later, still Admitted), and is handed back
+    only after ``MEMBER_LAG_SECONDS``."""
+    path = tmp_path / "kubeconfig"
+    members_only(two_members.kubeconfig, path, {"fast"})
+    ctx = Context(fake_redis, path)
+    install(ctx)
+    try:
+        assert list(ctx.members) == ["fast"]
+        early = admitted_on(ctx, "early", "slow")
+        members_only(two_members.kubeconfig, path, {"fast", "slow"})
+        assert propagate_batch([("default/early", early["metadata"]["uid"], 1, "slow", None)]) == ["created"]
+        ahead = admitted_on(ctx, "ahead", "later")
+        item: Any = ("default/ahead", ahead["metadata"]["uid"], 1, "later", None)
+        assert propagate_batch([item]) == ["deferred"]
+        assert current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", "ahead")) == Phase.ADMITTED
+        assert (fake_redis.zscore(ctx.keys.inflight, "default/ahead|" + item[1] + "|1") or 0) > time.time()
+        monkeypatch.setattr(tasks, "MEMBER_LAG_SECONDS", 0.0)
+        assert propagate_batch([item]) == ["unavailable"]
+        obj = ctx.objects.get(FLEET_ASCENDJOB, "default", "ahead")
+        assert current_state(obj) == Phase.QUEUED
+        assert obj["status"]["conditions"][-1]["reason"] == FleetReason.MEMBER_UNAVAILABLE
+    finally:
         ctx.close()
