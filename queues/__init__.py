@@ -74,7 +74,18 @@ not limit (capacity alone does).
 """
 
 from queues.heads import ClassHeads, HeadCache, RunningJob, class_request
-from queues.keys import DEFAULT_KEYS, Keys
+from queues.keys import (
+    DEFAULT_KEYS,
+    DEFAULT_PREFIX,
+    DEFAULT_SPACE,
+    DEFAULT_TAG,
+    Keys,
+    KeySpace,
+    lua_key,
+    lua_key_function,
+    lua_string,
+    prefix_problem,
+)
 from queues.ledger import Applied, ApplyRefused, Drift, Fence, Ledger, VersionConflict, leaf_in
 from queues.pending import PendingQueues, QueuePolicy
 from queues.planner import Blocked, Pick, Plan, Planner, PlannerSettings, PreemptionKind, Refused
@@ -104,6 +115,9 @@ from queues.views import HEADERS, QueueView, Waiting, format_share, format_views
 __all__ = [
     "AVAILABLE_ATTRIBUTE",
     "DEFAULT_KEYS",
+    "DEFAULT_PREFIX",
+    "DEFAULT_SPACE",
+    "DEFAULT_TAG",
     "DOCUMENT",
     "HEADERS",
     "IMPLICIT_ROOT",
@@ -125,6 +139,7 @@ __all__ = [
     "InvalidRequest",
     "JobRecord",
     "JobState",
+    "KeySpace",
     "Keys",
     "Ledger",
     "LedgerError",
@@ -160,9 +175,13 @@ __all__ = [
     "leaf_in",
     "load",
     "load_file",
+    "lua_key",
+    "lua_key_function",
+    "lua_string",
     "parse_exact",
     "parse_quantity",
     "preemption_policy",
+    "prefix_problem",
     "queue_name",
     "queue_views",
     "request_args",

@@ -114,7 +114,7 @@ class RedisReservations:
         for node, amounts in sorted(reservation.takes.items()):
             for resource, amount in sorted(amounts.items()):
                 args += [_field(node, resource), amount, basis.get(node, {}).get(resource, 0)]
-        return [self.keys.base(reservation.member)], args
+        return [self.keys.member_base(reservation.member)], args
 
     def reserve(self, reservation: Reservation, basis: Takes, now: float) -> bool:
         return self.reserve_many([(reservation, basis)], now)[0]
@@ -127,12 +127,12 @@ class RedisReservations:
         return self.release_many(member, [reservation_id])[0]
 
     def release_many(self, member: str, reservation_ids: Sequence[str]) -> list[bool]:
-        base = self.keys.base(member)
+        base = self.keys.member_base(member)
         calls: list[_Call] = [([base], [rid]) for rid in reservation_ids]
         return [bool(reply) for reply in run_script_many(self.client, self._release, calls)]
 
     def held(self, member: str, now: float) -> dict[str, dict[str, int]]:
-        self._version(keys=[self.keys.base(member)], args=[now])
+        self._version(keys=[self.keys.member_base(member)], args=[now])
         out: dict[str, dict[str, int]] = {}
         raw: dict[bytes, bytes] = self.client.hgetall(self.keys.held(member))  # type: ignore[assignment]
         for key, value in raw.items():
@@ -141,12 +141,14 @@ class RedisReservations:
         return out
 
     def reservations(self, member: str, now: float) -> list[Reservation]:
-        self._version(keys=[self.keys.base(member)], args=[now])
+        self._version(keys=[self.keys.member_base(member)], args=[now])
         raw: dict[bytes, bytes] = self.client.hgetall(self.keys.items(member))  # type: ignore[assignment]
         return [Reservation.from_json(v) for v in raw.values()]
 
     def versions(self, members: Sequence[str], now: float) -> dict[str, int]:
-        replies = run_script_many(self.client, self._version, [([self.keys.base(m)], [now]) for m in members])
+        replies = run_script_many(
+            self.client, self._version, [([self.keys.member_base(m)], [now]) for m in members]
+        )
         return {m: int(v) for m, v in zip(members, replies, strict=True)}
 
     def changed_since(self, generation: int | None, now: float) -> tuple[int | None, Collection[str] | None]:
