@@ -10,6 +10,7 @@ import fakeredis
 import pytest
 from click.testing import CliRunner
 
+from fleet.api.app import build_fleet_api
 from fleet.api.keys import ApiKeys
 from fleet.cli import main
 from fleet.dispatch.context import Context
@@ -108,3 +109,12 @@ def test_the_prefix_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
     result = CliRunner().invoke(main, ["worker"])
     assert result.exit_code == 2, result.output
     assert "--key-prefix" in result.output
+
+
+def test_an_api_replica_works_in_its_space() -> None:
+    server = fakeredis.FakeServer()
+    client = fakeredis.FakeRedis(server=server)
+    aclient = fakeredis.FakeAsyncRedis(server=server)
+    replica = build_fleet_api(client, aclient, space=KeySpace(prefix="blue"))
+    assert replica.ledger.keys == Keys(prefix="blue")
+    assert replica.objects.keys == StateKeys(prefix="blue")
