@@ -73,6 +73,7 @@ With no tree applied, every job belongs to the implicit ``root``: queue order ho
 not limit (capacity alone does).
 """
 
+from queues.fencing import Fence, Fenced
 from queues.heads import ClassHeads, HeadCache, RunningJob, class_request
 from queues.keys import (
     DEFAULT_KEYS,
@@ -86,13 +87,13 @@ from queues.keys import (
     lua_string,
     prefix_problem,
 )
-from queues.ledger import Applied, ApplyRefused, Drift, Fence, Ledger, VersionConflict, leaf_in
+from queues.ledger import Applied, ApplyRefused, Drift, Ledger, VersionConflict, leaf_in
 from queues.pending import PendingQueues, QueuePolicy
 from queues.planner import Blocked, Pick, Plan, Planner, PlannerSettings, PreemptionKind, Refused
 from queues.quantity import MAX_JOBS, QuantityError, format_quantity, parse_exact
 from queues.quantity import parse as parse_quantity
 from queues.reasons import Decision, Refusal, RefusalKind
-from queues.records import Fenced, InvalidRequest, JobRecord, JobState, LedgerError, request_args, score_of
+from queues.records import InvalidRequest, JobRecord, JobState, LedgerError, request_args, score_of
 from queues.snapshot import Snapshot
 from queues.tree import API_VERSION as TREE_API_VERSION
 from queues.tree import (

@@ -86,12 +86,14 @@ from fleet.jobs import (
 )
 from fleet.placement import Demand, Placer, PlaceRequest, job_pod_key, never_fits
 from fleet.policy import PropagationPolicy
-from fleet.state import Fence, Fenced, read_health, record_event, record_events
+from fleet.state import read_health, record_event, record_events
 from fleet.timestamps import parse_rfc3339
 from fleet.workloads import KINDS, InvalidWorkload, JobRef, UnknownKind, adapter_for, job_ref
 from queues import (
     Blocked,
     ClassHeads,
+    Fence,
+    Fenced,
     HeadCache,
     JobState,
     LedgerError,
@@ -107,7 +109,6 @@ from queues import (
     preemption_policy,
     queue_name,
 )
-from queues import Fenced as LedgerFenced
 
 __all__ = ["Dispatcher", "DispatcherSettings"]
 
@@ -310,7 +311,7 @@ class Dispatcher:
             try:
                 began = time.monotonic()
                 made = self.step()
-            except (Fenced, LedgerFenced):
+            except Fenced:  # the ledger's and the objects' alike (queues.fencing)
                 log.warning("event=fenced holder=%s: another dispatcher leads", self.lease.holder)
                 self.lease.forfeit()
                 LEADER.set(0)
@@ -343,11 +344,6 @@ class Dispatcher:
         if self.lease.token is None:
             raise Fenced("not leading")
         return Fence(self.lease.key, self.lease.token)
-
-    @property
-    def _ledger_fence(self) -> tuple[str, str]:
-        fence = self._fence
-        return (fence.key, fence.token)
 
     def step(self) -> int:
         """One round; returns how many jobs were admitted and placed."""
@@ -568,7 +564,7 @@ class Dispatcher:
             fitting.append(_Candidate(key, obj, demand, policy, avoid, pick, gave_way))
         if not fitting:
             return 0
-        decisions = self.ctx.ledger.admit_pending_many([c.key for c in fitting], fence=self._ledger_fence)
+        decisions = self.ctx.ledger.admit_pending_many([c.key for c in fitting], fence=self._fence)
         admitted: list[_Candidate] = []
         for candidate, decision in zip(fitting, decisions, strict=True):
             if decision.admitted:
@@ -601,7 +597,7 @@ class Dispatcher:
             decisions = self.placer.place_many(requests)
         for c, attempt, request, decision in zip(admitted, attempts, requests, decisions, strict=True):
             if decision is None:
-                self.ctx.ledger.requeue(c.key, fence=self._ledger_fence)
+                self.ctx.ledger.requeue(c.key, fence=self._fence)
                 self._no_fit(c.key, c.obj, c.demand, policy=c.policy, avoid=c.avoid, epoch=epoch, now=now)
                 continue
             placement = decision.placement
@@ -661,9 +657,9 @@ class Dispatcher:
             self.placer.release(plan.member, plan.reservation)
         key = plan.candidate.key
         if stored is not None and current_state(stored) == Phase.QUEUED:
-            self.ctx.ledger.requeue(key, fence=self._ledger_fence)
+            self.ctx.ledger.requeue(key, fence=self._fence)
         else:
-            self.ctx.ledger.release(key, fence=self._ledger_fence)
+            self.ctx.ledger.release(key, fence=self._fence)
 
     def _send(self, items: list[Propagation], *, now: float) -> None:
         """Mark the attempts in flight and enqueue their propagation, one RQ job per member
@@ -974,7 +970,7 @@ class Dispatcher:
             return current if set_state(status, Phase.FAILED, reason, message) else None
 
         mutate_job(self.ctx.objects, key, change, fence=self._fence)
-        self.ctx.ledger.release(key, fence=self._ledger_fence)
+        self.ctx.ledger.release(key, fence=self._fence)
         self._misses.pop(key, None)
         self._said.pop(key, None)
         record_event(
@@ -1070,10 +1066,10 @@ class Dispatcher:
                 except (InvalidWorkload, UnknownKind, LookupError, LedgerError) as error:
                     self._fail_invalid(key, obj, f"cannot be queued: {error}")
             elif state == Phase.QUEUED and ledger_state is JobState.ADMITTED:
-                ledger.requeue(key, fence=self._ledger_fence)
+                ledger.requeue(key, fence=self._fence)
                 fixed += 1
             elif state in HELD and ledger_state is not JobState.ABSENT:
-                ledger.release(key, fence=self._ledger_fence)  # held, then a crash before its release
+                ledger.release(key, fence=self._fence)  # held, then a crash before its release
                 fixed += 1
             elif state == Phase.ADMITTED:
                 status = obj.get("status") or {}
@@ -1089,7 +1085,7 @@ class Dispatcher:
             again = get_jobs(self.ctx.objects, unknown)
             for key, found in zip(unknown, again, strict=True):
                 if found is None:
-                    ledger.release(key, fence=self._ledger_fence)
+                    ledger.release(key, fence=self._fence)
                     fixed += 1
         self._reconciled_at = time.time()
         log.info(

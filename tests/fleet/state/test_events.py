@@ -8,7 +8,8 @@ import pytest
 import redis
 
 from fleet.apiserver import EVENT, NODE
-from fleet.state import DispatchKeys, Fence, Fenced, Objects, events_for, record_event, record_events
+from fleet.state import DispatchKeys, Objects, events_for, record_event, record_events
+from queues import Fence, Fenced
 from tests.support.kinds import ASCENDJOB
 
 

@@ -10,8 +10,9 @@ import pytest
 import redis
 
 from fleet.apiserver import EVENT, NODE, AlreadyExists, Conflict, Gone, Invalid, NotFound
-from fleet.state import DispatchKeys, Fence, Fenced, Objects
+from fleet.state import DispatchKeys, Objects
 from fleet.state.keys import INVOLVED_INDEX
+from queues import Fence, Fenced
 from tests.support.kinds import ASCENDJOB
 
 
