@@ -88,6 +88,7 @@ from queues.keys import (
     prefix_problem,
 )
 from queues.ledger import Applied, ApplyRefused, Drift, Ledger, VersionConflict, leaf_in
+from queues.lua_scripts import async_lua_script, lua_script, lua_source, read_lua
 from queues.pending import PendingQueues, QueuePolicy
 from queues.planner import Blocked, Pick, Plan, Planner, PlannerSettings, PreemptionKind, Refused
 from queues.quantity import MAX_JOBS, QuantityError, format_quantity, parse_exact
@@ -166,6 +167,7 @@ __all__ = [
     "UnboundJob",
     "VersionConflict",
     "Waiting",
+    "async_lua_script",
     "check",
     "class_request",
     "format_quantity",
@@ -178,6 +180,8 @@ __all__ = [
     "load_file",
     "lua_key",
     "lua_key_function",
+    "lua_script",
+    "lua_source",
     "lua_string",
     "parse_exact",
     "parse_quantity",
@@ -185,6 +189,7 @@ __all__ = [
     "prefix_problem",
     "queue_name",
     "queue_views",
+    "read_lua",
     "request_args",
     "score_of",
     "validate",

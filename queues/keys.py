@@ -88,7 +88,11 @@ class KeySpace:
 
     def lua(self) -> str:
         """Lua locals that spell the set's names inside the scripts: ``BASE`` and :meth:`lua_names`."""
-        return "\n".join([f"local BASE = {lua_string(self.base)}", *self.lua_names(), ""])
+        return "\n".join([f"local BASE = {self.lua_base()}", *self.lua_names(), ""])
+
+    def lua_base(self) -> str:
+        """The Lua expression of ``BASE``: the base name as a literal."""
+        return lua_string(self.base)
 
     def lua_names(self) -> list[str]:
         """The set's Lua definitions after ``BASE`` (:func:`lua_key`, :func:`lua_key_function`)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Self
 
-from queues import KeySpace
+from queues import KeySpace, lua_key, lua_key_function, lua_string
 
 __all__ = ["EXPIRY", "HELD", "ITEMS", "TAKES", "VERSION", "ReservationKeys"]
 
@@ -37,6 +37,19 @@ class ReservationKeys(KeySpace):
     @classmethod
     def within(cls, space: KeySpace) -> Self:
         return cls(prefix=space.prefix)
+
+    def lua_base(self) -> str:
+        """``KEYS[1]``: a script is given its member's :meth:`member_base`, which routes it."""
+        return "KEYS[1]"
+
+    def lua_names(self) -> list[str]:
+        return [
+            lua_key("K_HELD", HELD),
+            lua_key("K_ITEMS", ITEMS),
+            lua_key("K_EXPIRY", EXPIRY),
+            lua_key("K_VERSION", VERSION),
+            lua_key_function("k_takes", lua_string(TAKES), "id"),
+        ]
 
     def member_base(self, member: str) -> str:
         """What every key of ``member``'s reservations starts with: ``<prefix>:{res:<member>}:``."""
