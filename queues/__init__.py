@@ -73,15 +73,28 @@ With no tree applied, every job belongs to the implicit ``root``: queue order ho
 not limit (capacity alone does).
 """
 
+from queues.fencing import Fence, Fenced
 from queues.heads import ClassHeads, HeadCache, RunningJob, class_request
-from queues.keys import DEFAULT_KEYS, Keys
-from queues.ledger import Applied, ApplyRefused, Drift, Fence, Ledger, VersionConflict, leaf_in
+from queues.keys import (
+    DEFAULT_KEYS,
+    DEFAULT_PREFIX,
+    DEFAULT_SPACE,
+    DEFAULT_TAG,
+    Keys,
+    KeySpace,
+    lua_key,
+    lua_key_function,
+    lua_string,
+    prefix_problem,
+)
+from queues.ledger import Applied, ApplyRefused, Drift, Ledger, VersionConflict, leaf_in
+from queues.lua_scripts import async_lua_script, lua_script, lua_source, read_lua
 from queues.pending import PendingQueues, QueuePolicy
 from queues.planner import Blocked, Pick, Plan, Planner, PlannerSettings, PreemptionKind, Refused
 from queues.quantity import MAX_JOBS, QuantityError, format_quantity, parse_exact
 from queues.quantity import parse as parse_quantity
 from queues.reasons import Decision, Refusal, RefusalKind
-from queues.records import Fenced, InvalidRequest, JobRecord, JobState, LedgerError, request_args, score_of
+from queues.records import InvalidRequest, JobRecord, JobState, LedgerError, request_args, score_of
 from queues.snapshot import Snapshot
 from queues.tree import API_VERSION as TREE_API_VERSION
 from queues.tree import (
@@ -104,6 +117,9 @@ from queues.views import HEADERS, QueueView, Waiting, format_share, format_views
 __all__ = [
     "AVAILABLE_ATTRIBUTE",
     "DEFAULT_KEYS",
+    "DEFAULT_PREFIX",
+    "DEFAULT_SPACE",
+    "DEFAULT_TAG",
     "DOCUMENT",
     "HEADERS",
     "IMPLICIT_ROOT",
@@ -125,6 +141,7 @@ __all__ = [
     "InvalidRequest",
     "JobRecord",
     "JobState",
+    "KeySpace",
     "Keys",
     "Ledger",
     "LedgerError",
@@ -150,6 +167,7 @@ __all__ = [
     "UnboundJob",
     "VersionConflict",
     "Waiting",
+    "async_lua_script",
     "check",
     "class_request",
     "format_quantity",
@@ -160,11 +178,18 @@ __all__ = [
     "leaf_in",
     "load",
     "load_file",
+    "lua_key",
+    "lua_key_function",
+    "lua_script",
+    "lua_source",
+    "lua_string",
     "parse_exact",
     "parse_quantity",
     "preemption_policy",
+    "prefix_problem",
     "queue_name",
     "queue_views",
+    "read_lua",
     "request_args",
     "score_of",
     "validate",

@@ -11,6 +11,7 @@ from typing import Any
 import redis
 from redis.crc import key_slot
 
+from queues.fencing import Fence, Fenced
 from queues.heads import ClassHeads, RunningJob, parse_heads
 from queues.keys import DEFAULT_KEYS, Keys
 from queues.pending import PendingQueues, QueuePolicy
@@ -18,7 +19,6 @@ from queues.quantity import format_quantity
 from queues.reasons import Decision, refusal_from_reply
 from queues.records import (
     SEQ_WIDTH,
-    Fenced,
     InvalidRequest,
     JobRecord,
     JobState,
@@ -34,10 +34,7 @@ from queues.snapshot import Snapshot
 from queues.tree import IMPLICIT_ROOT, ElasticQuotaTree, is_unlimited
 from queues.validation import Problem, Severity, TreeInvalid, validate
 
-__all__ = ["Applied", "ApplyRefused", "Decision", "Drift", "Fence", "Ledger", "VersionConflict", "leaf_in"]
-
-#: A lease key and the fencing token its holder was given: ``(key, token)``.
-Fence = tuple[str, str]
+__all__ = ["Applied", "ApplyRefused", "Decision", "Drift", "Ledger", "VersionConflict", "leaf_in"]
 
 
 class ApplyRefused(LedgerError):

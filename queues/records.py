@@ -7,7 +7,7 @@ writes and reads it in Redis; :func:`decode_record` is its only reader in Python
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -16,11 +16,10 @@ from queues.quantity import MAX_JOBS, UNLIMITED
 from queues.validation import is_resource_name
 
 if TYPE_CHECKING:
-    from queues.reasons import Decision
+    pass
 
 __all__ = [
     "SEQ_WIDTH",
-    "Fenced",
     "InvalidRequest",
     "JobRecord",
     "JobState",
@@ -46,19 +45,6 @@ class JobState(StrEnum):
 
 class LedgerError(RuntimeError):
     """A request the ledger cannot carry out (unknown job or node); nothing was changed."""
-
-
-class Fenced(LedgerError):
-    """A fenced write whose token is no longer the one its lease key holds: the writer lost its
-    lease (another holder took over, or it expired), so the script changed nothing.
-
-    ``decisions`` holds what :meth:`queues.Ledger.admit_pending_many` decided, and wrote, in the
-    script runs before the fence turned (each run checks the fence); empty everywhere else.
-    """
-
-    def __init__(self, message: str, decisions: Sequence[Decision] = ()) -> None:
-        super().__init__(message)
-        self.decisions: list[Decision] = list(decisions)
 
 
 class InvalidRequest(ValueError):

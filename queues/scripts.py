@@ -1,22 +1,19 @@
-"""The Lua scripts of the ledger, assembled once and registered once per Redis client.
+"""The Lua scripts of the ledger, loaded through :mod:`queues.lua_scripts` (once per Redis client).
 
 Each script is ``queues/lua/<name>.lua`` prefixed with the key names of :class:`queues.keys.Keys`,
 the constants the Python side also uses, and ``common.lua`` (the admission check, record format,
-exact sums). redis-py's :class:`~redis.commands.core.Script` sends ``EVALSHA`` and loads the body on
-``NOSCRIPT`` by itself, so a Redis restart or failover needs nothing from us.
+exact sums).
 """
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 
 import redis
 from redis.commands.core import Script
 
 from queues.keys import Keys
+from queues.lua_scripts import lua_script, lua_source, read_lua
 from queues.quantity import MAX_JOBS
 from queues.tree import IMPLICIT_ROOT
 
@@ -31,17 +28,16 @@ LAYOUT = 2
 NAMES = ("enqueue", "admit", "release", "requeue", "apply", "rebuild", "heads")
 
 
-@cache
-def _read(name: str) -> str:
-    return resources.files("queues").joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
+def _prelude(keys: Keys) -> str:
+    constants = (
+        f"local MAX_JOBS = '{MAX_JOBS}'\nlocal IMPLICIT_ROOT = '{IMPLICIT_ROOT}'\nlocal LAYOUT = '{LAYOUT}'\n"
+    )
+    return keys.lua() + constants + read_lua("queues", "common") + "\n"
 
 
 def source(name: str, keys: Keys) -> str:
     """The full text of one script as Redis runs it."""
-    constants = (
-        f"local MAX_JOBS = '{MAX_JOBS}'\nlocal IMPLICIT_ROOT = '{IMPLICIT_ROOT}'\nlocal LAYOUT = '{LAYOUT}'\n"
-    )
-    return keys.lua() + constants + _read("common") + "\n" + _read(name)
+    return lua_source("queues", name, _prelude(keys))
 
 
 @dataclass(frozen=True)
@@ -55,14 +51,7 @@ class Scripts:
     heads: Script
 
 
-_CACHE: weakref.WeakKeyDictionary[redis.Redis, dict[Keys, Scripts]] = weakref.WeakKeyDictionary()
-
-
 def scripts_for(client: redis.Redis, keys: Keys) -> Scripts:
     """The registered scripts for ``client`` (registered on first use, then reused)."""
-    per_client = _CACHE.setdefault(client, {})
-    found = per_client.get(keys)
-    if found is None:
-        found = Scripts(*(client.register_script(source(name, keys)) for name in NAMES))
-        per_client[keys] = found
-    return found
+    prelude = _prelude(keys)
+    return Scripts(*(lua_script(client, "queues", name, prelude) for name in NAMES))

@@ -31,7 +31,7 @@ from starlette.applications import Starlette
 
 from fleet.api.auth import FleetAuthorizer, Identity, TokenAuthenticator
 from fleet.api.jobs import JobBackend
-from fleet.api.keys import DEFAULT_API_KEYS, ApiKeys
+from fleet.api.keys import ApiKeys
 from fleet.api.members import MemberNames, member_kind
 from fleet.api.metrics import QuotaCollector
 from fleet.api.namespaces import namespace_kind
@@ -52,14 +52,12 @@ from fleet.kinds import (
     QUEUE,
 )
 from fleet.state import (
-    DEFAULT_DISPATCH_KEYS,
-    DEFAULT_STATE_KEYS,
     DispatchKeys,
     Objects,
     RedisStore,
     StateKeys,
 )
-from queues import DEFAULT_KEYS, Keys, Ledger
+from queues import DEFAULT_SPACE, Keys, KeySpace, Ledger
 
 __all__ = ["FleetApi", "build_fleet_api"]
 
@@ -88,10 +86,7 @@ def build_fleet_api(
     bookmark_interval: float = 30.0,
     history: int = 10_000,
     block_ms: int = 1000,
-    quota_keys: Keys = DEFAULT_KEYS,
-    state_keys: StateKeys = DEFAULT_STATE_KEYS,
-    dispatch_keys: DispatchKeys = DEFAULT_DISPATCH_KEYS,
-    api_keys: ApiKeys = DEFAULT_API_KEYS,
+    space: KeySpace = DEFAULT_SPACE,
     durability: Durability | None = None,
 ) -> FleetApi:
     """A replica over one Redis, reached by ``client`` (sync: the ledger, in worker threads) and
@@ -99,8 +94,11 @@ def build_fleet_api(
 
     ``members`` lists the member names (see :func:`fleet.api.members.members_from`);
     ``poll_interval`` paces watches of the computed kinds; ``durability`` is what a submission
-    waits for before it is acknowledged (:mod:`fleet.jobs.durability`).
+    waits for before it is acknowledged (:mod:`fleet.jobs.durability`); ``space`` is the
+    deployment's key space (``--key-prefix``), every key set the replica uses derives from it.
     """
+    quota_keys, state_keys = Keys.within(space), StateKeys.within(space)
+    dispatch_keys, api_keys = DispatchKeys.within(space), ApiKeys.within(space)
     registry = fleet_registry()
     objects_store = RedisStore(aclient, state_keys, history=history, block_ms=block_ms)
     ledger = Ledger(client, quota_keys)

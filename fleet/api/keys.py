@@ -15,21 +15,18 @@ slot.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import ClassVar, Final
 
-from queues import DEFAULT_KEYS
+from queues import KeySpace
 
 __all__ = ["DEFAULT_API_KEYS", "ApiKeys"]
 
 
 @dataclass(frozen=True)
-class ApiKeys:
-    prefix: str = DEFAULT_KEYS.prefix
-    tag: str = DEFAULT_KEYS.tag
+class ApiKeys(KeySpace):
+    """Key names of the fleet endpoint's own records."""
 
-    @property
-    def base(self) -> str:
-        return f"{self.prefix}:{{{self.tag}}}:api:"
+    SECTION: ClassVar[str] = "api:"
 
     @property
     def tree_lock(self) -> str:

@@ -25,6 +25,7 @@ from fleet.api.members import members_from
 from fleet.apiserver import Server
 from fleet.connections import async_redis_from_url, mask_url, redis_from_url
 from fleet.jobs import Durability, check_server
+from queues import DEFAULT_SPACE, KeySpace
 
 __all__ = ["async_redis_from_url", "run_api"]  # async_redis_from_url: re-exported from fleet.connections
 
@@ -46,8 +47,10 @@ async def run_api(
     tls: tuple[Path, Path] | None = None,
     stop: asyncio.Event | None = None,
     durability: Durability | None = None,
+    space: KeySpace = DEFAULT_SPACE,
 ) -> None:
-    """Serve the fleet endpoint until ``stop`` is set (by default: SIGTERM or SIGINT).
+    """Serve the fleet endpoint until ``stop`` is set (by default: SIGTERM or SIGINT), in the keys
+    of ``space`` (``--key-prefix``).
 
     ``durability`` says what a submission waits for before it is acknowledged
     (:mod:`fleet.jobs.durability`); one the server cannot give raises
@@ -61,7 +64,7 @@ async def run_api(
     logging.getLogger("fleet.apiserver.serve").setLevel(logging.INFO)
     tokens = load_token_file(token_file) if token_file is not None else None
     members = members_from(kubeconfig)
-    log.info("event=connecting role=api redis=%s", mask_url(redis_url))
+    log.info("event=connecting role=api redis=%s prefix=%s", mask_url(redis_url), space.prefix)
     client = redis_from_url(redis_url, retries=_RETRIES)
     try:
         check_server(client, durability)
@@ -70,7 +73,9 @@ async def run_api(
         raise
     log.info("event=durability mode=%s acknowledged_after=%r", durability.mode, durability.describe())
     aclient = async_redis_from_url(redis_url)
-    replica = build_fleet_api(client, aclient, members=members, tokens=tokens, durability=durability)
+    replica = build_fleet_api(
+        client, aclient, members=members, tokens=tokens, durability=durability, space=space
+    )
     server = Server(replica.app, host, port, grace=2, tls=tls)
     try:
         await server.start()

@@ -8,18 +8,21 @@ import click
 
 from fleet.cli import loop
 from fleet.cli.options import (
+    key_prefix_option,
     kubeconfig_option,
     log_level_option,
     metrics_port_option,
     redis_option,
     setup_logging,
 )
+from queues import KeySpace
 
 __all__ = ["api"]
 
 
 @click.command()
 @redis_option
+@key_prefix_option
 @kubeconfig_option
 @click.option(
     "--token-file",
@@ -68,6 +71,7 @@ __all__ = ["api"]
 def api(
     *,
     redis_url: str,
+    space: KeySpace,
     kubeconfig: Path | None,
     token_file: Path | None,
     host: str,
@@ -111,6 +115,7 @@ def api(
                 metrics_host=metrics_host,
                 tls=tls,
                 durability=wait,
+                space=space,
             )
         )
     except (TokenFileError, MemberConfigError, DurabilityUnavailable, OSError) as error:

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from fleet.cli.options import (
+    key_prefix_option,
     kubeconfig_option,
     log_level_option,
     metrics_port_option,
@@ -16,12 +17,14 @@ from fleet.cli.options import (
     serve_metrics,
     setup_logging,
 )
+from queues import KeySpace
 
 __all__ = ["dispatcher", "syncer", "worker"]
 
 
 @click.command()
 @redis_option
+@key_prefix_option
 @kubeconfig_option
 @metrics_port_option
 @log_level_option
@@ -58,6 +61,7 @@ __all__ = ["dispatcher", "syncer", "worker"]
 def dispatcher(
     *,
     redis_url: str,
+    space: KeySpace,
     kubeconfig: Path | None,
     metrics_port: int | None,
     metrics_host: str,
@@ -82,11 +86,12 @@ def dispatcher(
         wait_ratio=wait_ratio,
         preemptions_per_minute=preemptions_per_minute,
     )
-    run_dispatcher(redis_url, kubeconfig, stop, settings=settings)
+    run_dispatcher(redis_url, kubeconfig, stop, settings=settings, space=space)
 
 
 @click.command()
 @redis_option
+@key_prefix_option
 @kubeconfig_option
 @metrics_port_option
 @log_level_option
@@ -102,6 +107,7 @@ def dispatcher(
 def worker(
     *,
     redis_url: str,
+    space: KeySpace,
     kubeconfig: Path | None,
     metrics_port: int | None,
     metrics_host: str,
@@ -114,11 +120,12 @@ def worker(
 
     setup_logging(log_level)
     serve_metrics(metrics_port, metrics_host)
-    run_worker(redis_url, kubeconfig, burst=burst, claim_seconds=claim_seconds)
+    run_worker(redis_url, kubeconfig, burst=burst, claim_seconds=claim_seconds, space=space)
 
 
 @click.command()
 @redis_option
+@key_prefix_option
 @kubeconfig_option
 @metrics_port_option
 @log_level_option
@@ -143,6 +150,7 @@ def worker(
 def syncer(
     *,
     redis_url: str,
+    space: KeySpace,
     kubeconfig: Path | None,
     metrics_port: int | None,
     metrics_host: str,
@@ -166,4 +174,4 @@ def syncer(
         success_threshold=success_threshold,
     )
     ownership = ownership_seconds if sharded else None
-    run_syncer(redis_url, kubeconfig, stop, settings=settings, ownership_seconds=ownership)
+    run_syncer(redis_url, kubeconfig, stop, settings=settings, ownership_seconds=ownership, space=space)

@@ -10,7 +10,8 @@ from typing import Any
 import click
 import yaml
 
-from fleet.cli.options import redis_option
+from fleet.cli.options import key_prefix_option, redis_option
+from queues import KeySpace
 
 __all__ = ["member"]
 
@@ -146,12 +147,14 @@ def add(
 @member.command()
 @click.argument("name")
 @redis_option
+@key_prefix_option
 @click.option("--force", is_flag=True, help="Requeue the member's jobs instead of refusing while it has any.")
 @_cluster_options
 def remove(
     *,
     name: str,
     redis_url: str,
+    space: KeySpace,
     force: bool,
     cluster_kubeconfig: Path | None,
     cluster_context: str | None,
@@ -173,14 +176,14 @@ def remove(
         raise click.ClickException(f"member {name}: not in secret {namespace}/{secret}")
     client = redis_from_url(redis_url, retries=ONE_SHOT_RETRIES)
     try:
-        placed = _placed_on(client, name)
+        placed = _placed_on(client, space, name)
         if placed and not force:
             shown = ", ".join(key for key, _uid, _attempt in placed[:5]) + (" ..." if len(placed) > 5 else "")
             raise click.ClickException(
                 f"member {name} has {len(placed)} job(s) placed: {shown}; wait for them, or --force "
                 "to requeue them"
             )
-        requeued = _requeue(client, name, placed)
+        requeued = _requeue(client, space, name, placed)
     finally:
         client.close()
     try:
@@ -195,12 +198,12 @@ def remove(
         )
 
 
-def _placed_on(client: Any, member_name: str) -> list[tuple[str, str, int]]:
+def _placed_on(client: Any, space: KeySpace, member_name: str) -> list[tuple[str, str, int]]:
     """(job key, uid, attempt) of the unfinished jobs whose current attempt is on the member."""
     from fleet.jobs import FINISHED, Phase, attempt_of, cluster_of, current_state, job_key, list_jobs
-    from fleet.state import Objects
+    from fleet.state import Objects, StateKeys
 
-    items, _ = list_jobs(Objects(client))
+    items, _ = list_jobs(Objects(client, StateKeys.within(space)))
     return [
         (job_key(obj), str(obj["metadata"]["uid"]), attempt_of(obj))
         for obj in items
@@ -208,11 +211,11 @@ def _placed_on(client: Any, member_name: str) -> list[tuple[str, str, int]]:
     ]
 
 
-def _requeue(client: Any, member_name: str, placed: list[tuple[str, str, int]]) -> int:
+def _requeue(client: Any, space: KeySpace, member_name: str, placed: list[tuple[str, str, int]]) -> int:
     from fleet.dispatch import EXCLUDE_DOWN_SECONDS, Context, give_back
     from fleet.jobs import FleetReason
 
-    ctx = Context(client, None)
+    ctx = Context(client, None, space)
     done = 0
     for key, uid, attempt in placed:
         outcome = give_back(

@@ -15,9 +15,11 @@ import click
 from prometheus_client import start_http_server
 
 from fleet.connections import DEFAULT_REDIS_URL, check_url
+from queues import DEFAULT_PREFIX, KeySpace, prefix_problem
 
 __all__ = [
     "LOG_FORMAT",
+    "key_prefix_option",
     "kubeconfig_option",
     "log_level_option",
     "metrics_port_option",
@@ -59,6 +61,30 @@ def redis_option(f: F) -> F:
         help="Redis URL of the fleet's state: redis://[[user]:password@]host:port/db, or rediss:// "
         "for TLS with ssl_ca_certs, ssl_certfile, ssl_keyfile, ssl_cert_reqs as query arguments. "
         "Prefer $FLEET_REDIS_URL for a URL with a password (a command line is visible to others).",
+    )(f)
+
+
+def key_space_checked(_ctx: click.Context, param: click.Parameter, value: str) -> KeySpace:
+    """A click callback: the deployment's key space, refusing a prefix no key may carry."""
+    problem = prefix_problem(value)
+    if problem is not None:
+        raise click.BadParameter(problem, param=param)
+    return KeySpace(prefix=value)
+
+
+def key_prefix_option(f: F) -> F:
+    """``--key-prefix`` (``$FLEET_KEY_PREFIX``), passed on as ``space``: the deployment's key space.
+    Every process of a deployment must be given the same one; the default gives Fleet's usual
+    key and queue names."""
+    return click.option(
+        "--key-prefix",
+        "space",
+        default=lambda: os.environ.get("FLEET_KEY_PREFIX", DEFAULT_PREFIX),
+        show_default="$FLEET_KEY_PREFIX or " + DEFAULT_PREFIX,
+        callback=key_space_checked,
+        help="Prefix of every Redis key and RQ queue of this deployment (no braces, colons or "
+        "whitespace): deployments with different prefixes share a Redis without seeing each other. "
+        "Give every process of a deployment the same one.",
     )(f)
 
 

@@ -28,12 +28,14 @@ from fleet.cli.endpoint import (
     kubeconfig_path_option,
     warnings_of,
 )
-from fleet.cli.options import redis_url_checked
+from fleet.cli.options import key_prefix_option, redis_url_checked
 from fleet.connections import ONE_SHOT_RETRIES, mask_url, redis_from_url
 from fleet.kinds import ELASTIC_QUOTA_TREE
 from queues import (
     TREE_NAMESPACE,
     ApplyRefused,
+    Keys,
+    KeySpace,
     Ledger,
     Severity,
     TreeInvalid,
@@ -95,11 +97,18 @@ def validate(path: Path) -> None:
     callback=redis_url_checked,
     help="Apply straight to the quota ledger in this Redis instead of through the fleet endpoint.",
 )
+@key_prefix_option
 @kubeconfig_path_option
 @context_option
 @click.option("--expected-version", type=int, default=None, help="Refuse unless this version is applied.")
 def apply(
-    path: Path, redis_url: str | None, kubeconfig: Path, context: str, expected_version: int | None
+    *,
+    path: Path,
+    redis_url: str | None,
+    space: KeySpace,
+    kubeconfig: Path,
+    context: str,
+    expected_version: int | None,
 ) -> None:
     """Make a tree the quota tree, keeping the usage of running jobs (through the fleet endpoint)."""
     if redis_url is None:
@@ -110,7 +119,7 @@ def apply(
     tree, _ = load(path.read_text(encoding="utf-8"))
     client = redis_from_url(redis_url, retries=ONE_SHOT_RETRIES)
     try:
-        applied = Ledger(client).apply(tree, expected_version=expected_version)
+        applied = Ledger(client, Keys.within(space)).apply(tree, expected_version=expected_version)
     except (ApplyRefused, TreeInvalid) as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(1) from None
@@ -198,11 +207,12 @@ def _apply_through_endpoint(path: Path, kubeconfig: Path, context: str, expected
 
 @quota.command()
 @_REDIS
-def queues(redis_url: str) -> None:
+@key_prefix_option
+def queues(redis_url: str, space: KeySpace) -> None:
     """The queue of every tree node with its usage, admitted and pending jobs."""
     client = redis_from_url(redis_url, retries=ONE_SHOT_RETRIES)
     try:
-        click.echo(format_views(queue_views(Ledger(client))))
+        click.echo(format_views(queue_views(Ledger(client, Keys.within(space)))))
     except redis.RedisError as exc:
         click.echo(f"error: redis at {mask_url(redis_url)}: {exc}", err=True)
         raise SystemExit(1) from None

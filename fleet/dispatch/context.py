@@ -1,11 +1,13 @@
 """What every dispatch role works with: Redis, the fleet objects, the ledger, the members.
 
 One :class:`Context` per process (RQ task functions reach it through :func:`current`, set by
-``fleet worker`` before the worker starts). Members are built lazily from the kubeconfig, one
-:class:`fleet.members.Member` each, and reused; each role calls :meth:`Context.refresh_members`
-every :data:`MEMBERS_EVERY` seconds to follow the file (:mod:`fleet.members.changes`): a member
-added gets its client, one removed or with new credentials has its old client closed once the
-role stopped using it.
+``fleet worker`` before the worker starts). Every key set it uses (the ledger's, the objects', the
+reservations', its own) and the RQ queue names derive from its one :class:`queues.KeySpace`
+(``--key-prefix``), so every role of a deployment works in that deployment's keys.
+Members are built lazily from the kubeconfig, one :class:`fleet.members.Member` each, and reused;
+each role calls :meth:`Context.refresh_members` every :data:`MEMBERS_EVERY` seconds to follow the
+file (:mod:`fleet.members.changes`): a member added gets its client, one removed or with new
+credentials has its old client closed once the role stopped using it.
 """
 
 from __future__ import annotations
@@ -31,18 +33,11 @@ from fleet.members import (
     MemberSettings,
     load_members,
 )
-from fleet.placement import RedisReservations
+from fleet.placement import RedisReservations, ReservationKeys
 from fleet.policy import PropagationPolicy, default_policy, select_policy
-from fleet.state import (
-    DEFAULT_DISPATCH_KEYS,
-    EVICT_QUEUE,
-    PROPAGATE_QUEUE,
-    PURGE_QUEUE,
-    DispatchKeys,
-    Objects,
-)
+from fleet.state import EVICT_QUEUE, PROPAGATE_QUEUE, PURGE_QUEUE, DispatchKeys, Objects, StateKeys
 from fleet.workloads import KINDS
-from queues import Ledger
+from queues import DEFAULT_SPACE, Keys, KeySpace, Ledger
 
 #: The policy of a job no policy selects: queued, the defaults of every field.
 DEFAULT_POLICY: Final = default_policy([(a.api_version, a.kind) for a in KINDS])
@@ -71,10 +66,12 @@ MEMBER_CHANGES = Counter(
 class Context:
     client: redis.Redis
     kubeconfig: Path | None = None
-    keys: DispatchKeys = DEFAULT_DISPATCH_KEYS
+    #: The deployment's key space: every key set below and the queue names derive from it.
+    space: KeySpace = DEFAULT_SPACE
     settings: MemberSettings = field(default_factory=MemberSettings)
     #: The claim a worker of this process holds on the propagations it runs (CLAIM_SECONDS).
     claim_seconds: float = CLAIM_SECONDS
+    keys: DispatchKeys = field(init=False)
     objects: Objects = field(init=False)
     ledger: Ledger = field(init=False)
     reservations: RedisReservations = field(init=False)
@@ -90,12 +87,13 @@ class Context:
     _refreshing: threading.Lock = field(init=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        self.objects = Objects(self.client)
-        self.ledger = Ledger(self.client)
-        self.reservations = RedisReservations(self.client)
-        self.queue = Queue(PROPAGATE_QUEUE, connection=self.client)
-        self.purge_queue = Queue(PURGE_QUEUE, connection=self.client)
-        self.evict_queue = Queue(EVICT_QUEUE, connection=self.client)
+        self.keys = DispatchKeys.within(self.space)
+        self.objects = Objects(self.client, StateKeys.within(self.space))
+        self.ledger = Ledger(self.client, Keys.within(self.space))
+        self.reservations = RedisReservations(self.client, ReservationKeys.within(self.space))
+        self.queue = Queue(self.keys.queue(PROPAGATE_QUEUE), connection=self.client)
+        self.purge_queue = Queue(self.keys.queue(PURGE_QUEUE), connection=self.client)
+        self.evict_queue = Queue(self.keys.queue(EVICT_QUEUE), connection=self.client)
         self.degraded = Marks(self.client, self.keys)
 
     @property

@@ -37,6 +37,7 @@ import redis
 
 from fleet.members import BreakerState, BreakerTransition
 from fleet.state import DispatchKeys
+from queues import lua_script
 
 __all__ = ["HOLD_SECONDS", "Degraded", "Marks", "active", "clear", "mark", "read"]
 
@@ -46,23 +47,6 @@ log = logging.getLogger("fleet.dispatch.degraded")
 HOLD_SECONDS: Final = 20.0
 #: How long a worker trusts what it read of the marks.
 _READ_EVERY: Final = 0.5
-
-# KEYS[1] the hash; ARGV: member, now, hold, reason, failures. Keeps ``since`` of a mark that is
-# there (a member stays degraded until a call succeeds), renews ``until``.
-_MARK: Final = """
-local old = redis.call('HGET', KEYS[1], ARGV[1])
-local since = tonumber(ARGV[2])
-if old then
-  local ok, decoded = pcall(cjson.decode, old)
-  if ok and type(decoded) == 'table' and tonumber(decoded['since']) then
-    since = tonumber(decoded['since'])
-  end
-end
-local record = cjson.encode({since = since, ['until'] = tonumber(ARGV[2]) + tonumber(ARGV[3]),
-  reason = ARGV[4], failures = tonumber(ARGV[5])})
-redis.call('HSET', KEYS[1], ARGV[1], record)
-return tostring(since)
-"""
 
 
 @dataclass(frozen=True)
@@ -88,7 +72,8 @@ def mark(
 ) -> float:
     """Mark ``member`` degraded (or renew its mark); returns since when it is."""
     now = round(time.time(), 3)  # what Lua prints back (14 digits) and stores are the same number
-    since = client.eval(_MARK, 1, keys.degraded, member, repr(now), repr(hold), reason, failures)
+    script = lua_script(client, "fleet.dispatch", "degraded_mark")
+    since = script(keys=[keys.degraded], args=[member, repr(now), repr(hold), reason, failures])
     return float(since.decode() if isinstance(since, bytes) else since)
 
 

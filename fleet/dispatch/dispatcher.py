@@ -89,12 +89,14 @@ from fleet.jobs import (
 from fleet.kinds import FLEET_JOB_KINDS
 from fleet.placement import Demand, Placer, PlaceRequest, job_pod_key, never_fits
 from fleet.policy import PropagationPolicy
-from fleet.state import Fence, Fenced, read_health, record_event, record_events
+from fleet.state import read_health, record_event, record_events
 from fleet.timestamps import parse_rfc3339
 from fleet.workloads import KINDS, InvalidWorkload, JobRef, UnknownKind, adapter_for, job_ref
 from queues import (
     Blocked,
     ClassHeads,
+    Fence,
+    Fenced,
     HeadCache,
     JobState,
     LedgerError,
@@ -110,7 +112,6 @@ from queues import (
     preemption_policy,
     queue_name,
 )
-from queues import Fenced as LedgerFenced
 
 __all__ = ["Dispatcher", "DispatcherSettings"]
 
@@ -319,7 +320,7 @@ class Dispatcher:
             try:
                 began = time.monotonic()
                 made = self.step()
-            except (Fenced, LedgerFenced):
+            except Fenced:  # the ledger's and the objects' alike (queues.fencing)
                 log.warning("event=fenced holder=%s: another dispatcher leads", self.lease.holder)
                 self.lease.forfeit()
                 LEADER.set(0)
@@ -352,11 +353,6 @@ class Dispatcher:
         if self.lease.token is None:
             raise Fenced("not leading")
         return Fence(self.lease.key, self.lease.token)
-
-    @property
-    def _ledger_fence(self) -> tuple[str, str]:
-        fence = self._fence
-        return (fence.key, fence.token)
 
     def step(self) -> int:
         """One round; returns how many jobs were admitted and placed."""
@@ -578,7 +574,7 @@ class Dispatcher:
             fitting.append(_Candidate(key, obj, demand, policy, avoid, pick, gave_way))
         if not fitting:
             return 0
-        decisions = self.ctx.ledger.admit_pending_many([c.key for c in fitting], fence=self._ledger_fence)
+        decisions = self.ctx.ledger.admit_pending_many([c.key for c in fitting], fence=self._fence)
         admitted: list[_Candidate] = []
         for candidate, decision in zip(fitting, decisions, strict=True):
             if decision.admitted:
@@ -611,7 +607,7 @@ class Dispatcher:
             decisions = self.placer.place_many(requests)
         for c, attempt, request, decision in zip(admitted, attempts, requests, decisions, strict=True):
             if decision is None:
-                self.ctx.ledger.requeue(c.key, fence=self._ledger_fence)
+                self.ctx.ledger.requeue(c.key, fence=self._fence)
                 self._no_fit(c.key, c.obj, c.demand, policy=c.policy, avoid=c.avoid, epoch=epoch, now=now)
                 continue
             placement = decision.placement
@@ -671,9 +667,9 @@ class Dispatcher:
             self.placer.release(plan.member, plan.reservation)
         key = plan.candidate.key
         if stored is not None and current_state(stored) == Phase.QUEUED:
-            self.ctx.ledger.requeue(key, fence=self._ledger_fence)
+            self.ctx.ledger.requeue(key, fence=self._fence)
         else:
-            self.ctx.ledger.release(key, fence=self._ledger_fence)
+            self.ctx.ledger.release(key, fence=self._fence)
 
     def _send(self, items: list[Propagation], *, now: float) -> None:
         """Mark the attempts in flight and enqueue their propagation, one RQ job per member
@@ -984,7 +980,7 @@ class Dispatcher:
             return current if set_state(status, Phase.FAILED, reason, message) else None
 
         mutate_job(self.ctx.objects, key, change, fence=self._fence)
-        self.ctx.ledger.release(key, fence=self._ledger_fence)
+        self.ctx.ledger.release(key, fence=self._fence)
         self._misses.pop(key, None)
         self._said.pop(key, None)
         record_event(
@@ -1123,10 +1119,10 @@ class Dispatcher:
                 except (InvalidWorkload, UnknownKind, LookupError, LedgerError) as error:
                     self._fail_invalid(key, obj, f"cannot be queued: {error}")
             elif state == Phase.QUEUED and ledger_state is JobState.ADMITTED:
-                ledger.requeue(key, fence=self._ledger_fence)
+                ledger.requeue(key, fence=self._fence)
                 fixed += 1
             elif state in HELD and ledger_state is not JobState.ABSENT:
-                ledger.release(key, fence=self._ledger_fence)  # held, then a crash before its release
+                ledger.release(key, fence=self._fence)  # held, then a crash before its release
                 fixed += 1
         lost = [item for item, score in zip(admitted, flying, strict=True) if score is None]
         again = get_jobs(self.ctx.objects, [key for key, _ in lost])
@@ -1151,7 +1147,7 @@ class Dispatcher:
             if found is None
         ]
         for job in gone:
-            self.ctx.ledger.release(job, fence=self._ledger_fence)
+            self.ctx.ledger.release(job, fence=self._fence)
         return len(gone)
 
 

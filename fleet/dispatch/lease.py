@@ -1,12 +1,12 @@
 """The dispatcher's leader lease: one leader at a time, and a fencing token for its writes.
 
-A lease is a Redis key whose value is the holder's fencing token and whose TTL is the lease
-time. Acquiring takes a new token from a counter (``<key>:seq``) and sets the key only if it is
-absent; renewing extends the TTL only while the key still holds the holder's own token. A leader
-that stalls past its TTL loses the key to the next one, whose token is larger; every write the
-old leader then makes carries its stale token, and the scripts that check the fence (the quota
-ledger's and the fleet state's) refuse it. So two leaders never both decide, even when one of
-them does not yet know it lost: the fence, not the clock, is what guarantees it.
+A lease is a Redis key (``lua/lease_*.lua`` keep it) whose value is the holder's fencing token and
+whose TTL is the lease time. Acquiring takes a new token from a counter (``<key>:seq``) and sets
+the key only if it is absent; renewing extends the TTL only while the key still holds the holder's
+own token. A leader that stalls past its TTL loses the key to the next one, whose token is larger;
+every write the old leader then makes carries its stale token, and the scripts that check the
+fence (the quota ledger's and the fleet state's) refuse it. So two leaders never both decide, even
+when one of them does not yet know it lost: the fence, not the clock, is what guarantees it.
 
 The lease is short (:data:`LEASE_SECONDS`, 3 s) so that a leader that dies without releasing it
 (SIGKILL, its node lost) stops admissions for about that long: a standby polls every
@@ -27,6 +27,8 @@ from typing import Final
 
 import redis
 
+from queues import lua_script
+
 __all__ = ["LEASE_SECONDS", "STANDBY_POLL_SECONDS", "Lease", "Renewer"]
 
 #: The leader lease's default TTL: how long admissions stop when a leader dies uncleanly.
@@ -35,27 +37,6 @@ LEASE_SECONDS: Final = 3.0
 STANDBY_POLL_SECONDS: Final = 0.5
 
 log = logging.getLogger("fleet.dispatch.lease")
-
-_ACQUIRE: Final = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return false end
-local token = redis.call('INCR', KEYS[1] .. ':seq')
-redis.call('SET', KEYS[1], token, 'PX', ARGV[1])
-redis.call('SET', KEYS[1] .. ':holder', ARGV[2], 'PX', ARGV[1])
-return token
-"""
-
-_RENEW: Final = """
-if redis.call('GET', KEYS[1]) ~= ARGV[2] then return 0 end
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
-redis.call('PEXPIRE', KEYS[1] .. ':holder', ARGV[1])
-return 1
-"""
-
-_RELEASE: Final = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1], KEYS[1] .. ':holder')
-return 1
-"""
 
 
 @dataclass
@@ -73,9 +54,9 @@ class Lease:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
-        self._acquire = self.client.register_script(_ACQUIRE)
-        self._renew = self.client.register_script(_RENEW)
-        self._release = self.client.register_script(_RELEASE)
+        self._acquire = lua_script(self.client, "fleet.dispatch", "lease_acquire")
+        self._renew = lua_script(self.client, "fleet.dispatch", "lease_renew")
+        self._release = lua_script(self.client, "fleet.dispatch", "lease_release")
 
     @property
     def held(self) -> bool:

@@ -45,6 +45,7 @@ from typing import Final
 import redis
 
 from fleet.state import DispatchKeys
+from queues import lua_script
 
 __all__ = ["OWNERSHIP_SECONDS", "Shards", "assignment", "syncer_id"]
 
@@ -52,58 +53,6 @@ log = logging.getLogger("fleet.dispatch.ownership")
 
 #: The default lease time of a member: how long a killed syncer's members go unwatched, at most.
 OWNERSHIP_SECONDS: Final = 5.0
-
-_HEARTBEAT: Final = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-return redis.call('ZRANGE', KEYS[1], 0, -1)
-"""
-
-# ARGV: me, ttl ms, then member, want (1: it should be mine; 0: another live syncer's) pairs.
-# Returns the members held by ``me`` after the round.
-_BALANCE: Final = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local me, ttl = ARGV[1], tonumber(ARGV[2])
-local mine = {}
-for i = 3, #ARGV, 2 do
-  local member, want = ARGV[i], ARGV[i + 1] == '1'
-  local current = redis.call('HGET', KEYS[1], member)
-  local holder, expiry = nil, 0
-  if current then
-    local bar = string.find(current, '|', 1, true)
-    holder, expiry = string.sub(current, 1, bar - 1), tonumber(string.sub(current, bar + 1))
-  end
-  local free = (not current) or expiry <= now
-  if holder == me and not free then
-    if want then
-      redis.call('HSET', KEYS[1], member, me .. '|' .. (now + ttl))
-      mine[#mine + 1] = member
-    else
-      redis.call('HDEL', KEYS[1], member)
-    end
-  elseif free and want then
-    redis.call('HSET', KEYS[1], member, me .. '|' .. (now + ttl))
-    mine[#mine + 1] = member
-  end
-end
-return mine
-"""
-
-_RELEASE: Final = """
-local released = 0
-for i = 2, #ARGV do
-  local current = redis.call('HGET', KEYS[1], ARGV[i])
-  if current and string.sub(current, 1, #ARGV[1] + 1) == ARGV[1] .. '|' then
-    redis.call('HDEL', KEYS[1], ARGV[i])
-    released = released + 1
-  end
-end
-redis.call('ZREM', KEYS[2], ARGV[1])
-return released
-"""
 
 
 def syncer_id() -> str:
@@ -136,6 +85,11 @@ class Shards:
     _owned: frozenset[str] = frozenset()
     _valid_until: float = 0.0
 
+    def __post_init__(self) -> None:  # lua/ownership_*.lua
+        self._heartbeat = lua_script(self.client, "fleet.dispatch", "ownership_heartbeat")
+        self._balance = lua_script(self.client, "fleet.dispatch", "ownership_balance")
+        self._release = lua_script(self.client, "fleet.dispatch", "ownership_release")
+
     @property
     def interval(self) -> float:
         return self.ttl / 3
@@ -148,14 +102,14 @@ class Shards:
         started = time.monotonic()
         ttl_ms = str(int(self.ttl * 1000))
         try:
-            replies = self.client.eval(_HEARTBEAT, 1, self.keys.syncers, self.me, ttl_ms)
+            replies = self._heartbeat(keys=[self.keys.syncers], args=[self.me, ttl_ms])
             live = [_text(s) for s in replies]
             if self.me not in live:
                 live.append(self.me)
             args: list[str] = []
             for member, owner in assignment(members, live).items():
                 args += [member, "1" if owner == self.me else "0"]
-            held = self.client.eval(_BALANCE, 1, self.keys.owners, self.me, ttl_ms, *args)
+            held = self._balance(keys=[self.keys.owners], args=[self.me, ttl_ms, *args])
         except redis.RedisError as error:
             log.warning("event=ownership_round_failed owned=%d error=%s", len(self._owned), error)
             if time.monotonic() >= self._valid_until and self._owned:
@@ -180,7 +134,7 @@ class Shards:
     def release(self) -> None:
         """A clean stop: give every lease back at once, so the others take over in their next round."""
         try:
-            self.client.eval(_RELEASE, 2, self.keys.owners, self.keys.syncers, self.me, *sorted(self._owned))
+            self._release(keys=[self.keys.owners, self.keys.syncers], args=[self.me, *sorted(self._owned)])
         except redis.RedisError as error:
             log.warning("event=ownership_not_released error=%s", error)
         self._owned = frozenset()

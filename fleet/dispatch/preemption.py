@@ -44,8 +44,8 @@ from fleet.jobs import (
     set_state,
     try_get_job,
 )
-from fleet.state import Fence, record_events
-from queues import RunningJob
+from fleet.state import record_events
+from queues import Fence, RunningJob
 
 __all__ = [
     "PREEMPTED_BY",

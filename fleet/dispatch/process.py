@@ -1,5 +1,8 @@
 """How each dispatch role is assembled and run as a process (``fleet dispatcher``, ``worker``, ``syncer``).
 
+Each takes the deployment's key space (``space``, from ``--key-prefix``) into its one
+:class:`~fleet.dispatch.context.Context`, which derives every key set and queue name from it.
+
 ``fleet up`` runs the same functions, so what a newcomer runs locally is what production runs.
 Every role follows its members' kubeconfig while it runs (:meth:`Context.refresh_members`, every
 :data:`~fleet.dispatch.context.MEMBERS_EVERY` seconds): no restart after ``fleet member add`` or
@@ -28,6 +31,7 @@ from fleet.dispatch.worker import Worker
 from fleet.members import MemberChanges, MemberConfigError, member_labels
 from fleet.placement import CapacityFeeder, Placer
 from fleet.state import read_health
+from queues import DEFAULT_SPACE, KeySpace
 
 __all__ = ["run_dispatcher", "run_syncer", "run_worker"]
 
@@ -61,6 +65,7 @@ def run_dispatcher(
     *,
     settings: DispatcherSettings | None = None,
     sync_timeout: float = 5.0,
+    space: KeySpace = DEFAULT_SPACE,
 ) -> None:
     """Watch every member's capacity and dispatch while leading, until ``stop`` is set. The
     capacity each member has is also published for the MemberCluster kind
@@ -71,8 +76,8 @@ def run_dispatcher(
     not at all for one the syncer's health record calls NotReady. A member not listed yet offers
     no capacity; it counts from the moment its nodes and pods are listed.
     """
-    log.info("event=connecting role=dispatcher redis=%s", mask_url(redis_url))
-    ctx = Context(redis_from_url(redis_url), kubeconfig)
+    log.info("event=connecting role=dispatcher redis=%s prefix=%s", mask_url(redis_url), space.prefix)
+    ctx = Context(redis_from_url(redis_url), kubeconfig, space)
     placer = Placer(ctx.reservations)
     feeder = CapacityFeeder(placer, ctx.members, member_labels=member_labels(kubeconfig))
     feeder.start()
@@ -129,12 +134,13 @@ def run_worker(
     burst: bool = False,
     name: str | None = None,
     claim_seconds: float = CLAIM_SECONDS,
+    space: KeySpace = DEFAULT_SPACE,
 ) -> None:
     """Run an RQ worker on the eviction, propagation and purge queues, in that order (it stops
     on SIGTERM after its current task). Its claim on the propagations it runs lasts
     ``claim_seconds`` unless renewed (:class:`fleet.dispatch.tasks.Claim`)."""
-    log.info("event=connecting role=worker redis=%s", mask_url(redis_url))
-    ctx = Context(redis_from_url(redis_url), kubeconfig, claim_seconds=claim_seconds)
+    log.info("event=connecting role=worker redis=%s prefix=%s", mask_url(redis_url), space.prefix)
+    ctx = Context(redis_from_url(redis_url), kubeconfig, space, claim_seconds=claim_seconds)
     log.info("event=worker_members members=%d", len(ctx.members))  # built now, not on the first task
     install(ctx)
     stop = threading.Event()
@@ -159,11 +165,12 @@ def run_syncer(
     *,
     settings: SyncerSettings | None = None,
     ownership_seconds: float | None = None,
+    space: KeySpace = DEFAULT_SPACE,
 ) -> None:
     """Watch and probe the members and act on what they say, until ``stop`` is set: every member,
     or with ``ownership_seconds`` the share this syncer holds leases on (:mod:`fleet.dispatch.ownership`)."""
-    log.info("event=connecting role=syncer redis=%s", mask_url(redis_url))
-    ctx = Context(redis_from_url(redis_url), kubeconfig)
+    log.info("event=connecting role=syncer redis=%s prefix=%s", mask_url(redis_url), space.prefix)
+    ctx = Context(redis_from_url(redis_url), kubeconfig, space)
     gc_tuning.tune()
     shards = None if ownership_seconds is None else Shards(ctx.client, ctx.keys, ttl=ownership_seconds)
     try:

@@ -45,7 +45,7 @@ from fleet.jobs.phases import FINISHED, HELD, FleetReason, Phase
 from fleet.jobs.status import attempt_of, current_state, set_state
 from fleet.jobs.store import job_kind
 from fleet.jobs.submit import COMPONENT, enqueue, job_key
-from fleet.state import DEFAULT_DISPATCH_KEYS, Objects, record_event
+from fleet.state import DispatchKeys, Objects, record_event
 from fleet.workloads import MIRRORED_FIELDS, Pausable, adapter_for
 from queues import Ledger
 
@@ -230,7 +230,7 @@ def _follow_switch(
         return result
     if pause and acted[0]:  # its copy there goes at once (the syncer purges it)
         entry = held_entry(acted[0], key, str(uid), attempt_of(result))
-        objects.client.sadd(DEFAULT_DISPATCH_KEYS.held, entry)
+        objects.client.sadd(DispatchKeys.within(objects.keys).held, entry)  # the objects' deployment
     if pause:
         ledger.release(key)  # out of its queue, or its admitted usage returned: idempotent
         where = f" (its copy in {acted[0]} is deleted)" if acted[0] else ""

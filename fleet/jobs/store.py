@@ -13,8 +13,9 @@ from typing import Any
 
 from fleet.apiserver import Obj, ResourceType
 from fleet.kinds import FLEET_JOB_KINDS, fleet_kind
-from fleet.state import Fence, Objects
+from fleet.state import Objects
 from fleet.workloads import JobRef, WorkloadAdapter, job_ref
+from queues import Fence
 
 __all__ = [
     "get_jobs",

@@ -52,13 +52,13 @@ def dispatcher_leads(client: redis.Redis, keys: DispatchKeys = DEFAULT_DISPATCH_
     return check
 
 
-def worker_listens(client: redis.Redis) -> Check:
-    queue = Queue(PROPAGATE_QUEUE, connection=client)
+def worker_listens(client: redis.Redis, keys: DispatchKeys = DEFAULT_DISPATCH_KEYS) -> Check:
+    queue = Queue(keys.queue(PROPAGATE_QUEUE), connection=client)
 
     def check() -> str | None:
         if Worker.count(connection=client, queue=queue) > 0:
             return None
-        return f"no worker listens on the {PROPAGATE_QUEUE} queue"
+        return f"no worker listens on the {queue.name} queue"
 
     return check
 

@@ -69,9 +69,10 @@ Watch via streams
     changes out to its watchers (see :mod:`fleet.state.aio`).
 
 Fencing
-    A write may carry a :class:`Fence`: a lease key and the token its writer holds. The script
-    checks ``GET key == token`` before anything else and otherwise writes nothing; Python raises
-    :class:`Fenced`. The dispatcher's leader lease works this way (``fleet.dispatch.lease``), so a
+    A write may carry a :class:`queues.Fence`: a lease key and the token its writer holds. The
+    script checks ``GET key == token`` before anything else and otherwise writes nothing; Python
+    raises :class:`queues.Fenced`, the ledger's own (:mod:`queues.fencing`: one type each).
+    The dispatcher's leader lease works this way (``fleet.dispatch.lease``), so a
     leader that stalled and lost its lease cannot write after its successor started, whatever
     its own clock says.
 
@@ -99,7 +100,6 @@ from fleet.state.dispatch_keys import (
     PURGE_QUEUE,
     DispatchKeys,
 )
-from fleet.state.errors import Fenced
 from fleet.state.events import (
     delete_events_for,
     event_call,
@@ -113,7 +113,7 @@ from fleet.state.member_capacity import OBSERVED as CAPACITY_OBSERVED
 from fleet.state.member_capacity import parse_capacity
 from fleet.state.member_health import MemberHealth, read_health, write_health
 from fleet.state.member_health import parse as parse_health
-from fleet.state.objects import Fence, Objects
+from fleet.state.objects import Objects
 from fleet.state.wire import text
 
 __all__ = [
@@ -124,8 +124,6 @@ __all__ = [
     "PROPAGATE_QUEUE",
     "PURGE_QUEUE",
     "DispatchKeys",
-    "Fence",
-    "Fenced",
     "MemberHealth",
     "Objects",
     "RedisStore",

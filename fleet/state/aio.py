@@ -79,7 +79,6 @@ from fleet.state.keys import (
     field_name,
     kind_name,
 )
-from fleet.state.objects import Fence
 from fleet.state.scripts import async_script, async_write_script
 from fleet.state.wire import (
     DELETE,
@@ -98,6 +97,7 @@ from fleet.state.wire import (
     reindex_source,
     text,
 )
+from queues import Fence
 
 __all__ = ["RedisStore"]
 
@@ -107,10 +107,6 @@ _RETRIES: Final = 100
 _NAME_TRIES: Final = 16
 #: Entries one pump read takes at most.
 _PUMP_COUNT: Final = 1000
-
-
-def _pair(fence: Fence | None) -> tuple[str, str] | None:
-    return None if fence is None else (fence.key, fence.token)
 
 
 @dataclass(eq=False)
@@ -276,7 +272,7 @@ class RedisStore:
                     raise already_exists(rt, meta["name"])
                 return new
             try:
-                return await self._run(Write(rt, new, PUT, "", ADDED, fence=_pair(fence)))
+                return await self._run(Write(rt, new, PUT, "", ADDED, fence=fence))
             except AlreadyExists:
                 if attempt == tries - 1:
                     raise
@@ -301,7 +297,7 @@ class RedisStore:
                 return new
             event = write_type(new)
             op = DELETE if event == DELETED else PUT
-            write = Write(rt, new, op, current["metadata"]["resourceVersion"], event, current, _pair(fence))
+            write = Write(rt, new, op, current["metadata"]["resourceVersion"], event, current, fence)
             try:
                 return await self._run(write)
             except Conflict:
@@ -327,7 +323,7 @@ class RedisStore:
                 return result
             op = DELETE if event == DELETED else PUT
             old = current if event == MODIFIED else None
-            write = Write(rt, result, op, current["metadata"]["resourceVersion"], event, old, _pair(fence))
+            write = Write(rt, result, op, current["metadata"]["resourceVersion"], event, old, fence)
             try:
                 return await self._run(write)
             except Conflict:

@@ -1,36 +1,39 @@
 """Redis key names of the dispatch roles, and the RQ queue names.
 
 They share the quota ledger's hash tag, so that the fenced writes of the dispatcher (ledger, fleet
-objects, in-flight set) all live in one Redis Cluster slot with the lease they check.
+objects, in-flight set) all live in one Redis Cluster slot with the lease they check. The queue
+names carry the deployment's prefix (:meth:`queues.KeySpace.rq_queue`): ``fleet-propagate`` by
+default, so two deployments in one Redis never take each other's tasks.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import ClassVar, Final
 
-from queues import DEFAULT_KEYS
+from queues import KeySpace
 
 __all__ = ["DEFAULT_DISPATCH_KEYS", "EVICT_QUEUE", "PROPAGATE_QUEUE", "PURGE_QUEUE", "DispatchKeys"]
 
-#: The RQ queue the dispatcher enqueues propagations on.
-PROPAGATE_QUEUE: Final = "fleet-propagate"
+#: The RQ queue the dispatcher enqueues propagations on (its role in :meth:`DispatchKeys.queue`).
+PROPAGATE_QUEUE: Final = "propagate"
 #: The RQ queue of preemptions' evictions, taken first: a preemptor waits on them, holding the
 #: quota its victims will free, and each one is short (it never waits on a member for long).
-EVICT_QUEUE: Final = "fleet-evict"
+EVICT_QUEUE: Final = "evict"
 #: The RQ queue of purges (the syncer's). Workers take propagations first: a purge retrying
 #: against a member that is slow or just back must never hold up placing jobs elsewhere.
-PURGE_QUEUE: Final = "fleet-purge"
+PURGE_QUEUE: Final = "purge"
 
 
 @dataclass(frozen=True)
-class DispatchKeys:
-    prefix: str = DEFAULT_KEYS.prefix
-    tag: str = DEFAULT_KEYS.tag
+class DispatchKeys(KeySpace):
+    """Key names of the dispatch roles' records, and their RQ queues' names."""
 
-    @property
-    def base(self) -> str:
-        return f"{self.prefix}:{{{self.tag}}}:dispatch:"
+    SECTION: ClassVar[str] = "dispatch:"
+
+    def queue(self, role: str) -> str:
+        """The RQ queue of ``role`` (:data:`PROPAGATE_QUEUE`, :data:`EVICT_QUEUE`, :data:`PURGE_QUEUE`)."""
+        return self.rq_queue(role)
 
     @property
     def lease(self) -> str:

@@ -41,8 +41,9 @@ from typing import Any
 
 from fleet.apiserver import EVENT, AlreadyExists, Obj
 from fleet.connections import ScriptCall
-from fleet.state.objects import Fence, Objects
+from fleet.state.objects import Objects
 from fleet.timestamps import now_rfc3339
+from queues import Fence
 
 __all__ = ["delete_events_for", "event_call", "event_name", "events_for", "record_event", "record_events"]
 

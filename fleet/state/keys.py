@@ -42,8 +42,6 @@ And once:
 ``floors``
     Hash: kind -> the resourceVersion below which the kind's stream was trimmed (a watch or a
     continue token from an older version gets 410 Gone).
-``lease:<name>``
-    String: the fencing token of the current holder of a lease.
 ``reindex:<index>:<kind>``
     String: the token of the process rebuilding the kind's ``index`` or ``involved`` index, with a
     TTL (one rebuild at a time; a rebuilder that dies frees it so).
@@ -52,9 +50,9 @@ And once:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import ClassVar, Final
 
-from queues import DEFAULT_KEYS
+from queues import KeySpace, lua_key, lua_key_function
 
 __all__ = [
     "DEFAULT_STATE_KEYS",
@@ -121,15 +119,10 @@ def involved_range(involved_name: str, involved_namespace: str | None) -> tuple[
 
 
 @dataclass(frozen=True)
-class StateKeys:
+class StateKeys(KeySpace):
     """Key names of the fleet's objects; ``tag`` is the Redis Cluster hash tag (the ledger's)."""
 
-    prefix: str = DEFAULT_KEYS.prefix
-    tag: str = DEFAULT_KEYS.tag
-
-    @property
-    def base(self) -> str:
-        return f"{self.prefix}:{{{self.tag}}}:state:"
+    SECTION: ClassVar[str] = "state:"
 
     @property
     def version(self) -> str:
@@ -167,41 +160,28 @@ class StateKeys:
         :data:`INVOLVED_INDEX`) of ``kind``, with a TTL."""
         return f"{self.base}reindex:{index}:{kind}"
 
-    def lease(self, name: str) -> str:
-        """String: the fencing token of the holder of lease ``name``."""
-        return f"{self.base}lease:{name}"
-
-    def lua(self) -> str:
-        """Lua definitions that spell the same names inside the scripts."""
-        return "\n".join(
-            [
-                f"local BASE = {_lua_string(self.base)}",
-                "local K_VERSION = BASE .. 'version'",
-                "local K_FLOORS = BASE .. 'floors'",
-                "local function k_objects(kind) return BASE .. 'objects:' .. kind end",
-                "local function k_versions(kind) return BASE .. 'versions:' .. kind end",
-                "local function k_changes(kind) return BASE .. 'changes:' .. kind end",
-                "local function k_index(kind) return BASE .. 'index:' .. kind end",
-                "local function k_involved(kind) return BASE .. 'involved:' .. kind end",
-                "local function k_reindex(index, kind) return BASE .. 'reindex:' .. index .. ':' .. kind end",
-                # index_member() and its inverse, over the hash field (namespace/name or name)
-                "local function index_member(field)",
-                "  local at = string.find(field, '/', 1, true)",
-                "  if not at then return field end",
-                "  return string.sub(field, 1, at - 1) .. '\\0' .. string.sub(field, at + 1)",
-                "end",
-                "local function member_field(member)",
-                "  local at = string.find(member, '\\0', 1, true)",
-                "  if not at then return member end",
-                "  return string.sub(member, 1, at - 1) .. '/' .. string.sub(member, at + 1)",
-                "end",
-                "",
-            ]
-        )
-
-
-def _lua_string(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    def lua_names(self) -> list[str]:
+        return [
+            lua_key("K_VERSION", "version"),
+            lua_key("K_FLOORS", "floors"),
+            lua_key_function("k_objects", "'objects:'", "kind"),
+            lua_key_function("k_versions", "'versions:'", "kind"),
+            lua_key_function("k_changes", "'changes:'", "kind"),
+            lua_key_function("k_index", "'index:'", "kind"),
+            lua_key_function("k_involved", "'involved:'", "kind"),
+            lua_key_function("k_reindex", "'reindex:'", "index", "':'", "kind"),
+            # index_member() and its inverse, over the hash field (namespace/name or name)
+            "local function index_member(field)",
+            "  local at = string.find(field, '/', 1, true)",
+            "  if not at then return field end",
+            "  return string.sub(field, 1, at - 1) .. '\\0' .. string.sub(field, at + 1)",
+            "end",
+            "local function member_field(member)",
+            "  local at = string.find(member, '\\0', 1, true)",
+            "  if not at then return member end",
+            "  return string.sub(member, 1, at - 1) .. '/' .. string.sub(member, at + 1)",
+            "end",
+        ]
 
 
 #: The keys Fleet uses unless a test or a second deployment in one Redis asks for others.

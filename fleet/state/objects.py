@@ -10,8 +10,9 @@ someone wrote in between; an unconditional one reads again and retries, as the K
 server does. :meth:`Objects.mutate` is the retry loop callers want most: it hands the current
 object to a function and writes what the function returns.
 
-A write may carry a :class:`Fence` (a lease key and the token the writer holds): the script
-checks it first and writes nothing when the lease has moved on, raising :class:`Fenced`.
+A write may carry a :class:`queues.Fence` (a lease key and the token the writer holds): the
+script checks it first and writes nothing when the lease has moved on, raising
+:class:`queues.Fenced`, as the quota ledger does.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import builtins
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
 import redis
@@ -48,7 +48,6 @@ from fleet.apiserver import (
     write_type,
 )
 from fleet.connections import ScriptCall, run_script_many
-from fleet.state.errors import Fenced
 from fleet.state.keys import (
     DEFAULT_STATE_KEYS,
     INVOLVED_INDEX,
@@ -75,25 +74,14 @@ from fleet.state.wire import (
     reindex_source,
     text,
 )
+from queues import Fence
 
-__all__ = ["Fence", "Fenced", "Objects", "order"]
+__all__ = ["Objects", "order"]
 
 #: How often a write that lost a race re-reads and tries again before giving up with Conflict.
 _RETRIES: Final = 100
 #: Tries for a name from ``generateName`` that is not taken.
 _NAME_TRIES: Final = 16
-
-
-@dataclass(frozen=True)
-class Fence:
-    """A write guard: ``key`` (a lease key in the state's hash slot) must hold ``token``."""
-
-    key: str
-    token: str
-
-
-def _pair(fence: Fence | None) -> tuple[str, str] | None:
-    return None if fence is None else (fence.key, fence.token)
 
 
 def _update_write(
@@ -105,7 +93,7 @@ def _update_write(
         return None
     event = write_type(new)
     op = DELETE if event == DELETED else PUT
-    return Write(rt, new, op, current["metadata"]["resourceVersion"], event, current, _pair(fence))
+    return Write(rt, new, op, current["metadata"]["resourceVersion"], event, current, fence)
 
 
 def _change_write(
@@ -313,7 +301,7 @@ class Objects:
         generated = not (obj.get("metadata") or {}).get("name")
         for attempt in range(_NAME_TRIES if generated else 1):
             try:
-                return self._run(Write(rt, new_object(rt, obj), PUT, "", ADDED, fence=_pair(fence)))
+                return self._run(Write(rt, new_object(rt, obj), PUT, "", ADDED, fence=fence))
             except AlreadyExists:
                 if attempt == (_NAME_TRIES if generated else 1) - 1:
                     raise
@@ -326,7 +314,7 @@ class Objects:
         it with other scripts' runs in one round trip of its own
         (:func:`fleet.connections.run_scripts`), and the function that reads its reply: the
         stored object, or ``AlreadyExists``."""
-        write = Write(rt, new_object(rt, obj), PUT, "", ADDED, fence=_pair(fence))
+        write = Write(rt, new_object(rt, obj), PUT, "", ADDED, fence=fence)
         keys, args = write.keys_and_args(self.keys, self.history)
         return (self._script, keys, args), write.result
 
@@ -335,7 +323,7 @@ class Objects:
     ) -> builtins.list[Obj | AlreadyExists]:
         """:meth:`create` of many named objects in one pipeline: per object the stored one, or
         the ``AlreadyExists`` its name met. ``Fenced`` when the fence no longer holds."""
-        writes = [Write(rt, new_object(rt, obj), PUT, "", ADDED, fence=_pair(fence)) for obj in objs]
+        writes = [Write(rt, new_object(rt, obj), PUT, "", ADDED, fence=fence) for obj in objs]
         out: builtins.list[Obj | AlreadyExists] = []
         for write, reply in zip(writes, self._run_many(writes), strict=True):
             try:
@@ -461,7 +449,7 @@ class Objects:
                 return result
             op = DELETE if event == DELETED else PUT
             old = current if event == MODIFIED else None
-            write = Write(rt, result, op, current["metadata"]["resourceVersion"], event, old, _pair(fence))
+            write = Write(rt, result, op, current["metadata"]["resourceVersion"], event, old, fence)
             try:
                 return self._run(write)
             except Conflict:

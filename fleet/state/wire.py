@@ -37,7 +37,6 @@ from fleet.apiserver import (
     not_found,
     selector_view,
 )
-from fleet.state.errors import Fenced
 from fleet.state.keys import (
     INVOLVED_INDEX,
     INVOLVED_KINDS,
@@ -50,6 +49,7 @@ from fleet.state.keys import (
     kind_name,
     namespace_range,
 )
+from queues import Fence, Fenced
 
 __all__ = [
     "DELETE",
@@ -217,7 +217,7 @@ class Write:
     expected: str
     event: str
     old: Obj | None = None  # the previous version, for a MODIFIED (its selector view is kept)
-    fence: tuple[str, str] | None = None
+    fence: Fence | None = None
 
     def keys_and_args(self, keys: StateKeys, history: int) -> tuple[list[str], list[str | int | bytes]]:
         meta = self.obj["metadata"]
@@ -254,7 +254,9 @@ class Write:
             return self.obj
         if status == "fenced":
             assert self.fence is not None
-            raise Fenced(f"fence {self.fence[0]} no longer holds token {self.fence[1]}: nothing was written")
+            raise Fenced(
+                f"fence {self.fence.key} no longer holds token {self.fence.token}: nothing was written"
+            )
         if status == "exists":
             raise already_exists(self.rt, name)
         if status == "missing":

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import redis
 
-from queues import Fenced, InvalidRequest, JobState, Ledger, LedgerError, QueuePolicy
+from queues import Fence, Fenced, InvalidRequest, JobState, Ledger, LedgerError, QueuePolicy
 from queues.quantity import MAX_JOBS
 from tests.queues.support import assert_invariants, make_tree
 
@@ -42,7 +42,7 @@ def snapshot(client: redis.Redis) -> dict[Any, Any]:
 
 def test_a_current_token_lets_every_fenced_write_through(ledger: Ledger, redis_client: redis.Redis) -> None:
     redis_client.set(LEASE, "token-7")
-    fence = (LEASE, "token-7")
+    fence = Fence(LEASE, "token-7")
     for job in ("j1", "j2", "j3"):
         ledger.enqueue(job, "a", {"cpu": CPU})
     decisions = ledger.admit_pending_many(["j1", "j2"], fence=fence)
@@ -62,7 +62,7 @@ def test_a_stale_or_missing_token_changes_nothing(ledger: Ledger, redis_client: 
         ledger.enqueue(job, "a", {"cpu": CPU})
     assert ledger.admit_pending("p1").admitted
     redis_client.set(LEASE, "token-8")  # another dispatcher took the lease over
-    stale = (LEASE, "token-7")
+    stale = Fence(LEASE, "token-7")
     before = snapshot(redis_client)
     with pytest.raises(Fenced, match=r"fence fleet:\{quota\}:state:lease:dispatcher: token token-7"):
         ledger.admit_pending_many(["p2", "p3"], fence=stale)
@@ -85,7 +85,7 @@ def test_a_stale_or_missing_token_changes_nothing(ledger: Ledger, redis_client: 
     with pytest.raises(Fenced):
         ledger.admit_pending_many(["p2"], fence=stale)
     with pytest.raises(Fenced):
-        ledger.release("p1", fence=(LEASE, ""))
+        ledger.release("p1", fence=Fence(LEASE, ""))
     assert snapshot(redis_client) == before
     assert ledger.state("p1") is JobState.ADMITTED
     assert ledger.pending.peek("a", 5) == ["p2", "p3"]
@@ -100,7 +100,7 @@ def test_fenced_is_a_ledger_error_and_pipelined_release_reports_it(
     redis_client.set(LEASE, "new")
     before = snapshot(redis_client)
     pipe = redis_client.pipeline(transaction=False)
-    assert ledger.release("j", pipeline=pipe, fence=(LEASE, "old")) is None
+    assert ledger.release("j", pipeline=pipe, fence=Fence(LEASE, "old")) is None
     assert [[int(reply[0]), reply[1].decode()] for reply in pipe.execute()] == [[-2, "fenced"]]
     assert snapshot(redis_client) == before
 
@@ -109,7 +109,7 @@ def test_the_fence_key_must_share_the_ledger_hash_slot(ledger: Ledger, redis_cli
     ledger.enqueue("j", "a", {"cpu": CPU})
     before = snapshot(redis_client)
     with pytest.raises(InvalidRequest, match=r"fence: lease:dispatcher is not in the ledger's hash slot"):
-        ledger.admit_pending("j", fence=("lease:dispatcher", "t"))
+        ledger.admit_pending("j", fence=Fence("lease:dispatcher", "t"))
     with pytest.raises(InvalidRequest, match="must be a"):
-        ledger.release("j", fence=("", "t"))
+        ledger.release("j", fence=Fence("", "t"))
     assert snapshot(redis_client) == before

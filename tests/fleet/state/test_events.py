@@ -8,7 +8,8 @@ import pytest
 import redis
 
 from fleet.apiserver import EVENT, NODE
-from fleet.state import Fence, Fenced, Objects, events_for, record_event, record_events
+from fleet.state import DispatchKeys, Objects, events_for, record_event, record_events
+from queues import Fence, Fenced
 from tests.support.kinds import ASCENDJOB
 
 
@@ -89,7 +90,7 @@ def test_events_of_cluster_scoped_objects_go_to_default(redis_client: redis.Redi
 
 def test_fenced_events_need_the_current_token(redis_client: redis.Redis) -> None:
     objects = Objects(redis_client)
-    lease = objects.keys.lease("dispatcher")
+    lease = DispatchKeys.within(objects.keys).lease
     redis_client.set(lease, "2")
     job = objects.create(ASCENDJOB, {"metadata": {"name": "train", "namespace": "team-a"}, "spec": {}})
     record_event(objects, job, reason="Admitted", message="m", component="c", fence=Fence(lease, "2"))

@@ -10,8 +10,9 @@ import pytest
 import redis
 
 from fleet.apiserver import EVENT, NODE, AlreadyExists, Conflict, Gone, Invalid, NotFound
-from fleet.state import Fence, Fenced, Objects
+from fleet.state import DispatchKeys, Objects
 from fleet.state.keys import INVOLVED_INDEX
+from queues import Fence, Fenced
 from tests.support.kinds import ASCENDJOB
 
 
@@ -321,7 +322,7 @@ def test_changes_beyond_the_retained_history_are_gone(redis_client: redis.Redis)
 
 def test_fenced_writes_need_the_current_token(redis_client: redis.Redis) -> None:
     objects = Objects(redis_client)
-    lease = objects.keys.lease("dispatcher")
+    lease = DispatchKeys.within(objects.keys).lease
     redis_client.set(lease, "7")
     current, stale = Fence(lease, "7"), Fence(lease, "6")
     created = objects.create(ASCENDJOB, job("a"), fence=current)
@@ -335,7 +336,7 @@ def test_fenced_writes_need_the_current_token(redis_client: redis.Redis) -> None
     with pytest.raises(Fenced):
         objects.delete(ASCENDJOB, "team-a", "a", fence=stale)
     with pytest.raises(Fenced):
-        objects.create(ASCENDJOB, job("c"), fence=Fence(objects.keys.lease("nobody"), "1"))
+        objects.create(ASCENDJOB, job("c"), fence=Fence(objects.keys.base + "lease:nobody", "1"))
     assert objects.resource_version() == before
     assert objects.get(ASCENDJOB, "team-a", "a") == created
     assert objects.changes(ASCENDJOB, before, block_ms=0)[0] == []
