@@ -77,7 +77,10 @@ Preemption (:meth:`victims`)
     is *nominated*: it holds a reservation at the refusing node until it is admitted, until the
     first cycle after its victims are gone (:meth:`Planner.victims_gone`) if it is refused even
     then, or until the nomination expires; so the quota the victims free goes to it and not to
-    whoever comes next.
+    whoever comes next. In that first cycle after its victims are gone it is served before the
+    fair order (:meth:`Planner._nominee`): the victims also freed what they held at the nodes
+    above the refusing one (a job slot at the root, say), which a job of another leaf served
+    first could take, leaving the preemptor refused there and evicting again for one start.
 """
 
 from __future__ import annotations
@@ -383,11 +386,16 @@ class Planner:
         deferred: dict[str, Refusal] = {}
         keys = _Keys(snap)
         while len(plan.picks) < self.settings.max_picks:
-            chosen = keys.first(cursors, skip)
+            nominee = self._nominee(cursors, skip)
+            chosen = nominee[0] if nominee is not None else keys.first(cursors, skip)
             if chosen is None:
                 break
             leaf = chosen
-            cursor = min((c for c in cursors[leaf] if c.current(skip) is not None), key=lambda c: c.key(skip))
+            cursor = (
+                nominee[1]
+                if nominee is not None
+                else min((c for c in cursors[leaf] if c.current(skip) is not None), key=lambda c: c.key(skip))
+            )
             head = cursor.current(skip)
             assert head is not None
             request = cursor.classes.request
@@ -476,6 +484,28 @@ class Planner:
                     s.job, s.leaf, s.node, s.resources, held, "older", submitted=held, borrows=s.borrows
                 )
         return None
+
+    def _nominee(
+        self, cursors: Mapping[str, list[_Cursor]], skip: Callable[[str], bool]
+    ) -> tuple[str, _Cursor] | None:
+        """A preemptor whose victims are gone, first in nomination order, with its leaf: it goes
+        before the fair order. Its victims freed quota at every node of their chain (at an
+        ancestor, a job slot or a resource the preemptor was not refused on); served in fair
+        order, a job of another leaf could take that and leave the preemptor refused again, so
+        that it would evict a second set of victims for one start."""
+        if not self._last_chance:
+            return None
+        best: tuple[tuple[bool, float], str, str, _Cursor] | None = None
+        for leaf, cs in cursors.items():
+            for c in cs:
+                head = c.current(skip)
+                if head is None or head.job not in self._last_chance:
+                    continue
+                held = self._nominated.get(head.job)
+                rank = held.rank if held is not None else (True, 0.0)
+                if best is None or (rank, head.job) < (best[0], best[1]):
+                    best = (rank, head.job, leaf, c)
+        return None if best is None else (best[2], best[3])
 
     def _fills_share(
         self, snap: Snapshot, leaf: str, head: Mapping[str, int], request: Mapping[str, int]

@@ -12,6 +12,7 @@ import pytest
 
 from queues import Ledger
 from queues.planner import Plan, Planner, PlannerSettings, PreemptionKind
+from queues.quantity import MAX_JOBS
 from queues.reasons import Refusal, RefusalKind
 from tests.queues.support import make_tree
 
@@ -337,6 +338,36 @@ def test_a_nominated_preemptor_keeps_the_freed_quota_for_itself(ledger: Ledger) 
     assert [p.job for p in plan.picks] == [waiting]
     assert d.planner.nominated(waiting) is None
     assert set(jobs) - {v.job for v in victims} <= d.admitted()
+
+
+def test_a_preemptor_whose_victims_are_gone_goes_before_the_fair_order(ledger: Ledger) -> None:
+    """A priority preemptor's victim frees a job slot at the root, where the preemptor was not
+    refused (its leaf's max was the limit): served in fair order, a poorer leaf's job would take
+    that slot and leave the preemptor refused again, to evict a second victim for one start (the
+    stateful cycle test found such a chain). The preemptor goes first once its victims are gone."""
+    tree = node("root", 8, 8, [node("poor", 4, 8), node("rich", 0, 4)])
+    tree["max"][MAX_JOBS] = 3
+    ledger.apply(make_tree(tree))
+    d = Driver(ledger)
+    low = [d.submit("rich", 2, priority=0, name=f"low-{i}") for i in range(2)]
+    d.cycle()
+    d.submit("poor", 1, name="first")
+    d.cycle()
+    assert d.admitted() == {*low, "poor/first"}  # the root's three job slots in use
+    urgent = d.submit("rich", 2, priority=9, name="urgent")  # refused by rich's max of 4
+    later = d.submit("poor", 1, name="later")  # poor's share is lower: the fair order serves it first
+    plan = d.cycle(now=1)
+    [refused] = [r for r in plan.refused if r.job == urgent]
+    snap = ledger.snapshot()
+    found = d.planner.victims(snap, "rich", {NPU: 2}, 9, running_of(ledger))
+    assert found is not None and found[0] is PreemptionKind.PRIORITY
+    d.planner.nominate(urgent, "rich", snap, refused.refusal, {NPU: 2}, until=60)
+    for victim in found[1]:
+        ledger.requeue(victim.job)
+    d.planner.victims_gone(urgent)
+    plan = d.cycle(now=2)
+    assert [p.job for p in plan.picks] == [urgent]  # not "later", which would take the root's slot
+    assert later not in d.admitted()
 
 
 def test_a_head_that_waited_far_longer_is_not_passed_by_younger_jobs(
