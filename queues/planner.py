@@ -385,8 +385,11 @@ class Planner:
         touched: set[str] = set()
         deferred: dict[str, Refusal] = {}
         keys = _Keys(snap)
+        nominees = set(self._last_chance)  # those not yet served this cycle
         while len(plan.picks) < self.settings.max_picks:
-            nominee = self._nominee(cursors, skip)
+            nominee = self._nominee(nominees, cursors, skip) if nominees else None
+            if nominee is None:
+                nominees.clear()  # none is at the head of its class now: the fair order alone
             chosen = nominee[0] if nominee is not None else keys.first(cursors, skip)
             if chosen is None:
                 break
@@ -398,6 +401,7 @@ class Planner:
             )
             head = cursor.current(skip)
             assert head is not None
+            nominees.discard(head.job)
             request = cursor.classes.request
             blocked = _blocker(reservations, head, leaf, request, snap=snap, keys=keys) or self._older(
                 head, leaf, request, snap, now=now, keys=keys
@@ -486,20 +490,18 @@ class Planner:
         return None
 
     def _nominee(
-        self, cursors: Mapping[str, list[_Cursor]], skip: Callable[[str], bool]
+        self, nominees: set[str], cursors: Mapping[str, list[_Cursor]], skip: Callable[[str], bool]
     ) -> tuple[str, _Cursor] | None:
         """A preemptor whose victims are gone, first in nomination order, with its leaf: it goes
         before the fair order. Its victims freed quota at every node of their chain (at an
         ancestor, a job slot or a resource the preemptor was not refused on); served in fair
         order, a job of another leaf could take that and leave the preemptor refused again, so
         that it would evict a second set of victims for one start."""
-        if not self._last_chance:
-            return None
         best: tuple[tuple[bool, float], str, str, _Cursor] | None = None
         for leaf, cs in cursors.items():
             for c in cs:
                 head = c.current(skip)
-                if head is None or head.job not in self._last_chance:
+                if head is None or head.job not in nominees:
                     continue
                 held = self._nominated.get(head.job)
                 rank = held.rank if held is not None else (True, 0.0)

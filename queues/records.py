@@ -10,13 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 from queues.quantity import MAX_JOBS, UNLIMITED
 from queues.validation import is_resource_name
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "SEQ_WIDTH",

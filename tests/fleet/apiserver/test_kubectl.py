@@ -298,3 +298,27 @@ def test_typed_create_commands_at_a_member(kubectl: Kubectl) -> None:
     missing = kubectl("create", "priorityclass", "urgent", "--value=10", ok=False)
     assert missing.returncode == 1
     assert "the server could not find the requested resource" in missing.stderr
+
+
+def test_kubectl_patch_type_json_applies_rfc6902_and_refuses_a_failed_test_changing_nothing(
+    kubectl: Kubectl, applied_node: str
+) -> None:
+    """``kubectl patch --type json`` as users write it: operations in order, all or nothing, and
+    a failing ``test`` answered as a 422 that names the path."""
+    ops = (
+        '[{"op": "add", "path": "/metadata/labels/pool", "value": "a"},'
+        ' {"op": "copy", "from": "/metadata/labels/pool", "path": "/metadata/labels/pool-copy"},'
+        ' {"op": "add", "path": "/spec/taints",'
+        '  "value": [{"key": "k", "value": "v", "effect": "NoSchedule"}]}]'
+    )
+    assert "patched" in kubectl("patch", "node", applied_node, "--type", "json", "-p", ops).stdout
+    labels = kubectl("get", "node", applied_node, "-o", "jsonpath={.metadata.labels.pool-copy}").stdout
+    assert labels == "a"
+    assert kubectl("get", "node", applied_node, "-o", "jsonpath={.spec.taints[0].key}").stdout == "k"
+    failing = (
+        '[{"op": "replace", "path": "/metadata/labels/pool", "value": "b"},'
+        ' {"op": "test", "path": "/metadata/labels/pool", "value": "c"}]'
+    )
+    refused = kubectl("patch", "node", applied_node, "--type", "json", "-p", failing, ok=False)
+    assert refused.returncode != 0 and "test operation failed: /metadata/labels/pool" in refused.stderr
+    assert kubectl("get", "node", applied_node, "-o", "jsonpath={.metadata.labels.pool}").stdout == "a"

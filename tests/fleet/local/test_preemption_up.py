@@ -18,9 +18,7 @@ is gone before its preemptor starts).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -31,6 +29,7 @@ from typing import NoReturn
 import pytest
 
 from tests.fleet.local.test_up import KUBECTL, ROOT, Up, kubectl_env, stop_up, table_rows, wait_ready
+from tests.fleet.local.test_up import start_up as start_fleet_up
 
 pytestmark = pytest.mark.integration
 
@@ -50,23 +49,8 @@ FINISHED = frozenset({"Succeeded", "Failed"})
 
 
 def start_up(tmp_path: Path) -> Up:
-    """``fleet up`` with this module's topology, as test_up's ``start_up`` starts it otherwise."""
-    kubeconfig = tmp_path / "fleet.kubeconfig"
-    state_dir = tmp_path / "state"
-    output = tmp_path / "up.out"
-    with output.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                sys.executable, "-c", "from fleet.cli import main; main(prog_name='fleet')",
-                "up", "--kubeconfig", str(kubeconfig), "--state-dir", str(state_dir),
-                "--topology", str(TOPOLOGY), "--job-seconds", "30",
-            ],
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )  # fmt: skip
-    return Up(process, kubeconfig, state_dir, output)
+    """``fleet up`` with this module's topology."""
+    return start_fleet_up(tmp_path, "--topology", str(TOPOLOGY), "--job-seconds", "30")
 
 
 @dataclass

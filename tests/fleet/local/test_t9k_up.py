@@ -14,10 +14,7 @@ after the walkthrough both samples, applied again under a tree that admits two j
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,6 +28,7 @@ from tests.fleet.local.test_up import (
     has_row,
     kubectl_env,
     run_step,
+    start_up,
     stop_up,
     table_rows,
     wait_ready,
@@ -105,20 +103,7 @@ def test_readme_t9k_walkthrough_matches_the_steps_checked_here() -> None:
 @pytest.fixture
 def t9k_up(tmp_path: Path) -> Iterator[Up]:
     """``fleet up`` as test_up starts it, its jobs running :data:`JOB_SECONDS`."""
-    kubeconfig, state_dir, output = tmp_path / "fleet.kubeconfig", tmp_path / "state", tmp_path / "up.out"
-    with output.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                sys.executable, "-c", "from fleet.cli import main; main(prog_name='fleet')",
-                "up", "--kubeconfig", str(kubeconfig), "--state-dir", str(state_dir),
-                "--job-seconds", JOB_SECONDS,
-            ],
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )  # fmt: skip
-    up = Up(process, kubeconfig, state_dir, output)
+    up = start_up(tmp_path, "--job-seconds", JOB_SECONDS)
     yield up
     if up.process.poll() is None:
         stop_up(up)

@@ -175,7 +175,7 @@ class Up:
         return text
 
 
-def start_up(tmp_path: Path, *, env: dict[str, str] | None = None) -> Up:
+def start_up(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> Up:
     kubeconfig = tmp_path / "fleet.kubeconfig"
     state_dir = tmp_path / "state"
     output = tmp_path / "up.out"
@@ -183,7 +183,7 @@ def start_up(tmp_path: Path, *, env: dict[str, str] | None = None) -> Up:
         process = subprocess.Popen(
             [
                 sys.executable, "-c", "from fleet.cli import main; main(prog_name='fleet')",
-                "up", "--kubeconfig", str(kubeconfig), "--state-dir", str(state_dir),
+                "up", "--kubeconfig", str(kubeconfig), "--state-dir", str(state_dir), *args,
             ],
             cwd=ROOT,
             stdout=out,

@@ -7,10 +7,7 @@ MPIJob end with their own kinds' ``Succeeded``."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +23,7 @@ from tests.fleet.local.test_up import (
     has_row,
     kubectl_env,
     run_step,
+    start_up,
     stop_up,
     table_rows,
     wait_ready,
@@ -164,20 +162,7 @@ def test_readme_kind_walkthrough_matches_the_steps_checked_here() -> None:
 @pytest.fixture
 def kinds_up(tmp_path: Path) -> Iterator[Up]:
     """``fleet up --job-seconds JOB_SECONDS``, as the README starts it for this walkthrough."""
-    kubeconfig, state_dir, output = tmp_path / "fleet.kubeconfig", tmp_path / "state", tmp_path / "up.out"
-    with output.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                sys.executable, "-c", "from fleet.cli import main; main(prog_name='fleet')",
-                "up", "--kubeconfig", str(kubeconfig), "--state-dir", str(state_dir),
-                "--job-seconds", JOB_SECONDS,
-            ],
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )  # fmt: skip
-    up = Up(process, kubeconfig, state_dir, output)
+    up = start_up(tmp_path, "--job-seconds", JOB_SECONDS)
     yield up
     if up.process.poll() is None:
         stop_up(up)
