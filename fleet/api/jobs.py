@@ -68,6 +68,7 @@ from fleet.jobs import (
     prepare,
     priority_classes,
     queue_accepted,
+    status_for_update,
     switched,
 )
 from fleet.state import Objects, RedisStore
@@ -183,7 +184,8 @@ class JobBackend:
         prepared = await asyncio.to_thread(self._prepare, rt, obj)
         adapter = adapter_for(prepared.obj)
         if isinstance(adapter, Pausable) and paused_at_submission(prepared.obj):
-            mark_paused(prepared.obj["status"], adapter)  # stored held, not queued (fleet.jobs.pause)
+            # Stored held, not queued (fleet.jobs.pause).
+            mark_paused(status_for_update(prepared.obj), adapter)
         if dry_run:
             return await self.store.create(rt, prepared.obj, dry_run=True)
         stored = await self.store.create(rt, prepared.obj)

@@ -42,7 +42,16 @@ from fleet.cli.endpoint import (
     kubeconfig_path_option,
     render_table,
 )
-from fleet.jobs import Phase, current_state, last_condition
+from fleet.jobs import (
+    Phase,
+    attempt_of,
+    cluster_of,
+    conditions_of,
+    current_state,
+    job_queue_of,
+    last_condition,
+    status_of,
+)
 from fleet.kinds import MEMBER_CLUSTER, QUEUE, amounts, nodes_by_free_cell, npus_cell
 from fleet.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 from fleet.members import KubeconfigClients, MemberConfigError
@@ -157,11 +166,10 @@ def get() -> None:
 def adoption(job: Mapping[str, Any], member: str, copy: Mapping[str, Any]) -> str:
     """``Y`` when ``copy`` in ``member`` is the job's current attempt on its current member."""
     labels = (copy.get("metadata") or {}).get("labels") or {}
-    status = job.get("status") or {}
     current = (
         labels.get(JOB_UID_LABEL) == (job.get("metadata") or {}).get("uid")
-        and labels.get(ATTEMPT_LABEL) == str(status.get("attempt"))
-        and status.get("cluster") == member
+        and labels.get(ATTEMPT_LABEL) == str(status_of(job).get("attempt"))
+        and cluster_of(job) == member
     )
     return "Y" if current else "N"
 
@@ -246,14 +254,13 @@ def _print_jobs(
     else:
         headers = [*prefix, "NAME", "STATE", "CLUSTER", "QUEUE", "AGE"]
         for job in jobs:
-            status = job.get("status") or {}
             rows.append(
                 [
                     *([str(job["metadata"].get("namespace", ""))] if where is None else []),
                     _name(job),
                     _state(job),
-                    str(status.get("cluster") or "<none>"),
-                    str(status.get("queue") or "<none>"),
+                    cluster_of(job) or "<none>",
+                    job_queue_of(job) or "<none>",
                     _age(job),
                 ]
             )
@@ -474,7 +481,7 @@ def _describe_job(
             events = _events(endpoint, job)
     finally:
         endpoint.close()
-    meta, status = job["metadata"], job.get("status") or {}
+    meta, status = job["metadata"], status_of(job)
     state = _state(job)
     last = last_condition(job) or {}
     pairs = [
@@ -484,13 +491,13 @@ def _describe_job(
         ("Reason", str(last.get("reason") or "")),
         ("Pending" if state == Phase.QUEUED else "Message", str(last.get("message") or "")),
         *(
-            (label, str(status[field]))
-            for label, field in (("Position", "position"), ("Blocker", "blocker"))
-            if state == Phase.QUEUED and status.get(field)
+            (label, str(value))
+            for label, value in (("Position", status.get("position")), ("Blocker", status.get("blocker")))
+            if state == Phase.QUEUED and value
         ),
-        ("Queue", str(status.get("queue") or "<none>")),
-        ("Cluster", str(status.get("cluster") or "<none>")),
-        ("Attempt", str(status.get("attempt") or 0)),
+        ("Queue", job_queue_of(job) or "<none>"),
+        ("Cluster", cluster_of(job) or "<none>"),
+        ("Attempt", str(attempt_of(job))),
         ("Created", f"{meta.get('creationTimestamp', '')} ({_age(job)} ago)"),
     ]
     if meta.get("deletionTimestamp"):
@@ -509,7 +516,7 @@ def _describe_job(
             since(c.get("lastTransitionTime")),
             str(c.get("message", "")),
         ]
-        for c in status.get("conditions") or []
+        for c in conditions_of(job)
     ]
     lines.append("Conditions:")
     lines += (

@@ -32,7 +32,7 @@ from typing import Any
 
 from fleet.dispatch.context import Context
 from fleet.dispatch.handback import COMPONENT, finish
-from fleet.jobs import FINALIZER, FleetReason, Phase, mutate_job, set_state, try_get_job
+from fleet.jobs import FINALIZER, FleetReason, Phase, mutate_job, set_state, status_for_update, try_get_job
 from fleet.state import delete_events_for, record_event
 
 __all__ = ["complete", "is_deleting", "left_entry", "terminating"]
@@ -64,7 +64,7 @@ def terminating(ctx: Context, key: str, uid: str, *, reason: str, message: str) 
         changed.clear()
         if not is_deleting(obj, uid):
             return None
-        if not set_state(obj.setdefault("status", {}), Phase.TERMINATING, reason, message):
+        if not set_state(status_for_update(obj), Phase.TERMINATING, reason, message):
             return None  # it says so already
         changed.append(True)
         return obj

@@ -55,35 +55,39 @@ from fleet.dispatch import degraded
 from fleet.dispatch.context import Context, policy_for
 from fleet.dispatch.handback import (
     COMPONENT,
-    EXCLUDED_FIRMLY,
     every_refusal,
     excluded_now,
     exclusion_ends,
     inflight_entry,
     members_left,
-    refused_by,
 )
 from fleet.dispatch.lease import LEASE_SECONDS, STANDBY_POLL_SECONDS, Lease, Renewer
-from fleet.dispatch.preemption import PREEMPTED_BY, PREEMPTIONS, RUNNING_STATES, mark_victims
+from fleet.dispatch.preemption import PREEMPTIONS, RUNNING_STATES, mark_victims
 from fleet.dispatch.sweep import Step, Sweep
 from fleet.dispatch.tasks import Propagation, propagate_batch
 from fleet.jobs import (
     FINISHED,
     HELD,
-    STATUS_PRIORITY_CLASS,
     FleetReason,
     Phase,
     attempt_of,
     cluster_of,
+    conditions_of,
     converge,
     current_state,
     enqueue,
     get_jobs,
     job_key,
     job_priority,
+    job_queue_of,
     mutate_job,
     mutate_jobs,
+    not_before_of,
+    preempted_by_of,
+    refused_of,
     set_state,
+    status_for_update,
+    status_of,
     switch_out_of_step,
 )
 from fleet.kinds import FLEET_JOB_KINDS
@@ -239,7 +243,7 @@ class _Plan:
             return None
         if obj["metadata"].get("deletionTimestamp") or current_state(obj) != Phase.QUEUED:
             return None
-        status = obj.setdefault("status", {})
+        status = status_for_update(obj)
         status["attempt"] = self.attempt
         status["cluster"] = self.member
         status["reservation"] = self.reservation
@@ -522,8 +526,7 @@ class Dispatcher:
                 # Pending in the ledger but not Queued on the object: a hand-back half done.
                 self._remember(key, _Miss("not queued", -1, now + 1.0))
                 continue
-            status = obj.get("status") or {}
-            not_before = float(status.get("notBefore") or 0)
+            not_before = not_before_of(obj)
             if not_before > now:
                 self._remember(key, _Miss("backoff", -1, not_before))
                 continue
@@ -542,17 +545,17 @@ class Dispatcher:
                     "(spec.suspension.dispatching)",
                 )
                 continue
-            refused = refused_by(obj)
+            refused = refused_of(obj)
             if refused and not members_left(refused, self._members_known(), policy):
                 # Refused by every member it may use (the worker that recorded the last refusal
                 # knew fewer members, or members left the fleet since): it would wait forever.
                 self._fail(key, obj, FleetReason.ALL_MEMBERS_REFUSED, every_refusal(refused))
                 continue
-            excluded = excluded_now(status, now)
+            excluded = excluded_now(obj, now)
             never = (
                 self._down
                 | set(refused)
-                | excluded_now(status, now, field=EXCLUDED_FIRMLY)
+                | excluded_now(obj, now, firm=True)
                 | set(policy.spec.suspension.dispatching_on_clusters.cluster_names)
                 | namesakes.get(key, frozenset())
             )
@@ -611,7 +614,7 @@ class Dispatcher:
                 self._no_fit(c.key, c.obj, c.demand, policy=c.policy, avoid=c.avoid, epoch=epoch, now=now)
                 continue
             placement = decision.placement
-            queue = (c.obj.get("status") or {}).get("queue") or ""
+            queue = job_queue_of(c.obj) or ""
             message = (
                 f"admitted in queue {queue}; placed on {decision.member} "
                 f"({c.policy.spec.placement.strategy}): {placement.pods} pods on {len(placement.takes)} nodes"
@@ -640,9 +643,8 @@ class Dispatcher:
             ADMITTED_JOBS.labels(job_ref(plan.candidate.key).adapter.kind).inc()
             created = _queued_at(stored)
             if created is not None:
-                queue = str((stored.get("status") or {}).get("queue") or "")
-                status = stored.get("status") or {}
-                priority_class = str(status.get(STATUS_PRIORITY_CLASS) or "none")
+                queue = job_queue_of(stored) or ""
+                priority_class = str(status_of(stored).get("priorityClassName") or "none")
                 ADMISSION_WAIT.labels(queue, priority_class).observe(max(0.0, now - created))
             sent.append((plan, stored))
         self._send(
@@ -775,7 +777,7 @@ class Dispatcher:
                 }
             request = class_request(r.cls)
             exclude = set(taken)
-            preemptor = str((obj.get("status") or {}).get(PREEMPTED_BY) or "")
+            preemptor = preempted_by_of(obj)
             if preemptor:
                 exclude.add(preemptor)
             for _ in range(3):  # victims not running yet are left out and the choice made again
@@ -820,7 +822,7 @@ class Dispatcher:
                 fresh.release(victim.leaf, victim.request, to_queue=True)
                 self.ctx.evict_queue.enqueue(
                     "fleet.dispatch.tasks.evict",
-                    str((vobj.get("status") or {}).get("cluster")),
+                    str(status_of(vobj).get("cluster")),
                     vobj["metadata"].get("namespace"),
                     vobj["metadata"]["name"],
                     str(vobj["metadata"]["uid"]),
@@ -878,7 +880,7 @@ class Dispatcher:
             def change(current: dict[str, Any]) -> dict[str, Any] | None:
                 if current_state(current) != Phase.QUEUED:
                     return None
-                status = current.setdefault("status", {})
+                status = status_for_update(current)
                 if not set_state(status, Phase.QUEUED, reason, message):
                     return None
                 wrote.add(key)
@@ -956,7 +958,7 @@ class Dispatcher:
                     avoid=avoid,
                     member_labels=self._member_labels(),
                 )
-            refused = refused_by(obj)
+            refused = refused_of(obj)
             lines = [_say_avoided(line, self._down, refused, self._degraded) for line in lines]
             if not lines:
                 message = "no member cluster is known yet"
@@ -965,7 +967,7 @@ class Dispatcher:
             else:
                 message = "no member cluster fits the whole job now: " + "; ".join(lines)
             self._say(key, FleetReason.NO_FIT, message)
-        ends = exclusion_ends(obj.get("status") or {}, now)
+        ends = exclusion_ends(obj, now)
         self._remember(key, _Miss("nofit", epoch, now + 0.05, wake=min(ends, default=math.inf)))
 
     def _fail_invalid(self, key: str, obj: dict[str, Any], message: str) -> None:
@@ -976,7 +978,7 @@ class Dispatcher:
         ``Failed`` with ``reason``, out of its queue."""
 
         def change(current: dict[str, Any]) -> dict[str, Any] | None:
-            status = current.setdefault("status", {})
+            status = status_for_update(current)
             return current if set_state(status, Phase.FAILED, reason, message) else None
 
         mutate_job(self.ctx.objects, key, change, fence=self._fence)
@@ -1018,7 +1020,7 @@ class Dispatcher:
             ):
                 gone.append(entry)
                 continue
-            member = str((obj.get("status") or {}).get("cluster"))
+            member = str(status_of(obj).get("cluster"))
             log.warning("event=propagation_retried job=%s attempt=%d member=%s", key, attempt, member)
             again.append((key, uid, attempt, member, None))
         if gone:
@@ -1133,7 +1135,7 @@ class Dispatcher:
                 continue
             if current_state(now) != Phase.ADMITTED:
                 continue  # dispatched (or given back) since it was read
-            resend.append((key, uid, attempt, str((now.get("status") or {}).get("cluster")), None))
+            resend.append((key, uid, attempt, str(status_of(now).get("cluster")), None))
         self._send(resend, now=time.time())
         return fixed + len(resend)
 
@@ -1213,8 +1215,7 @@ def _shape(message: str) -> str:
 def _queued_at(obj: Mapping[str, Any]) -> float | None:
     """When the job last entered its queue (its last ``Queued`` condition's transition; a job
     queued again after a failover or a preemption waits from then, not from its creation)."""
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    queued = [c for c in conditions if c.get("type") == Phase.QUEUED]
+    queued = [c for c in conditions_of(obj) if c.get("type") == Phase.QUEUED]
     stamp = (queued[-1].get("lastTransitionTime") if queued else None) or (obj.get("metadata") or {}).get(
         "creationTimestamp"
     )

@@ -62,19 +62,26 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any
 
 from fleet.dispatch.context import Context, policy_for
 from fleet.jobs import (
     FINISHED,
     FleetReason,
+    FleetStatus,
     Phase,
     attempt_of,
     cluster_of,
+    conditions_of,
     current_state,
+    exclusions_of,
+    failures_of,
+    member_failures_of,
     mirror,
     mutate_job,
+    refused_of,
     set_state,
+    status_for_update,
 )
 from fleet.placement import job_pod_key
 from fleet.policy import Failover, PropagationPolicy
@@ -82,8 +89,6 @@ from fleet.state import Objects, record_event
 from fleet.workloads import WorkloadStatus
 
 __all__ = [
-    "EXCLUDED",
-    "EXCLUDED_FIRMLY",
     "Blame",
     "Outcome",
     "clear_inflight",
@@ -96,7 +101,6 @@ __all__ = [
     "give_back",
     "inflight_entry",
     "members_left",
-    "refused_by",
 ]
 
 log = logging.getLogger("fleet.dispatch.handback")
@@ -134,23 +138,18 @@ def exclusion_seconds(blame: Blame, failures_here: int, failover: Failover) -> f
     return float(min(seconds, failover.exclusion_limit_seconds))
 
 
-#: Where the exclusions that give way are kept on a fleet job's status, and the firm ones.
-EXCLUDED: Final = "excluded"
-EXCLUDED_FIRMLY: Final = "excludedFirmly"
+def excluded_now(obj: Mapping[str, Any], now: float, *, firm: bool = False) -> frozenset[str]:
+    """The members job ``obj``'s exclusions (``status.excluded``, or the ``firm`` ones in
+    ``status.excludedFirmly``) still keep it off at ``now``."""
+    return frozenset(m for m, until in exclusions_of(obj, firm=firm).items() if float(until) > now)
 
 
-def excluded_now(status: Mapping[str, Any], now: float, *, field: str = EXCLUDED) -> frozenset[str]:
-    """The members ``status.excluded`` (or another ``field``) still keeps the job off at ``now``."""
-    excluded = status.get(field) or {}
-    return frozenset(m for m, until in excluded.items() if float(until) > now)
-
-
-def exclusion_ends(status: Mapping[str, Any], now: float) -> list[float]:
-    """When the job's exclusions still in force end, firm or not."""
+def exclusion_ends(obj: Mapping[str, Any], now: float) -> list[float]:
+    """When job ``obj``'s exclusions still in force end, firm or not."""
     return [
         float(until)
-        for field in (EXCLUDED, EXCLUDED_FIRMLY)
-        for until in (status.get(field) or {}).values()
+        for firm in (False, True)
+        for until in exclusions_of(obj, firm=firm).values()
         if float(until) > now
     ]
 
@@ -173,12 +172,6 @@ def _event(objects: Objects, obj: dict[str, Any], reason: str, message: str, war
         message=message,
         component=COMPONENT,
     )
-
-
-def refused_by(obj: Mapping[str, Any]) -> dict[str, str]:
-    """Member -> what it said, for the members that refused the job for a reason of their own."""
-    refused = (obj.get("status") or {}).get("refused")
-    return {str(m): str(why) for m, why in refused.items()} if isinstance(refused, Mapping) else {}
 
 
 def members_left(
@@ -210,7 +203,7 @@ def _is_current(obj: Mapping[str, Any], uid: str, attempt: int, member: str) -> 
     return cluster_of(obj) == member and state != Phase.QUEUED and state not in FINISHED
 
 
-def _leave(status: dict[str, Any], member: str) -> None:
+def _leave(status: FleetStatus, member: str) -> None:
     status["lastCluster"] = member
     status.pop("cluster", None)
     status.pop("reservation", None)
@@ -268,38 +261,37 @@ def give_back(
         if pending_only and current_state(obj) != Phase.ADMITTED:
             return None
         verdict["applied"] = True
-        status = obj.setdefault("status", {})
+        status = status_for_update(obj)
         if last_seen is not None:
             mirror(status, last_seen, dispatched_message=f"created in {member} (attempt {attempt})")
         job_policy = policy_for(obj, policies)
         policy = job_policy.spec.failover
-        excluded = {m: t for m, t in (status.get(EXCLUDED) or {}).items() if float(t) > now}
-        firmly = {m: t for m, t in (status.get(EXCLUDED_FIRMLY) or {}).items() if float(t) > now}
+        excluded = {m: t for m, t in exclusions_of(obj).items() if float(t) > now}
+        firmly = {m: t for m, t in exclusions_of(obj, firm=True).items() if float(t) > now}
         if exclude_for > 0 and blame is None:
             (excluded if gives_way else firmly)[member] = round(now + exclude_for, 3)
-        status[EXCLUDED] = excluded
+        status["excluded"] = excluded
         if firmly:
-            status[EXCLUDED_FIRMLY] = firmly
+            status["excludedFirmly"] = firmly
         else:
-            status.pop(EXCLUDED_FIRMLY, None)
+            status.pop("excludedFirmly", None)
         _leave(status, member)
-        failures = int(status.get("failures") or 0) + (1 if count_failure else 0)
+        failures = failures_of(obj) + (1 if count_failure else 0)
         status["failures"] = failures
         avoid_for = 0.0
         here: dict[str, int] = {}
         if blame is not None:
-            here = {str(m): int(n) for m, n in (status.get("memberFailures") or {}).items()}
+            here = member_failures_of(obj)
             here[member] = here.get(member, 0) + 1
             status["memberFailures"] = here
             avoid_for = exclusion_seconds(blame, here[member], policy)
         set_state(status, Phase.RESCHEDULING, reason, message)
         if refused is not None:
-            status["refused"] = {**refused_by(obj), member: refused}
-            if not members_left(status["refused"], members, job_policy):
+            refusals = {**refused_of(obj), member: refused}
+            status["refused"] = refusals
+            if not members_left(refusals, members, job_policy):
                 verdict["failed"] = True
-                set_state(
-                    status, Phase.FAILED, FleetReason.ALL_MEMBERS_REFUSED, every_refusal(status["refused"])
-                )
+                set_state(status, Phase.FAILED, FleetReason.ALL_MEMBERS_REFUSED, every_refusal(refusals))
                 return obj
         if count_failure and failures > policy.backoff_limit:
             verdict["failed"] = True
@@ -343,7 +335,7 @@ def give_back(
     )
     _event(ctx.objects, stored, reason, message, warning=True)
     if failed:
-        last = stored["status"]["conditions"][-1]
+        last = conditions_of(stored)[-1]
         _event(ctx.objects, stored, str(last["reason"]), str(last["message"]), True)
     return Outcome(changed=True, requeued=not failed, failed=failed)
 
@@ -361,7 +353,7 @@ def fail(
         if not _is_current(obj, uid, attempt, member):
             return None
         applied.append(True)
-        status = obj.setdefault("status", {})
+        status = status_for_update(obj)
         _leave(status, member)
         set_state(status, Phase.FAILED, reason, message)
         return obj

@@ -41,14 +41,15 @@ from fleet.jobs import (
     current_state,
     last_condition,
     mutate_jobs,
+    preempted_by_of,
     set_state,
+    status_for_update,
     try_get_job,
 )
 from fleet.state import record_events
 from queues import Fence, RunningJob
 
 __all__ = [
-    "PREEMPTED_BY",
     "PREEMPTIONS",
     "RUNNING_STATES",
     "is_being_preempted",
@@ -59,9 +60,6 @@ __all__ = [
 log = logging.getLogger("fleet.dispatch.preemption")
 
 PREEMPTIONS = Counter("fleet_preemptions_total", "Jobs preempted, by why.", ["reason"])
-
-#: ``status.preemptedBy``: the job key of the preemptor that evicted this job last.
-PREEMPTED_BY: Final = "preemptedBy"
 
 #: States in which a job runs (or is being created) in its member: the ones a victim may be in.
 RUNNING_STATES: Final = frozenset(
@@ -94,8 +92,8 @@ def mark_victims(
                 return None
             if obj["metadata"].get("deletionTimestamp") or current_state(obj) not in RUNNING_STATES:
                 return None
-            status = obj.setdefault("status", {})
-            status[PREEMPTED_BY] = key
+            status = status_for_update(obj)
+            status["preemptedBy"] = key
             set_state(status, Phase.RESCHEDULING, FleetReason.PREEMPTED, message)
             return obj
 
@@ -106,7 +104,7 @@ def mark_victims(
     marked = [
         (job, obj)
         for (job, _), obj in zip(victims, stored, strict=True)
-        if obj is not None and is_being_preempted(obj) and obj["status"].get(PREEMPTED_BY) == key
+        if obj is not None and is_being_preempted(obj) and preempted_by_of(obj) == key
     ]
     if marked:
         names = ", ".join(job.job for job, _ in marked)

@@ -57,6 +57,7 @@ from fleet.jobs import (
     last_condition,
     mutate_jobs,
     set_state,
+    status_for_update,
     try_get_job,
 )
 from fleet.labels import ATTEMPT_LABEL, JOB_UID_LABEL
@@ -576,7 +577,7 @@ def _dispatched(uid: str, attempt: int, reason: str, message: str) -> Callable[[
             return None
         if current_state(obj) != Phase.ADMITTED:
             return None  # the syncer mirrored the copy already (its Dispatched entry included)
-        status = obj.setdefault("status", {})
+        status = status_for_update(obj)
         return obj if set_state(status, Phase.DISPATCHED, reason, message) else None
 
     return change

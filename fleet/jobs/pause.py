@@ -38,11 +38,12 @@ runs on held nor stays held once released.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from fleet.apiserver import Obj, ResourceType
+from fleet.jobs.fleet_status import FleetStatus, attempt_of, last_cluster_of, status_for_update, status_of
 from fleet.jobs.phases import FINISHED, HELD, FleetReason, Phase
-from fleet.jobs.status import attempt_of, current_state, set_state
+from fleet.jobs.status import current_state, set_state
 from fleet.jobs.store import job_kind
 from fleet.jobs.submit import COMPONENT, enqueue, job_key
 from fleet.state import DispatchKeys, Objects, record_event
@@ -134,14 +135,15 @@ def paused_at_submission(obj: Mapping[str, Any]) -> bool:
     return adapter is not None and adapter.paused(obj)
 
 
-def mark_paused(status: dict[str, Any], adapter: Pausable) -> None:
+def mark_paused(status: FleetStatus, adapter: Pausable) -> None:
     """Make a status held in ``adapter``'s kind's word, no longer naming a member (the copy's
     attempt is over, and with it what the copy's status said: its phase, tasks and aggregate)."""
     member = status.pop("cluster", None)
     if member:
         status["lastCluster"] = member
-    for key in ("reservation", *MIRRORED_FIELDS):
-        status.pop(key, None)
+    status.pop("reservation", None)
+    for key in MIRRORED_FIELDS:
+        cast(dict[str, Any], status).pop(key, None)  # the kind's own fields, named by the kind
     set_state(status, adapter.held_state, adapter.held_reason, held_message(adapter))
 
 
@@ -213,7 +215,7 @@ def _follow_switch(
         state = current_state(obj)
         if obj["metadata"].get("uid") != uid or state in FINISHED or obj["metadata"].get("deletionTimestamp"):
             return None
-        status = obj.setdefault("status", {})
+        status = status_for_update(obj)
         if pause and state not in HELD:
             mark_paused(status, adapter)
         elif not pause and state in HELD:
@@ -222,7 +224,7 @@ def _follow_switch(
             )
         else:
             return None
-        acted.append(str(status.get("lastCluster") or ""))
+        acted.append(last_cluster_of(obj) or "")
         return obj
 
     result = objects.mutate(rt, namespace, name, change, current=stored)
@@ -238,7 +240,7 @@ def _follow_switch(
         reason = adapter.held_reason
     else:
         enqueue(ledger, result)
-        message = f"resumed: waiting in queue {(result.get('status') or {}).get('queue')}"
+        message = f"resumed: waiting in queue {status_of(result).get('queue')}"
         reason = FleetReason.RESUMED
     record_event(objects, result, type="Normal", reason=reason, message=message, component=COMPONENT)
     return result

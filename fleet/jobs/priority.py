@@ -58,12 +58,13 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 import redis
 
+from fleet.jobs.fleet_status import FleetStatus, status_of
 from fleet.kinds import PRIORITY_CLASS
 from fleet.state import Objects, kind_name, text
 from fleet.workloads import FieldError, InvalidWorkload, adapter_for
@@ -76,9 +77,6 @@ __all__ = [
     "PREEMPT_LOWER_PRIORITY",
     "PREEMPT_NEVER",
     "PRIORITY_ANNOTATION",
-    "STATUS_PREEMPTION_POLICY",
-    "STATUS_PRIORITY",
-    "STATUS_PRIORITY_CLASS",
     "SYSTEM_PRIORITY_CLASSES",
     "SYSTEM_PRIORITY_CLASS_PREFIX",
     "ClassInfo",
@@ -118,12 +116,6 @@ SYSTEM_PRIORITY_CLASSES: Final[Mapping[str, int]] = {
     "system-node-critical": 2_000_001_000,
     "system-cluster-critical": 2_000_000_000,
 }
-
-#: Fields of the fleet object's ``status`` that record what was resolved at submission.
-STATUS_PRIORITY: Final = "priority"
-STATUS_PRIORITY_CLASS: Final = "priorityClassName"
-STATUS_PREEMPTION_POLICY: Final = "preemptionPolicy"
-
 
 @dataclass(frozen=True)
 class ClassInfo:
@@ -174,14 +166,15 @@ class JobPriority:
     def of_class(cls, pc: ClassInfo) -> JobPriority:
         return cls(pc.value, pc.name, pc.preemption_policy)
 
-    def record(self, status: MutableMapping[str, Any]) -> None:
-        """Write it into a fleet object's ``status`` (the three ``STATUS_*`` fields)."""
-        status[STATUS_PRIORITY] = self.value
+    def record(self, status: FleetStatus) -> None:
+        """Write it into a fleet object's ``status`` (``priority``, ``priorityClassName``,
+        ``preemptionPolicy``: what was resolved at submission)."""
+        status["priority"] = self.value
         if self.class_name:
-            status[STATUS_PRIORITY_CLASS] = self.class_name
+            status["priorityClassName"] = self.class_name
         else:
-            status.pop(STATUS_PRIORITY_CLASS, None)
-        status[STATUS_PREEMPTION_POLICY] = self.preemption_policy
+            status.pop("priorityClassName", None)
+        status["preemptionPolicy"] = self.preemption_policy
 
 
 class PriorityClassNotFound(Exception):
@@ -350,13 +343,13 @@ def job_priority(obj: Mapping[str, Any]) -> JobPriority:
     """The priority of a stored fleet job: what was recorded at its submission. Never reads the
     PriorityClasses, so it neither fails nor changes when they change. A job stored before
     priorities were recorded gets what it was queued with then: its annotation, or 0."""
-    status = obj.get("status") or {}
-    value = status.get(STATUS_PRIORITY)
+    status = status_of(obj)
+    value = status.get("priority")
     if isinstance(value, int) and not isinstance(value, bool):
-        policy = status.get(STATUS_PREEMPTION_POLICY)
+        policy = status.get("preemptionPolicy")
         return JobPriority(
             value,
-            str(status.get(STATUS_PRIORITY_CLASS) or ""),
+            str(status.get("priorityClassName") or ""),
             policy if policy in PREEMPTION_POLICIES else PREEMPT_LOWER_PRIORITY,
         )
     annotated = annotation_priority(obj)

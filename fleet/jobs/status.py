@@ -29,17 +29,16 @@ list is capped so that a job that fails over many times keeps a bounded status.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping
-from typing import Any, Final
+from collections.abc import Mapping
+from typing import Any, Final, cast
 
+from fleet.jobs.fleet_status import FleetStatus, JobCondition, conditions_of
 from fleet.jobs.phases import FINISHED, FleetReason, Phase
 from fleet.timestamps import now_rfc3339
 from fleet.workloads import MIRRORED_FIELDS, WorkloadStatus
 
 __all__ = [
     "MAX_CONDITIONS",
-    "attempt_of",
-    "cluster_of",
     "current_state",
     "is_finished",
     "last_condition",
@@ -51,13 +50,8 @@ __all__ = [
 MAX_CONDITIONS: Final = 32
 
 
-def _status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    status = obj.get("status")
-    return status if isinstance(status, Mapping) else {}
-
-
-def last_condition(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    conditions = _status(obj).get("conditions") or []
+def last_condition(obj: Mapping[str, Any]) -> JobCondition | None:
+    conditions = conditions_of(obj)
     return conditions[-1] if conditions else None
 
 
@@ -71,16 +65,7 @@ def is_finished(obj: Mapping[str, Any]) -> bool:
     return current_state(obj) in FINISHED
 
 
-def attempt_of(obj: Mapping[str, Any]) -> int:
-    return int(_status(obj).get("attempt") or 0)
-
-
-def cluster_of(obj: Mapping[str, Any]) -> str | None:
-    cluster = _status(obj).get("cluster")
-    return str(cluster) if cluster else None
-
-
-def _condition(kind: str, reason: str, message: str, now: str) -> dict[str, Any]:
+def _condition(kind: str, reason: str, message: str, now: str) -> JobCondition:
     return {
         "type": kind,
         "status": "True",
@@ -91,23 +76,23 @@ def _condition(kind: str, reason: str, message: str, now: str) -> dict[str, Any]
     }
 
 
-def _cap(conditions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _cap(conditions: list[JobCondition]) -> list[JobCondition]:
     return conditions[-MAX_CONDITIONS:]
 
 
-def set_state(status: MutableMapping[str, Any], kind: str, reason: str, message: str) -> bool:
+def set_state(status: FleetStatus, kind: str, reason: str, message: str) -> bool:
     """Make ``kind`` the current state; False when it already was, with this reason and message.
 
     The same state with another message (a pending reason that changed) updates the last entry
     in place rather than growing the list.
     """
-    conditions: list[dict[str, Any]] = list(status.get("conditions") or [])
+    conditions = list(status.get("conditions") or [])
     now = now_rfc3339()
     if conditions and conditions[-1].get("type") == kind:
-        last = dict(conditions[-1])
+        last = conditions[-1].copy()
         if last.get("reason") == reason and last.get("message") == message:
             return False
-        last.update(reason=reason, message=message, lastUpdateTime=now)
+        last["reason"], last["message"], last["lastUpdateTime"] = reason, message, now
         conditions[-1] = last
     else:
         conditions.append(_condition(kind, reason, message, now))
@@ -115,32 +100,35 @@ def set_state(status: MutableMapping[str, Any], kind: str, reason: str, message:
     return True
 
 
-def mirror(status: MutableMapping[str, Any], member: WorkloadStatus, *, dispatched_message: str) -> bool:
+def mirror(status: FleetStatus, member: WorkloadStatus, *, dispatched_message: str) -> bool:
     """Lay the member copy's status over the fleet status; False when nothing changed.
 
     Everything after this attempt's ``Dispatched`` entry (the last one, when it follows the last
     ``Admitted``) is replaced by the member's conditions; it is added first when the copy was
     seen before the worker wrote it.
     """
-    conditions: list[dict[str, Any]] = list(status.get("conditions") or [])
+    conditions = list(status.get("conditions") or [])
     admitted = max((i for i, c in enumerate(conditions) if c.get("type") == Phase.ADMITTED), default=-1)
     cut = max((i for i, c in enumerate(conditions) if c.get("type") == Phase.DISPATCHED), default=-1)
     if cut < admitted:  # this attempt's Dispatched is not written yet: an older one's must stay
         stamp = now_rfc3339()
         conditions.append(_condition(Phase.DISPATCHED, FleetReason.DISPATCHED, dispatched_message, stamp))
         cut = len(conditions) - 1
-    new = _cap([*conditions[: cut + 1], *member.conditions])
+    # The member's conditions, in the same convention (with any further fields it wrote).
+    new = _cap([*conditions[: cut + 1], *cast(list[JobCondition], member.conditions)])
     before = dict(status)
     status["conditions"] = new
     status["replicaStatuses"] = member.replica_statuses
+    # Fields copied by name, as the member copy has them or not (the keys are FleetStatus's).
+    fields = cast(dict[str, Any], status)
     for key, value in (("startTime", member.start_time), ("completionTime", member.completion_time)):
         if value:
-            status[key] = value
+            fields[key] = value
         else:
-            status.pop(key, None)
+            fields.pop(key, None)
     for key in MIRRORED_FIELDS:
         if key in member.extra:
-            status[key] = member.extra[key]
+            fields[key] = member.extra[key]
         else:
-            status.pop(key, None)
+            fields.pop(key, None)
     return dict(status) != before

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from fleet.connections import run_scripts
+from fleet.jobs.fleet_status import FleetStatus, job_queue_of
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.priority import (
     PRIORITY_ANNOTATION,
@@ -181,7 +182,7 @@ def _derive(
     metadata["finalizers"] = finalizers
     body["metadata"] = metadata
     queue = queue_of(tree, leaf)
-    status: dict[str, Any] = {"queue": queue, "attempt": 0}
+    status: FleetStatus = {"queue": queue, "attempt": 0}
     priority.record(status)
     set_state(status, Phase.QUEUED, FleetReason.SUBMITTED, f"waiting in queue {queue}")
     body["status"] = status
@@ -213,7 +214,7 @@ def queue_accepted(objects: Objects, ledger: Ledger, prepared: Prepared, stored:
     So the Event is recorded even if the queueing failed (the two are sent together): it says
     where the job waits, which the reconcile makes true.
     """
-    message = f"queued in {stored['status']['queue']}"
+    message = f"queued in {job_queue_of(stored)}"
     if ledger.client is not objects.client:
         ledger.enqueue(prepared.key, prepared.leaf, prepared.request, prepared.priority)
         record_event(objects, stored, reason=FleetReason.SUBMITTED, message=message, component=COMPONENT)

@@ -18,8 +18,7 @@ from typing import Any
 import pytest
 
 from fleet.connections import check_url, parse_sentinel_url, redis_from_url
-from fleet.jobs import current_state
-from fleet.jobs.status import attempt_of
+from fleet.jobs import attempt_of, current_state
 from fleet.labels import JOB_UID_LABEL
 from fleet.members import load_members
 from fleet.state import Objects

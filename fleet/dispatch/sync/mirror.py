@@ -20,7 +20,16 @@ from fleet.dispatch.handback import COMPONENT, finish
 from fleet.dispatch.preemption import is_being_preempted
 from fleet.dispatch.sync.copies import MemberCopy, Seen
 from fleet.dispatch.sync.shared import Shared, log
-from fleet.jobs import FINISHED, Phase, attempt_of, cluster_of, current_state, mirror, mutate_jobs
+from fleet.jobs import (
+    FINISHED,
+    Phase,
+    attempt_of,
+    cluster_of,
+    current_state,
+    mirror,
+    mutate_jobs,
+    status_for_update,
+)
 from fleet.state import record_events
 
 __all__ = ["FINISHED_JOBS", "SYNC_SECONDS", "StatusMirror"]
@@ -51,7 +60,7 @@ def _mirror_change(item: Seen, before: dict[str, str | None]) -> Any:
         if is_being_preempted(obj) and seen.state not in FINISHED:
             return None  # being evicted: only an end it reached first is news
         before["state"] = current_state(obj)
-        status = obj.setdefault("status", {})
+        status = status_for_update(obj)
         message = f"created in {ident.member} (attempt {ident.attempt})"
         return obj if mirror(status, seen, dispatched_message=message) else None
 

@@ -17,16 +17,15 @@ import redis
 
 from fleet.dispatch.context import DEFAULT_POLICY, Context
 from fleet.dispatch.handback import (
-    EXCLUDED_FIRMLY,
     Blame,
     excluded_now,
     exclusion_ends,
     exclusion_seconds,
     give_back,
 )
-from fleet.jobs import submit
+from fleet.jobs import attempt_of, submit
 from fleet.jobs.phases import FleetReason, Phase
-from fleet.jobs.status import attempt_of, current_state, set_state
+from fleet.jobs.status import current_state, set_state
 from fleet.kinds import PROPAGATION_POLICY
 from fleet.policy import Failover
 from queues import JobState
@@ -88,9 +87,9 @@ def test_the_defaults_are_the_documented_ones_and_bad_values_are_refused() -> No
 
 
 def test_excluded_now_keeps_only_the_exclusions_not_yet_over() -> None:
-    status = {"excluded": {"member-1": 100.0, "member-2": 200.0}}
-    assert excluded_now(status, 150.0) == {"member-2"}
-    assert excluded_now(status, 250.0) == frozenset()
+    obj = {"status": {"excluded": {"member-1": 100.0, "member-2": 200.0}}}
+    assert excluded_now(obj, 150.0) == {"member-2"}
+    assert excluded_now(obj, 250.0) == frozenset()
     assert excluded_now({}, 0.0) == frozenset()
 
 
@@ -194,7 +193,7 @@ def test_failures_are_counted_per_member(ctx: Context) -> None:
 def test_a_member_that_could_not_run_the_job_is_excluded_at_the_first_failure(ctx: Context) -> None:
     obj = _fail_on(ctx, "member-2", Blame.MEMBER)
     assert _avoided_for(obj, "member-2") == 10.0
-    assert excluded_now(obj["status"], float(obj["status"]["notBefore"])) == {"member-2"}
+    assert excluded_now(obj, float(obj["status"]["notBefore"])) == {"member-2"}
 
 
 def test_an_exclusion_not_sized_by_blame_keeps_its_fixed_length_from_now(ctx: Context) -> None:
@@ -232,11 +231,12 @@ def test_an_exclusion_that_must_not_give_way_is_kept_apart(ctx: Context) -> None
         gives_way=False,
         count_failure=False,
     )
-    status = ctx.objects.get(FLEET_ASCENDJOB, "default", "flaky")["status"]
+    stored = ctx.objects.get(FLEET_ASCENDJOB, "default", "flaky")
+    status = stored["status"]
     assert status["excluded"] == {}
     now = time.time()
-    assert excluded_now(status, now, field=EXCLUDED_FIRMLY) == {"member-2"}
-    assert exclusion_ends(status, now) == [status["excludedFirmly"]["member-2"]]
+    assert excluded_now(stored, now, firm=True) == {"member-2"}
+    assert exclusion_ends(stored, now) == [status["excludedFirmly"]["member-2"]]
     # Once it is over, the next hand-back drops it.
     obj = ctx.objects.get(FLEET_ASCENDJOB, "default", "flaky")
     obj["status"]["excludedFirmly"] = {"member-2": now - 1}

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from fleet.ascend import Condition
+from fleet.jobs import cluster_of
 from fleet.jobs.phases import Phase
-from fleet.jobs.status import cluster_of
 from fleet.state.dispatch_keys import DEFAULT_DISPATCH_KEYS
 from fleet.state.member_health import read_health
 from tests.fleet.dispatch.conftest import RunningFleet, members_only

@@ -13,10 +13,10 @@ from fleet.apiserver.resources import ResourceType
 from fleet.dispatch.context import Context
 from fleet.dispatch.dispatcher import Dispatcher, DispatcherSettings
 from fleet.dispatch.handback import inflight_entry
-from fleet.jobs import submit
+from fleet.jobs import cluster_of, submit
 from fleet.jobs.pause import held_entry
 from fleet.jobs.phases import FleetReason, Phase
-from fleet.jobs.status import cluster_of, current_state, set_state
+from fleet.jobs.status import current_state, set_state
 from fleet.jobs.submit import job_key
 from fleet.kinds import fleet_kind
 from fleet.placement import Placer

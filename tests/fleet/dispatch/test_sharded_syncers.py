@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 import pytest
 
+from fleet.jobs import attempt_of
 from fleet.jobs.phases import Phase
-from fleet.jobs.status import attempt_of
 from fleet.state.dispatch_keys import DEFAULT_DISPATCH_KEYS
 from tests.fleet.dispatch.conftest import MODULE_POOL, RunningFleet, mixed_job
 from tests.support.kinds import FLEET_ASCENDJOB

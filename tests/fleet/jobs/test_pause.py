@@ -10,9 +10,8 @@ import pytest
 import redis
 import yaml
 
-from fleet.jobs import current_state
+from fleet.jobs import cluster_of, current_state
 from fleet.jobs.pause import SpecChanged, apply, paused_at_submission, switched
-from fleet.jobs.status import cluster_of
 from fleet.jobs.submit import job_key, prepare, queue_accepted
 from fleet.state import Objects, events_for
 from fleet.workloads.t9k_vocabulary import T9K_TFJOB

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from fleet.jobs import Phase, current_state, mirror, set_state
+from fleet.jobs import FleetStatus, Phase, current_state, mirror, set_state
 from fleet.jobs.status import MAX_CONDITIONS
 from fleet.workloads import WorkloadStatus
 
 
-def _types(status: dict[str, Any]) -> list[str]:
+def _types(status: FleetStatus) -> list[str]:
     return [c["type"] for c in status["conditions"]]
 
 
 def test_set_state_appends_and_repeats_are_idempotent() -> None:
-    status: dict[str, Any] = {}
+    status: FleetStatus = {}
     assert set_state(status, Phase.QUEUED, "Submitted", "waiting in queue root")
     assert not set_state(status, Phase.QUEUED, "Submitted", "waiting in queue root")
     assert set_state(status, Phase.QUEUED, "QuotaExceeded", "quota root: cpu 4/4 in use")
@@ -25,7 +23,7 @@ def test_set_state_appends_and_repeats_are_idempotent() -> None:
 
 
 def test_mirror_replaces_what_follows_dispatched_with_the_member_conditions() -> None:
-    status: dict[str, Any] = {}
+    status: FleetStatus = {}
     set_state(status, Phase.QUEUED, "Submitted", "")
     set_state(status, Phase.ADMITTED, "Admitted", "")
     set_state(status, Phase.DISPATCHED, "Dispatched", "")
@@ -42,7 +40,7 @@ def test_mirror_replaces_what_follows_dispatched_with_the_member_conditions() ->
 
 
 def test_mirror_before_the_worker_wrote_dispatched_adds_it() -> None:
-    status: dict[str, Any] = {}
+    status: FleetStatus = {}
     set_state(status, Phase.ADMITTED, "Admitted", "")
     created = {"type": "Created", "status": "True", "reason": "PodGroupPending", "message": "pending"}
     mirror(
@@ -52,7 +50,7 @@ def test_mirror_before_the_worker_wrote_dispatched_adds_it() -> None:
 
 
 def test_conditions_stay_bounded_through_many_failovers() -> None:
-    status: dict[str, Any] = {}
+    status: FleetStatus = {}
     for i in range(100):
         set_state(status, Phase.QUEUED, "Submitted", str(i))
         set_state(status, Phase.ADMITTED, "Admitted", str(i))
