@@ -22,13 +22,14 @@ import heapq
 from collections import deque
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol, TypedDict
 
 from fleet import fastjson
 
 __all__ = [
     "MemoryReservations",
     "Reservation",
+    "ReservationRecord",
     "ReservationStore",
     "Takes",
     "fits_basis",
@@ -40,6 +41,17 @@ _LOG = 10_000
 
 #: node -> resource -> amount.
 Takes = Mapping[str, Mapping[str, int]]
+
+
+class ReservationRecord(TypedDict):
+    """A :class:`Reservation` as stored (JSON, one hash field per reservation in Redis)."""
+
+    id: str
+    member: str
+    job: str
+    takes: dict[str, dict[str, int]]
+    pods: int
+    expires_at: float
 
 
 @dataclass(frozen=True)
@@ -54,20 +66,19 @@ class Reservation:
     expires_at: float
 
     def to_json(self) -> bytes:
-        return fastjson.dumps(
-            {
-                "id": self.id,
-                "member": self.member,
-                "job": self.job,
-                "takes": {n: dict(v) for n, v in self.takes.items()},
-                "pods": self.pods,
-                "expires_at": self.expires_at,
-            }
-        )
+        record: ReservationRecord = {
+            "id": self.id,
+            "member": self.member,
+            "job": self.job,
+            "takes": {n: dict(v) for n, v in self.takes.items()},
+            "pods": self.pods,
+            "expires_at": self.expires_at,
+        }
+        return fastjson.dumps(record)
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> Reservation:
-        data: dict[str, Any] = fastjson.loads(raw)
+        data: ReservationRecord = fastjson.loads(raw)
         return cls(
             id=str(data["id"]),
             member=str(data["member"]),
