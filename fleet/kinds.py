@@ -19,8 +19,8 @@ all name these kinds, and above the workload adapters it builds the job kinds fr
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
-from typing import Any, Final
+from dataclasses import dataclass, replace
+from typing import Any, Final, TypedDict
 
 from fleet.apiserver import EVENT, NAMESPACE, MergeRule, Obj, PrinterColumn, ResourceType, json_path, since
 from fleet.policy import API_VERSION as POLICY_API_VERSION
@@ -47,11 +47,17 @@ __all__ = [
     "QUEUE",
     "QUOTA_NODE_LABEL",
     "READ_VERBS",
+    "QueueReading",
+    "QueueSpec",
+    "QueueStatus",
+    "TreeNodeStatus",
+    "TreeStatus",
     "amounts",
     "fleet_kind",
     "format_amounts",
     "nodes_by_free_cell",
     "npus_cell",
+    "tree_version",
 ]
 
 #: Fleet's own API group, for the kinds only Fleet has.
@@ -214,6 +220,39 @@ ELASTIC_QUOTA_TREE: Final = ResourceType(
 )
 
 
+def _map(value: object) -> Mapping[str, Any]:
+    """``value`` when it is a map (a field of an object read back), else empty."""
+    return value if isinstance(value, Mapping) else {}
+
+
+class TreeNodeStatus(TypedDict):
+    """One node of the tree's ``status.nodes``: what the ledger says of it now."""
+
+    name: str
+    path: str
+    #: The node's Queue (:data:`QUEUE`).
+    queue: str
+    used: dict[str, str]
+    #: What the jobs pending in its subtree ask for.
+    requested: dict[str, str]
+    admitted: int
+    pending: int
+
+
+class TreeStatus(TypedDict):
+    """The tree's ``status``, computed from the ledger when read (:mod:`fleet.api.quota_tree`)."""
+
+    #: The version of the tree the ledger applied (0: none yet).
+    version: int
+    nodes: list[TreeNodeStatus]
+
+
+def tree_version(obj: Mapping[str, Any] | None) -> int:
+    """The version ``status.version`` of a tree object says was applied; 0 without one."""
+    status = _map((obj or {}).get("status"))
+    return int(status.get("version") or 0)
+
+
 def _priority_class_row(obj: Obj) -> list[Any]:
     policy = obj.get("preemptionPolicy")
     value = obj.get("value")
@@ -291,19 +330,73 @@ def amounts(values: Mapping[str, Any] | None) -> str:
     return ",".join(parts) or "-"
 
 
+class QueueSpec(TypedDict):
+    """A Queue's ``spec``: its quota tree node and the node's limits (Kubernetes quantities)."""
+
+    path: str
+    node: str
+    min: dict[str, str]
+    max: dict[str, str]
+
+
+class QueueStatus(TypedDict):
+    """A Queue's ``status``, from the ledger (:mod:`fleet.api.quota_queues` says what each means)."""
+
+    used: dict[str, str]
+    borrowed: dict[str, str]
+    lent: dict[str, str]
+    share: str
+    belowMin: bool
+    admitted: int
+    waiting: int
+    #: ``waiting``'s first name (a server that predates ``waiting`` sends only this one).
+    pending: int
+
+
+@dataclass(frozen=True)
+class QueueReading:
+    """What a Queue object says, as the table and ``fleet queues`` show it: the one reader of its
+    fields (an object from another server may lack some: they read as empty, 0, ``0.00``)."""
+
+    min: Mapping[str, Any]
+    max: Mapping[str, Any]
+    used: Mapping[str, Any]
+    borrowed: Mapping[str, Any]
+    lent: Mapping[str, Any]
+    share: str
+    below_min: bool
+    admitted: int
+    waiting: int
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> QueueReading:
+        spec, status = _map(obj.get("spec")), _map(obj.get("status"))
+        return cls(
+            min=_map(spec.get("min")),
+            max=_map(spec.get("max")),
+            used=_map(status.get("used")),
+            borrowed=_map(status.get("borrowed")),
+            lent=_map(status.get("lent")),
+            share=str(status.get("share") or "0.00"),
+            below_min=status.get("belowMin") is True,
+            admitted=int(status.get("admitted") or 0),
+            waiting=int(status.get("waiting", status.get("pending")) or 0),
+        )
+
+
 def _queue_row(obj: Obj) -> list[Any]:
-    status = obj.get("status") or {}
+    queue = QueueReading.of(obj)
     return [
         obj["metadata"]["name"],
-        amounts(json_path(obj, ".spec.min")),
-        amounts(json_path(obj, ".spec.max")),
-        amounts(status.get("used")),
-        int(status.get("admitted") or 0),
-        int(status.get("waiting", status.get("pending")) or 0),
-        str(status.get("share") or "0.00"),
-        amounts(status.get("borrowed")),
-        amounts(status.get("lent")),
-        status.get("belowMin") is True,
+        amounts(queue.min),
+        amounts(queue.max),
+        amounts(queue.used),
+        queue.admitted,
+        queue.waiting,
+        queue.share,
+        amounts(queue.borrowed),
+        amounts(queue.lent),
+        queue.below_min,
     ]
 
 

@@ -37,7 +37,7 @@ from typing import Final
 
 from fleet.api.computed import ComputedKind
 from fleet.apiserver import Obj
-from fleet.kinds import QUEUE, format_amounts
+from fleet.kinds import QUEUE, QueueSpec, QueueStatus, format_amounts
 from queues import Ledger, QueueView, format_share, queue_views
 
 __all__ = ["NODE_LABEL", "queue_kind", "queue_object"]
@@ -48,26 +48,28 @@ NODE_LABEL: Final = "fleet.io/quota-node"
 
 def queue_object(view: QueueView) -> Obj:
     node = view.path.rsplit("/", 1)[-1]
+    spec: QueueSpec = {
+        "path": view.path,
+        "node": node,
+        "min": format_amounts(view.min),
+        "max": format_amounts(view.max),
+    }
+    status: QueueStatus = {
+        "used": format_amounts(view.used),
+        "borrowed": format_amounts(view.borrowed),
+        "lent": format_amounts(view.lent),
+        "share": format_share(view.share),
+        "belowMin": view.below_min,
+        "admitted": view.admitted,
+        "waiting": view.waiting,
+        "pending": view.waiting,
+    }
     return {
         "apiVersion": QUEUE.api_version,
         "kind": QUEUE.kind,
         "metadata": {"name": view.name, "labels": {NODE_LABEL: node}},
-        "spec": {
-            "path": view.path,
-            "node": node,
-            "min": format_amounts(view.min),
-            "max": format_amounts(view.max),
-        },
-        "status": {
-            "used": format_amounts(view.used),
-            "borrowed": format_amounts(view.borrowed),
-            "lent": format_amounts(view.lent),
-            "share": format_share(view.share),
-            "belowMin": view.below_min,
-            "admitted": view.admitted,
-            "waiting": view.waiting,
-            "pending": view.waiting,
-        },
+        "spec": spec,
+        "status": status,
     }
 
 

@@ -58,7 +58,7 @@ from fleet.apiserver import (
     WatchEvent,
     clone,
 )
-from fleet.kinds import format_amounts
+from fleet.kinds import TreeNodeStatus, TreeStatus, format_amounts
 from fleet.state import RedisStore
 from queues import (
     DOCUMENT,
@@ -105,7 +105,7 @@ def problem_field(document: Mapping[str, Any], problem: Problem) -> str:
     return path + (f".{problem.field}" if problem.field else "")
 
 
-def tree_status(ledger: Ledger) -> dict[str, Any]:
+def tree_status(ledger: Ledger) -> TreeStatus:
     """What the ledger says of each node now (sync: run it in a worker thread)."""
     tree = ledger.tree()
     views = queue_views(ledger)
@@ -117,7 +117,7 @@ def tree_status(ledger: Ledger) -> dict[str, Any]:
             sums = requested.setdefault(node, {})
             for resource, amount in record.request.items():
                 sums[resource] = sums.get(resource, 0) + amount
-    nodes = []
+    nodes: list[TreeNodeStatus] = []
     for view in views:
         name = view.path.rsplit("/", 1)[-1]
         nodes.append(

@@ -30,7 +30,7 @@ from fleet.cli.endpoint import (
 )
 from fleet.cli.options import key_prefix_option, redis_url_checked
 from fleet.connections import ONE_SHOT_RETRIES, mask_url, redis_from_url
-from fleet.kinds import ELASTIC_QUOTA_TREE
+from fleet.kinds import ELASTIC_QUOTA_TREE, tree_version
 from queues import (
     TREE_NAMESPACE,
     ApplyRefused,
@@ -170,7 +170,7 @@ def _apply_through_endpoint(path: Path, kubeconfig: Path, context: str, expected
                 if error.status != 404:
                     raise
                 current = None
-            version = int(((current or {}).get("status") or {}).get("version") or 0)
+            version = tree_version(current)
             if expected is not None and expected != version:
                 raise EndpointError(f"the applied tree is version {version}, not {expected}")
             if current is not None and current.get("spec") == document.get("spec"):
@@ -201,7 +201,7 @@ def _apply_through_endpoint(path: Path, kubeconfig: Path, context: str, expected
         endpoint.close()
     for text in warnings_of(headers):
         click.echo(f"warning: {text}")
-    version = int((as_dict(stored).get("status") or {}).get("version") or 0)
+    version = tree_version(as_dict(stored))
     click.echo(f"elasticquotatree applied, version {version}")
 
 

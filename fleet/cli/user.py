@@ -52,7 +52,7 @@ from fleet.jobs import (
     last_condition,
     status_of,
 )
-from fleet.kinds import MEMBER_CLUSTER, QUEUE, amounts, nodes_by_free_cell, npus_cell
+from fleet.kinds import MEMBER_CLUSTER, QUEUE, QueueReading, amounts, nodes_by_free_cell, npus_cell
 from fleet.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 from fleet.members import KubeconfigClients, MemberConfigError
 from fleet.workloads import KINDS, WorkloadAdapter
@@ -578,19 +578,19 @@ def queues(kubeconfig: Path, context: str) -> None:
     items = _list_cluster_kind(kubeconfig, context, QUEUE.group, QUEUE.version, QUEUE.plural)
     rows = []
     for item in items:
-        spec, status = item.get("spec") or {}, item.get("status") or {}
+        queue = QueueReading.of(item)
         rows.append(
             [
                 _name(item),
-                amounts(spec.get("min")),
-                amounts(spec.get("max")),
-                amounts(status.get("used")),
-                amounts(status.get("borrowed")),
-                amounts(status.get("lent")),
-                str(status.get("share") or "0.00"),
-                "true" if status.get("belowMin") is True else "false",
-                str(int(status.get("admitted") or 0)),
-                str(int(status.get("waiting", status.get("pending")) or 0)),
+                amounts(queue.min),
+                amounts(queue.max),
+                amounts(queue.used),
+                amounts(queue.borrowed),
+                amounts(queue.lent),
+                queue.share,
+                "true" if queue.below_min else "false",
+                str(queue.admitted),
+                str(queue.waiting),
             ]
         )
 
