@@ -21,18 +21,57 @@ nodes: the feed calls it at most once a second per member whose summary changed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from dataclasses import dataclass, field
+from typing import Final, TypedDict
 
 from fleet.ascend import ACCELERATOR_TYPE_LABEL
 from fleet.placement.capacity import MemberCapacity
 from queues import format_quantity
 
-__all__ = ["NO_ACCELERATOR", "NPU_PREFIX", "capacity_view", "is_view_resource"]
+__all__ = [
+    "NO_ACCELERATOR",
+    "NPU_PREFIX",
+    "AcceleratorView",
+    "CapacityView",
+    "capacity_view",
+    "is_view_resource",
+]
 
 #: The accelerator type of nodes that carry no ``accelerator-type`` label.
 NO_ACCELERATOR: Final = "none"
 #: The extended resources of Ascend NPUs (``huawei.com/Ascend910``, ``huawei.com/Ascend310P``...).
 NPU_PREFIX: Final = "huawei.com/Ascend"
+
+
+class AcceleratorView(TypedDict):
+    """The nodes of one accelerator type (see the module docstring)."""
+
+    type: str
+    nodes: int
+    usableNodes: int
+    allocatable: dict[str, str]
+    free: dict[str, str]
+    allocatableNPUs: int
+    freeNPUs: int
+    nodesByFreeNPUs: dict[str, int]
+
+
+class CapacityView(TypedDict):
+    """A member's capacity, one entry per accelerator type in type order."""
+
+    accelerators: list[AcceleratorView]
+
+
+@dataclass
+class _Tally:
+    """One accelerator type's sums while the nodes are counted."""
+
+    nodes: int = 0
+    usable_nodes: int = 0
+    allocatable: dict[str, int] = field(default_factory=dict)
+    free: dict[str, int] = field(default_factory=dict)
+    #: Free NPUs -> usable nodes with that many free.
+    by_free: dict[int, int] = field(default_factory=dict)
 
 
 def is_view_resource(resource: str) -> bool:
@@ -54,41 +93,39 @@ def _quantities(amounts: Mapping[str, int]) -> dict[str, str]:
     return {r: format_quantity(r, a) for r, a in sorted(amounts.items())}
 
 
-def capacity_view(cap: MemberCapacity) -> dict[str, Any]:
+def capacity_view(cap: MemberCapacity) -> CapacityView:
     """The member's capacity per accelerator type (see the module docstring)::
 
     {"accelerators": [{"type": "module-910b-8", "nodes": 4, "usableNodes": 4,
                        "allocatable": {"cpu": "752", "huawei.com/Ascend910": "32", ...},
                        "free": {...}, "nodesByFreeNPUs": {"0": 2, "8": 2}}, ...]}
     """
-    by_type: dict[str, dict[str, Any]] = {}
+    by_type: dict[str, _Tally] = {}
     for info in cap.nodes():
         kind = info.labels.get(ACCELERATOR_TYPE_LABEL) or NO_ACCELERATOR
-        entry = by_type.setdefault(
-            kind, {"nodes": 0, "usableNodes": 0, "allocatable": {}, "free": {}, "byFree": {}}
-        )
-        entry["nodes"] += 1
-        _add(entry["allocatable"], info.allocatable)
+        entry = by_type.setdefault(kind, _Tally())
+        entry.nodes += 1
+        _add(entry.allocatable, info.allocatable)
         if info.cls is None:
             continue  # NotReady or cordoned: offers nothing
-        entry["usableNodes"] += 1
+        entry.usable_nodes += 1
         free = info.cls.free_map
-        _add(entry["free"], free)
+        _add(entry.free, free)
         npus = _npus(free)
-        entry["byFree"][npus] = entry["byFree"].get(npus, 0) + 1
-    accelerators = []
+        entry.by_free[npus] = entry.by_free.get(npus, 0) + 1
+    accelerators: list[AcceleratorView] = []
     for kind, entry in sorted(by_type.items()):
-        free = {r: entry["free"].get(r, 0) for r in entry["allocatable"]}
+        free = {r: entry.free.get(r, 0) for r in entry.allocatable}
         accelerators.append(
             {
                 "type": kind,
-                "nodes": entry["nodes"],
-                "usableNodes": entry["usableNodes"],
-                "allocatable": _quantities(entry["allocatable"]),
+                "nodes": entry.nodes,
+                "usableNodes": entry.usable_nodes,
+                "allocatable": _quantities(entry.allocatable),
                 "free": _quantities(free),
-                "allocatableNPUs": _npus(entry["allocatable"]),
+                "allocatableNPUs": _npus(entry.allocatable),
                 "freeNPUs": _npus(free),
-                "nodesByFreeNPUs": {str(n): c for n, c in sorted(entry["byFree"].items(), reverse=True)},
+                "nodesByFreeNPUs": {str(n): c for n, c in sorted(entry.by_free.items(), reverse=True)},
             }
         )
     return {"accelerators": accelerators}
