@@ -6,7 +6,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 import redis
 from redis.crc import key_slot
@@ -83,10 +83,27 @@ def _is_fenced(reply: object) -> bool:
     return isinstance(reply, bytes | str) and text(reply) == "-2"
 
 
-def _compile(tree: ElasticQuotaTree) -> list[dict[str, Any]]:
+class _CompiledNode(TypedDict):
+    """One node as the apply script stores it (``queues/lua/apply.lua`` reads these fields)."""
+
+    name: str
+    path: str
+    #: ``""`` at the root.
+    parent: str
+    #: The node, then its ancestors up to the root.
+    chain: list[str]
+    #: Its children with a ``min``.
+    guarded: list[str]
+    #: The resources its ``min`` names.
+    mins: list[str]
+    #: ``max:<resource>`` and ``min:<resource>`` -> amount (canonical units).
+    limits: dict[str, str]
+
+
+def _compile(tree: ElasticQuotaTree) -> list[_CompiledNode]:
     """The tree as the Lua scripts store it: one entry per node with its chain to the root."""
     parents: dict[str, str | None] = {}
-    out: list[dict[str, Any]] = []
+    out: list[_CompiledNode] = []
     for path, parent_path, node in tree.walk():
         parent = parent_path.rsplit("/", 1)[-1] if parent_path else None
         parents[node.name] = parent

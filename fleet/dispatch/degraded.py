@@ -81,7 +81,7 @@ def clear(client: redis.Redis, keys: DispatchKeys, member: str) -> bool:
     return bool(client.hdel(keys.degraded, member))
 
 
-def _parse(member: Any, raw: Any) -> Degraded | None:
+def _parse(member: bytes | str, raw: bytes | str) -> Degraded | None:
     name = member.decode() if isinstance(member, bytes) else str(member)
     try:
         data = json.loads(raw)

@@ -252,7 +252,7 @@ def give_back(
     policies = ctx.policies()
     members: dict[str, Mapping[str, str]] = {m: {} for m in ctx.members} if refused is not None else {}
     now = time.time()
-    verdict: dict[str, Any] = {}
+    verdict: dict[str, bool] = {}
 
     def change(obj: dict[str, Any]) -> dict[str, Any] | None:
         verdict.clear()
