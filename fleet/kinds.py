@@ -57,6 +57,7 @@ __all__ = [
     "format_amounts",
     "nodes_by_free_cell",
     "npus_cell",
+    "ready_condition",
     "tree_version",
 ]
 
@@ -439,7 +440,8 @@ QUEUE: Final = ResourceType(
 )
 
 
-def _ready(obj: Obj) -> Mapping[str, Any]:
+def ready_condition(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A MemberCluster's ``Ready`` condition (from the syncer's health record); empty without one."""
     for condition in json_path(obj, ".status.conditions") or []:
         if isinstance(condition, Mapping) and condition.get("type") == "Ready":
             return condition
@@ -481,7 +483,7 @@ def _total_cell(status: Mapping[str, Any] | None, resource: str) -> str:
 
 
 def _member_row(obj: Obj) -> list[Any]:
-    ready = _ready(obj)
+    ready = ready_condition(obj)
     status = obj.get("status") or {}
     return [
         obj["metadata"]["name"],

@@ -144,7 +144,7 @@ def member_object(name: str, health: MemberHealth | None, capacity: Mapping[str,
     else:
         status, reason = "False", "ProbeFailed"
     error = None if health is None else health.error
-    condition: dict[str, Any] = {
+    condition: dict[str, str] = {
         "type": "Ready",
         "status": status,
         "reason": reason,

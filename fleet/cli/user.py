@@ -52,7 +52,15 @@ from fleet.jobs import (
     last_condition,
     status_of,
 )
-from fleet.kinds import MEMBER_CLUSTER, QUEUE, QueueReading, amounts, nodes_by_free_cell, npus_cell
+from fleet.kinds import (
+    MEMBER_CLUSTER,
+    QUEUE,
+    QueueReading,
+    amounts,
+    nodes_by_free_cell,
+    npus_cell,
+    ready_condition,
+)
 from fleet.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 from fleet.members import KubeconfigClients, MemberConfigError
 from fleet.workloads import KINDS, WorkloadAdapter
@@ -600,13 +608,6 @@ def queues(kubeconfig: Path, context: str) -> None:
     click.echo(render_table(list(QUEUE_HEADERS), rows, {len(QUEUE_HEADERS) - 1: waiting}), color=None)
 
 
-def _ready(item: Mapping[str, Any]) -> Mapping[str, Any]:
-    for condition in (item.get("status") or {}).get("conditions") or []:
-        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
-            return condition
-    return {}
-
-
 @click.command()
 @kubeconfig_path_option
 @context_option
@@ -618,7 +619,7 @@ def clusters(kubeconfig: Path, context: str) -> None:
     )
     rows = []
     for item in items:
-        ready = _ready(item)
+        ready = ready_condition(item)
         status = item.get("status") or {}
         rows.append(
             [

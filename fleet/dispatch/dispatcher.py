@@ -234,7 +234,7 @@ class _Plan:
     member: str
     reservation: str
     message: str
-    pin: dict[str, Any] | None
+    pin: dict[str, list[str]] | None
 
     def change(self, obj: dict[str, Any]) -> dict[str, Any] | None:
         """The fleet object's status, Admitted to ``member``, if it is still the one decided on."""
