@@ -3,7 +3,7 @@
 :class:`FleetStatus` types what Fleet writes (the layout is documented in
 :mod:`fleet.jobs.status`); writers index it by its typed keys, so mypy checks each spelling
 against this one declaration. Readers go through the ``*_of`` functions below, which take the
-stored object (``Mapping[str, Any]`` as the store returns it) and say what a field that is absent
+stored object (a Kubernetes object as the store returns it) and say what a field that is absent
 or malformed (written around the API, or by an older Fleet) reads as, instead of each caller
 guessing with ``(obj.get("status") or {}).get(...)``.
 
@@ -12,7 +12,7 @@ The JSON is unchanged: a :class:`FleetStatus` is a plain ``dict``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any, TypedDict, cast
 
 __all__ = [
@@ -77,70 +77,70 @@ class FleetStatus(TypedDict, total=False):
     replicaStatuses: dict[str, Any]
     startTime: str
     completionTime: str
-    phase: Any
-    tasks: Any
-    aggregate: Any
+    phase: object
+    tasks: object
+    aggregate: object
     #: Of a ``Queued`` job read by name: computed then, never stored (:mod:`fleet.api.computed`).
     position: str
     blocker: str
 
 
-def status_of(obj: Mapping[str, Any]) -> FleetStatus:
+def status_of(obj: Mapping[str, object]) -> FleetStatus:
     """The ``status`` of a stored fleet job, to read; empty when it has none (or not a map)."""
     status = obj.get("status")
     return cast(FleetStatus, status) if isinstance(status, Mapping) else {}
 
 
-def status_for_update(obj: dict[str, Any]) -> FleetStatus:
+def status_for_update(obj: MutableMapping[str, object]) -> FleetStatus:
     """The ``status`` of a fleet job being changed (inside a mutation), made when missing."""
     return cast(FleetStatus, obj.setdefault("status", {}))
 
 
-def conditions_of(obj: Mapping[str, Any]) -> list[JobCondition]:
+def conditions_of(obj: Mapping[str, object]) -> list[JobCondition]:
     """``status.conditions``, oldest first (the last is the job's state)."""
     conditions = status_of(obj).get("conditions")
     return conditions if isinstance(conditions, list) else []
 
 
-def job_queue_of(obj: Mapping[str, Any]) -> str | None:
+def job_queue_of(obj: Mapping[str, object]) -> str | None:
     """The quota queue the job waits or runs in; None when none is recorded."""
     queue = status_of(obj).get("queue")
     return str(queue) if queue else None
 
 
-def cluster_of(obj: Mapping[str, Any]) -> str | None:
+def cluster_of(obj: Mapping[str, object]) -> str | None:
     """The member of the current attempt; None while the job is not placed."""
     cluster = status_of(obj).get("cluster")
     return str(cluster) if cluster else None
 
 
-def last_cluster_of(obj: Mapping[str, Any]) -> str | None:
+def last_cluster_of(obj: Mapping[str, object]) -> str | None:
     """The member of the attempt that ended last; None when no attempt ended on a member."""
     cluster = status_of(obj).get("lastCluster")
     return str(cluster) if cluster else None
 
 
-def attempt_of(obj: Mapping[str, Any]) -> int:
+def attempt_of(obj: Mapping[str, object]) -> int:
     """Placements so far (0: never placed)."""
     return int(status_of(obj).get("attempt") or 0)
 
 
-def failures_of(obj: Mapping[str, Any]) -> int:
+def failures_of(obj: Mapping[str, object]) -> int:
     """Attempts that ended in failover."""
     return int(status_of(obj).get("failures") or 0)
 
 
-def not_before_of(obj: Mapping[str, Any]) -> float:
+def not_before_of(obj: Mapping[str, object]) -> float:
     """When the job may be placed again after a failure (0: at once)."""
     return float(status_of(obj).get("notBefore") or 0)
 
 
-def preempted_by_of(obj: Mapping[str, Any]) -> str:
+def preempted_by_of(obj: Mapping[str, object]) -> str:
     """The preemptor that evicted the job last; empty when none did."""
     return str(status_of(obj).get("preemptedBy") or "")
 
 
-def exclusions_of(obj: Mapping[str, Any], *, firm: bool = False) -> dict[str, float]:
+def exclusions_of(obj: Mapping[str, object], *, firm: bool = False) -> dict[str, float]:
     """Member -> until when the job avoids it: the exclusions that give way, or the ``firm`` ones.
     Every entry as written (those already over included); empty when the field is not a map."""
     status = status_of(obj)
@@ -148,13 +148,13 @@ def exclusions_of(obj: Mapping[str, Any], *, firm: bool = False) -> dict[str, fl
     return dict(excluded) if isinstance(excluded, Mapping) else {}
 
 
-def member_failures_of(obj: Mapping[str, Any]) -> dict[str, int]:
+def member_failures_of(obj: Mapping[str, object]) -> dict[str, int]:
     """Member -> failures of the job counted there."""
     counts = status_of(obj).get("memberFailures")
     return {str(m): int(n) for m, n in counts.items()} if isinstance(counts, Mapping) else {}
 
 
-def refused_of(obj: Mapping[str, Any]) -> dict[str, str]:
+def refused_of(obj: Mapping[str, object]) -> dict[str, str]:
     """Member -> what it said, for the members that refused the job for a reason of their own."""
     refused = status_of(obj).get("refused")
     return {str(m): str(why) for m, why in refused.items()} if isinstance(refused, Mapping) else {}

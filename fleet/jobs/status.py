@@ -50,18 +50,18 @@ __all__ = [
 MAX_CONDITIONS: Final = 32
 
 
-def last_condition(obj: Mapping[str, Any]) -> JobCondition | None:
+def last_condition(obj: Mapping[str, object]) -> JobCondition | None:
     conditions = conditions_of(obj)
     return conditions[-1] if conditions else None
 
 
-def current_state(obj: Mapping[str, Any]) -> str | None:
+def current_state(obj: Mapping[str, object]) -> str | None:
     """The type of the last condition: the job's state as any tool reads it."""
     last = last_condition(obj)
     return None if last is None else str(last.get("type"))
 
 
-def is_finished(obj: Mapping[str, Any]) -> bool:
+def is_finished(obj: Mapping[str, object]) -> bool:
     return current_state(obj) in FINISHED
 
 
