@@ -1187,7 +1187,7 @@ def _leaf_states(plan: Plan, heads: Mapping[str, Sequence[ClassHeads]], planner:
     return ";".join(out)
 
 
-def _admitted(obj: Mapping[str, Any]) -> bool:
+def _admitted(obj: Mapping[str, object]) -> bool:
     return current_state(obj) == Phase.ADMITTED
 
 

@@ -138,13 +138,13 @@ def exclusion_seconds(blame: Blame, failures_here: int, failover: Failover) -> f
     return float(min(seconds, failover.exclusion_limit_seconds))
 
 
-def excluded_now(obj: Mapping[str, Any], now: float, *, firm: bool = False) -> frozenset[str]:
+def excluded_now(obj: Mapping[str, object], now: float, *, firm: bool = False) -> frozenset[str]:
     """The members job ``obj``'s exclusions (``status.excluded``, or the ``firm`` ones in
     ``status.excludedFirmly``) still keep it off at ``now``."""
     return frozenset(m for m, until in exclusions_of(obj, firm=firm).items() if float(until) > now)
 
 
-def exclusion_ends(obj: Mapping[str, Any], now: float) -> list[float]:
+def exclusion_ends(obj: Mapping[str, object], now: float) -> list[float]:
     """When job ``obj``'s exclusions still in force end, firm or not."""
     return [
         float(until)

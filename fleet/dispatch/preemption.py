@@ -67,7 +67,7 @@ RUNNING_STATES: Final = frozenset(
 )
 
 
-def is_being_preempted(obj: Mapping[str, Any]) -> bool:
+def is_being_preempted(obj: Mapping[str, object]) -> bool:
     """Whether the job was marked for eviction and its copy is not known to be gone yet."""
     last = last_condition(obj) or {}
     return last.get("type") == Phase.RESCHEDULING and last.get("reason") == FleetReason.PREEMPTED

@@ -128,7 +128,7 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def health_items(raw: Mapping[Any, Any]) -> dict[str, MemberHealth]:
+def health_items(raw: Mapping[bytes | str, bytes | str]) -> dict[str, MemberHealth]:
     """The records of an ``HGETALL`` of the hash (unreadable ones left out)."""
     out: dict[str, MemberHealth] = {}
     for member, value in raw.items():
