@@ -19,6 +19,10 @@ The shape, on the fleet object::
       replicaStatuses, startTime, completionTime   # mirrored from the member copy
       phase, tasks, aggregate  # mirrored too, for the kinds that have them (T9k)
 
+with ``lastCluster``, ``reservation``, ``preemptedBy`` and the priority resolved at submission
+beside them. :class:`~fleet.jobs.fleet_status.FleetStatus` types it all: writers index it by its
+keys (checked by mypy), readers go through its ``*_of`` functions.
+
 Fleet's conditions (``Queued``, ``Admitted``, ``Dispatched``, ``Rescheduling``, terminal
 ``Failed``) and the member's (``Created``, ``Running``, ...) share one list: mirroring replaces
 whatever follows the last ``Dispatched`` entry with the member's conditions, so the list reads as
