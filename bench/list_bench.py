@@ -7,15 +7,15 @@ A private ``redis-server`` (tests/support, AOF off) holds ``--events`` Events ab
 (so with the indexes the write script keeps). Then, timed (wall clock, client and server on one
 machine; the median of ``--repeat`` runs):
 
-* ``page``: ``RedisStore.list(events, limit=500)``, what ``kubectl get events --chunk-size=500``
+* ``page``: ``AsyncObjects.list(events, limit=500)``, what ``kubectl get events --chunk-size=500``
   asks first; ``continued``: the page after it (its continue token); ``namespace_page``: 500 of
   one namespace; ``selective_page``: 50 Events of one reason that 1 in 10 has;
-* ``describe``: ``RedisStore.list`` with describe's fieldSelector (``involvedObject.name``,
+* ``describe``: ``AsyncObjects.list`` with describe's fieldSelector (``involvedObject.name``,
   ``.namespace``, ``.uid``) in the job's namespace; ``events_for``: the sync face's read of one
   job's Events (the syncer's, on deletion);
 * the same requests the way the code before the indexes read them (``*_whole``): ``HGETALL`` of
   the kind and the counter in one MULTI, decode everything, sort, page (the previous
-  ``RedisStore.list``), and ``HSCAN MATCH <ns>/<name>.*`` (the previous ``events_for``);
+  ``AsyncObjects.list``), and ``HSCAN MATCH <ns>/<name>.*`` (the previous ``events_for``);
 * the upgrade, with the indexes deleted as data from before them has none: a page and a describe
   while they are missing (``*_unindexed``: the kind's hash is read, the store starts rebuilding
   them in the background), and the one-time rebuilds (``Objects.reindex``, a batch at a time):
@@ -43,7 +43,7 @@ import redis.asyncio
 from fleet.apiserver.kinds import EVENT
 from fleet.apiserver.resources import Obj
 from fleet.apiserver.store import ObjectFilter, decode_continue, select_page
-from fleet.state import Objects, RedisStore, events_for
+from fleet.state import AsyncObjects, Objects, events_for
 from fleet.state.keys import INVOLVED_INDEX, NAMES_INDEX, kind_name
 from fleet.state.objects import order
 from fleet.state.wire import decode, text
@@ -93,7 +93,7 @@ async def _whole_list(
     limit: int | None = None,
     continue_token: str | None = None,
 ) -> tuple[list[Obj], str, str | None]:
-    """The list as ``RedisStore.list`` read it before the indexes (git history: one MULTI of
+    """The list as ``AsyncObjects.list`` read it before the indexes (git history: one MULTI of
     HGETALL and the counter, every object decoded and sorted, then paged)."""
     flt = ObjectFilter(EVENT, namespace, label_selector, field_selector)
     start = None
@@ -172,7 +172,7 @@ async def _measure(server: RedisServer, args: argparse.Namespace) -> dict[str, A
         "involved_bytes": sync.memory_usage(objects.keys.involved(kind)),
     }
     aclient = redis.asyncio.Redis(host="127.0.0.1", port=server.port)
-    store = RedisStore(aclient)
+    store = AsyncObjects(aclient)
     try:
         r = args.repeat
         whole_r = max(1, min(r, 3))

@@ -17,19 +17,15 @@ from dataclasses import dataclass, replace
 from typing import Final, Literal
 
 __all__ = [
-    "ACCELERATOR_LABEL",
     "ACCELERATOR_TYPE_LABEL",
     "ASCENDJOB_GROUP",
     "ASCENDJOB_KIND",
     "ASCENDJOB_PLURAL",
     "ASCENDJOB_VERSION",
     "BY_ACCELERATOR_TYPE",
-    "CONDITION_TYPES",
-    "DEVICE_PREFIX",
     "FAMILY_TYPES",
     "FRAMEWORK_LABEL",
     "HOSTNAME_LABEL",
-    "HOST_ARCH_LABEL",
     "JOB_NAME_LABEL",
     "NPU_RESOURCE",
     "NPU_RESOURCES",
@@ -61,8 +57,6 @@ ASCENDJOB_PLURAL: Final = "ascendjobs"
 NPU_RESOURCE: Final = "huawei.com/Ascend910"
 
 # Node labels set by the Ascend device plugin / node labeller.
-ACCELERATOR_LABEL: Final = "accelerator"  # e.g. huawei-Ascend910
-HOST_ARCH_LABEL: Final = "host-arch"  # huawei-arm or huawei-x86
 ACCELERATOR_TYPE_LABEL: Final = "accelerator-type"  # card-910b-2, module-910b-8, module, ...
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 
@@ -82,15 +76,6 @@ class Condition:
     RESTARTING: Final = "Restarting"
     SUCCEEDED: Final = "Succeeded"
     FAILED: Final = "Failed"
-
-
-CONDITION_TYPES: Final = (
-    Condition.CREATED,
-    Condition.RUNNING,
-    Condition.RESTARTING,
-    Condition.SUCCEEDED,
-    Condition.FAILED,
-)
 
 
 class Reason:
@@ -120,8 +105,6 @@ class Reason:
 #: Resource names a MindCluster job asks NPUs by (the 910 family, and the generic name the Atlas
 #: 350/850/950 handlers read: common/util/constants.go NPUCardName).
 NPU_RESOURCES: Final = (NPU_RESOURCE, "huawei.com/npu")
-#: A pod's chosen NPUs, as the volcano plugin writes them on the pod: ``Ascend910-0,Ascend910-3``.
-DEVICE_PREFIX: Final = "Ascend910-"
 #: The job label MindCluster's operators read to tell 910 from 910B jobs (ring-controller.atlas:
 #: ascend-910 / ascend-910b; common/util/constants.go JobKind910Value, JobKind910BValue).
 RING_CONTROLLER_LABEL: Final = "ring-controller.atlas"

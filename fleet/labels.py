@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["ATTEMPT_LABEL", "FLEET_LABELS", "JOB_NAMESPACE_LABEL", "JOB_NAME_LABEL", "JOB_UID_LABEL"]
+__all__ = ["ATTEMPT_LABEL", "JOB_NAMESPACE_LABEL", "JOB_NAME_LABEL", "JOB_UID_LABEL"]
 
 JOB_NAMESPACE_LABEL: Final = "fleet.io/job-namespace"
 JOB_NAME_LABEL: Final = "fleet.io/job-name"
 JOB_UID_LABEL: Final = "fleet.io/job-uid"
 ATTEMPT_LABEL: Final = "fleet.io/attempt"
-
-FLEET_LABELS: Final = (JOB_NAMESPACE_LABEL, JOB_NAME_LABEL, JOB_UID_LABEL, ATTEMPT_LABEL)

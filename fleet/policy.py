@@ -53,7 +53,6 @@ from fleet.label_match import requirement_matches
 
 __all__ = [
     "API_VERSION",
-    "API_VERSIONS",
     "CLUSTER_KIND",
     "KARMADA_API_VERSION",
     "KIND",
@@ -74,8 +73,6 @@ GROUP = "policy.one.alibabacloud.com"
 API_VERSION = f"{GROUP}/v1alpha1"
 KARMADA_GROUP = "policy.karmada.io"
 KARMADA_API_VERSION = f"{KARMADA_GROUP}/v1alpha1"
-#: Both groups serve both kinds, with one schema.
-API_VERSIONS: Final = (API_VERSION, KARMADA_API_VERSION)
 KIND = "PropagationPolicy"
 CLUSTER_KIND = "ClusterPropagationPolicy"
 #: Karmada's Cluster fields a ``fieldSelector`` matches (``provider``, ``region``, ``zone``),

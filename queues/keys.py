@@ -15,19 +15,25 @@ has always used, so existing data stays readable.
 
 from __future__ import annotations
 
+import inspect
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import ClassVar, Final, Self
+from typing import Any, ClassVar, Concatenate, Final, Generic, ParamSpec, Self, TypeVar, overload
 
 __all__ = [
     "DEFAULT_KEYS",
     "DEFAULT_PREFIX",
     "DEFAULT_SPACE",
     "DEFAULT_TAG",
+    "Key",
+    "KeyFunction",
+    "KeyParts",
     "KeySpace",
     "Keys",
-    "lua_key",
-    "lua_key_function",
+    "key",
+    "key_declarations",
+    "key_function",
     "lua_string",
     "prefix_problem",
 ]
@@ -38,6 +44,9 @@ DEFAULT_PREFIX: Final = "fleet"
 DEFAULT_TAG: Final = "quota"
 
 _FORBIDDEN: Final = re.compile(r"[{}:\s]")
+
+S = TypeVar("S", bound="KeySpace")
+P = ParamSpec("P")
 
 
 def prefix_problem(prefix: str) -> str | None:
@@ -95,8 +104,10 @@ class KeySpace:
         return lua_string(self.base)
 
     def lua_names(self) -> list[str]:
-        """The set's Lua definitions after ``BASE`` (:func:`lua_key`, :func:`lua_key_function`)."""
-        return []
+        """The set's Lua definitions after ``BASE``: one per key declared with a Lua name
+        (:func:`key`, :func:`key_function`), in the order written."""
+        found = (declaration.lua_definition(self) for _, declaration in key_declarations(type(self)))
+        return [definition for definition in found if definition is not None]
 
 
 def lua_string(text: str) -> str:
@@ -104,17 +115,112 @@ def lua_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def lua_key(local: str, suffix: str) -> str:
-    """``local K_X = BASE .. 'suffix'``: a fixed key of the set."""
-    return f"local {local} = BASE .. {lua_string(suffix)}"
+#: What a :func:`key_function` returns: the parts of the name after the set's base, its
+#: arguments among literal text (``"cqueue:", leaf, "|", cls``).
+KeyParts = tuple[str, ...]
 
 
-def lua_key_function(function: str, *parts: str) -> str:
-    """A Lua function of the key ``BASE .. parts``: a part in quotes is literal (``'node:'``),
-    a bare one names an argument (``name``); the arguments are the bare parts, in order."""
-    args = [p for p in parts if not p.startswith("'")]
-    body = " .. ".join(["BASE", *parts])
-    return f"local function {function}({', '.join(args)}) return {body} end"
+class _LuaArgument(str):
+    """An argument of a :func:`key_function` when its Lua function is written: a part that is
+    one is spelt bare (the Lua argument), every other part as a literal."""
+
+
+class Key(Generic[S]):
+    """A fixed key of a set: ``base + suffix`` on an instance, the set's Lua local ``lua``
+    (``local K_META = BASE .. 'meta'``) unless ``lua`` is None. Made by :func:`key`."""
+
+    def __init__(self, suffix: Callable[[S], str], lua: str | None) -> None:
+        self._suffix = suffix
+        self.lua = lua
+        self.__doc__ = suffix.__doc__
+
+    @overload
+    def __get__(self, keys: None, owner: type[S]) -> Self: ...
+    @overload
+    def __get__(self, keys: S, owner: type[S]) -> str: ...
+    def __get__(self, keys: S | None, owner: type[S]) -> Self | str:
+        if keys is None:
+            return self
+        return keys.base + self._suffix(keys)
+
+    def lua_definition(self, keys: S) -> str | None:
+        """``local K_X = BASE .. 'suffix'``, or None for a key the scripts do not name."""
+        if self.lua is None:
+            return None
+        return f"local {self.lua} = BASE .. {lua_string(self._suffix(keys))}"
+
+
+class KeyFunction(Generic[S, P]):
+    """A key of a set named by arguments: ``base + parts`` on an instance, called with them,
+    and the set's Lua function ``lua`` of the same arguments unless ``lua`` is None. Made by
+    :func:`key_function`."""
+
+    def __init__(self, parts: Callable[Concatenate[S, P], KeyParts], lua: str | None) -> None:
+        self._parts = parts
+        self.lua = lua
+        self.__doc__ = parts.__doc__
+        #: The arguments after ``self``, which the Lua function takes too.
+        self.arguments = tuple(inspect.signature(parts).parameters)[1:]
+
+    @overload
+    def __get__(self, keys: None, owner: type[S]) -> Self: ...
+    @overload
+    def __get__(self, keys: S, owner: type[S]) -> Callable[P, str]: ...
+    def __get__(self, keys: S | None, owner: type[S]) -> Self | Callable[P, str]:
+        if keys is None:
+            return self
+        parts = self._parts
+
+        def name(*args: P.args, **kwargs: P.kwargs) -> str:
+            return keys.base + "".join(parts(keys, *args, **kwargs))
+
+        name.__doc__ = self.__doc__
+        return name
+
+    def lua_definition(self, keys: S) -> str | None:
+        """``local function k_x(a, b) return BASE .. 'x:' .. a .. '|' .. b end``, or None."""
+        if self.lua is None:
+            return None
+        parts: Callable[..., KeyParts] = self._parts
+        spelt = [
+            p if isinstance(p, _LuaArgument) else lua_string(p)
+            for p in parts(keys, *map(_LuaArgument, self.arguments))
+        ]
+        body = " .. ".join(["BASE", *spelt])
+        return f"local function {self.lua}({', '.join(self.arguments)}) return {body} end"
+
+
+def key(lua: str | None = None) -> Callable[[Callable[[S], str]], Key[S]]:
+    """Declare a fixed key: the decorated method returns its suffix (and says in its docstring
+    what Redis type it is), read as an attribute it is the key's name, and ``lua`` names its Lua
+    local. The suffix is so spelt once for Python and the scripts."""
+
+    def declare(suffix: Callable[[S], str]) -> Key[S]:
+        return Key(suffix, lua)
+
+    return declare
+
+
+def key_function(
+    lua: str | None = None,
+) -> Callable[[Callable[Concatenate[S, P], KeyParts]], KeyFunction[S, P]]:
+    """Declare a key named by arguments: the decorated method returns the parts after the base
+    (:data:`KeyParts`), called it is the key's name, and ``lua`` names the Lua function of the
+    same arguments."""
+
+    def declare(parts: Callable[Concatenate[S, P], KeyParts]) -> KeyFunction[S, P]:
+        return KeyFunction(parts, lua)
+
+    return declare
+
+
+def key_declarations(key_set: type[KeySpace]) -> Iterator[tuple[str, Key[Any] | KeyFunction[Any, Any]]]:
+    """(attribute, declaration) of every key ``key_set`` declares, base classes first, each in
+    the order written: what :meth:`KeySpace.lua_names` writes, and what a test walks."""
+    for cls in reversed(key_set.__mro__):
+        for name, attribute in vars(cls).items():
+            if isinstance(attribute, (Key, KeyFunction)):
+                yield name, attribute
 
 
 #: The key space of a deployment that names none: today's names.
@@ -125,83 +231,73 @@ DEFAULT_SPACE: Final = KeySpace()
 class Keys(KeySpace):
     """Key names for one quota tree; ``tag`` is the Redis Cluster hash tag they share."""
 
-    @property
+    @key("K_META")
     def meta(self) -> str:
         """Hash: ``version`` of the applied tree and its ``spec`` (JSON)."""
-        return self.base + "meta"
+        return "meta"
 
-    @property
+    @key("K_NODES")
     def nodes(self) -> str:
         """Set: names of the nodes of the applied tree."""
-        return self.base + "nodes"
+        return "nodes"
 
-    @property
+    @key("K_SEQ")
     def seq(self) -> str:
         """Counter: submission sequence, the tie-break between equal priorities."""
-        return self.base + "seq"
+        return "seq"
 
-    @property
+    @key("K_PENDING")
     def pending(self) -> str:
         """Hash: pending job -> record (leaf, priority, sequence, request)."""
-        return self.base + "pending"
+        return "pending"
 
-    @property
+    @key("K_ADMITTED")
     def admitted(self) -> str:
         """Hash: admitted job -> record; the ledger usage is rebuilt from."""
-        return self.base + "admitted"
+        return "admitted"
 
-    @property
+    @key("K_QVERSIONS")
     def queue_versions(self) -> str:
         """Hash: leaf -> a number that changes whenever the leaf's queue does (a job queued,
         admitted, removed, or the classes rewritten); unique across leaves and time (from the
         ``qversion`` counter in ``meta``), so a reader that kept a leaf's heads knows when to
         read them again (:class:`queues.heads.HeadCache`)."""
-        return self.base + "qversions"
+        return "qversions"
 
-    def node(self, name: str) -> str:
+    @key_function("k_node")
+    def node(self, name: str) -> KeyParts:
         """Hash: a node's limits (``max:<res>``, ``min:<res>``), its place in the tree, what its
         subtree uses and has pending (``used:<res>``, ``pending``) and what its children are owed
         (``due:<res>``); see ``queues/lua/common.lua``. One hash, so the admission check reads a
         node in one HMGET."""
-        return f"{self.base}node:{name}"
+        return "node:", name
 
-    def queue(self, name: str) -> str:
+    @key_function("k_queue")
+    def queue(self, name: str) -> KeyParts:
         """Sorted set: the node's pending jobs, score -priority, member ``<seq><job>``."""
-        return f"{self.base}queue:{name}"
+        return "queue:", name
 
-    def classes(self, leaf: str) -> str:
+    @key_function("k_classes")
+    def classes(self, leaf: str) -> KeyParts:
         """Hash: the leaf's request classes with pending jobs -> how many (see :mod:`queues.heads`).
 
         A class is what a job asks of the resources some node of the tree limits (its *governed*
         request, ``huawei.com/Ascend910=8``; ``-`` for none): every job of a class gets the same
         quota answer at the same moment, so the dispatcher looks at the head of each class, not
         down a queue of jobs that would all be refused alike."""
-        return f"{self.base}classes:{leaf}"
+        return "classes:", leaf
 
-    def class_queue(self, leaf: str, cls: str) -> str:
+    @key_function("k_cqueue")
+    def class_queue(self, leaf: str, cls: str) -> KeyParts:
         """Sorted set: the pending jobs of one request class of a leaf, as in :meth:`queue`."""
-        return f"{self.base}cqueue:{leaf}|{cls}"
+        return "cqueue:", leaf, "|", cls
 
-    def running(self, leaf: str) -> str:
+    @key_function("k_running")
+    def running(self, leaf: str) -> KeyParts:
         """Sorted set: the leaf's admitted jobs, score priority, member ``<recency><job>`` where
         recency is 16 digits that grow smaller with every admission: within a priority the most
         recently admitted sorts first, the order in which preemption takes its victims."""
-        return f"{self.base}running:{leaf}"
-
-    def lua_names(self) -> list[str]:
-        return [
-            lua_key("K_META", "meta"),
-            lua_key("K_NODES", "nodes"),
-            lua_key("K_SEQ", "seq"),
-            lua_key("K_PENDING", "pending"),
-            lua_key("K_ADMITTED", "admitted"),
-            lua_key("K_QVERSIONS", "qversions"),
-            lua_key_function("k_node", "'node:'", "name"),
-            lua_key_function("k_queue", "'queue:'", "name"),
-            lua_key_function("k_classes", "'classes:'", "leaf"),
-            lua_key_function("k_cqueue", "'cqueue:'", "leaf", "'|'", "cls"),
-            lua_key_function("k_running", "'running:'", "leaf"),
-        ]
+        return "running:", leaf
 
 
 #: The keys Fleet uses unless a test or a second deployment in one Redis asks for others.

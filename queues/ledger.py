@@ -129,7 +129,10 @@ def _compile(tree: ElasticQuotaTree) -> list[_CompiledNode]:
 
 
 def leaf_in(tree: ElasticQuotaTree | None, namespace: str, labels: Mapping[str, str] | None = None) -> str:
-    """:meth:`Ledger.resolve_leaf` in a tree the caller already read (None: none applied)."""
+    """The node a job of ``namespace`` with ``labels`` is queued and charged on, in ``tree`` (the
+    applied tree, as the caller read it; None: none applied, and every job goes to the implicit
+    root). Raises :class:`queues.tree.UnboundJob` naming the namespace (or label) when the tree
+    has no node for it."""
     return IMPLICIT_ROOT if tree is None else tree.leaf_for(namespace, labels)
 
 
@@ -212,14 +215,6 @@ class Ledger:
             f"{path}: max.{resource} {format_quantity(resource, limit)} is below the "
             f"{format_quantity(resource, used)} in use; release jobs first"
         )
-
-    def resolve_leaf(self, namespace: str, labels: Mapping[str, str] | None = None) -> str:
-        """The node a job of ``namespace`` with ``labels`` is queued and charged on.
-
-        Raises :class:`queues.tree.UnboundJob` naming the namespace (or label) when the applied
-        tree has no node for it; with no tree applied every job goes to the implicit root.
-        """
-        return leaf_in(self.tree(), namespace, labels)
 
     # -- jobs -------------------------------------------------------------------------------
 

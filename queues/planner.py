@@ -252,10 +252,6 @@ class Planner:
         self._passed.clear()
         self._last_chance.clear()
 
-    def unpark_all(self) -> None:
-        """Check every class again next cycle (e.g. capacity appeared where a pick had none)."""
-        self._parked.clear()
-
     def parked(self, leaf: str, cls: str) -> Refusal | None:
         park = self._parked.get((leaf, cls))
         return None if park is None else park.refusal
@@ -280,9 +276,6 @@ class Planner:
 
     def nominated(self, job: str) -> Reservation | None:
         return self._nominated.get(job)
-
-    def nominations(self) -> list[str]:
-        return list(self._nominated)
 
     def victims_gone(self, job: str) -> None:
         """The preemptor's victims no longer hold quota: the next cycle is its last chance to

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
 from decimal import Decimal
 
 from kubernetes.utils.quantity import parse_quantity
@@ -36,7 +35,6 @@ __all__ = [
     "format_quantity",
     "parse",
     "parse_exact",
-    "parse_resources",
 ]
 
 #: The ElasticQuotaTree key that counts admitted, unfinished jobs.
@@ -85,17 +83,6 @@ def parse(resource: str, value: object) -> int:
         amount *= 1000
     # Round away from zero so that a tiny negative amount stays detectably negative.
     return math.ceil(amount) if amount >= 0 else -math.ceil(-amount)
-
-
-def parse_resources(values: Mapping[str, object] | None) -> dict[str, int]:
-    """Parse a ``{resource: quantity}`` map; raises :class:`QuantityError` naming the resource."""
-    out: dict[str, int] = {}
-    for name, value in (values or {}).items():
-        try:
-            out[str(name)] = parse(str(name), value)
-        except QuantityError as exc:
-            raise QuantityError(f"{name}: {exc}") from exc
-    return out
 
 
 def format_quantity(resource: str, amount: int) -> str:

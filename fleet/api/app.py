@@ -8,7 +8,7 @@
   against the stored class and the other defaults);
 * Queue, MemberCluster and Namespace -> computed views (:mod:`~fleet.api.quota_queues`,
   :mod:`~fleet.api.members`, :mod:`~fleet.api.namespaces`);
-* Event and PropagationPolicy -> the plain object store (:class:`fleet.state.RedisStore`).
+* Event and PropagationPolicy -> the plain object store (:class:`fleet.state.AsyncObjects`).
 
 With ``tokens`` the replica authenticates bearer tokens and authorizes with the two roles of
 :mod:`fleet.api.auth`; without, every request is served (local use). The app's Prometheus
@@ -52,9 +52,9 @@ from fleet.kinds import (
     QUEUE,
 )
 from fleet.state import (
+    AsyncObjects,
     DispatchKeys,
     Objects,
-    RedisStore,
     StateKeys,
 )
 from queues import DEFAULT_SPACE, Keys, KeySpace, Ledger
@@ -68,7 +68,7 @@ class FleetApi:
 
     app: Starlette
     store: FleetStore
-    objects: RedisStore
+    objects: AsyncObjects
     ledger: Ledger
 
     async def close(self) -> None:
@@ -100,7 +100,7 @@ def build_fleet_api(
     quota_keys, state_keys = Keys.within(space), StateKeys.within(space)
     dispatch_keys, api_keys = DispatchKeys.within(space), ApiKeys.within(space)
     registry = fleet_registry()
-    objects_store = RedisStore(aclient, state_keys, history=history, block_ms=block_ms)
+    objects_store = AsyncObjects(aclient, state_keys, history=history, block_ms=block_ms)
     ledger = Ledger(client, quota_keys)
     objects = Objects(client, state_keys, history=history)
     version = objects_store.resource_version

@@ -12,7 +12,7 @@ a class that does not exist is refused as Kubernetes' Priority admission plugin 
 ``spec.runPolicy.schedulingPolicy.priorityClass``, which the Status's causes name too) and sets
 its first status (``Queued``, the resolved priority) and the finalizer; the ledger's own argument
 checks (priority range, request) run too, so that nothing that the ledger would refuse is ever
-stored. Then the object is stored (``RedisStore``; ``AlreadyExists`` is a 409) and queued on its
+stored. Then the object is stored (``AsyncObjects``; ``AlreadyExists`` is a 409) and queued on its
 leaf, and a ``Submitted`` Event is recorded. A process that dies between storing and queueing
 loses nothing: the dispatcher's reconcile queues a stored job that the ledger lacks. A dry run
 makes every one of these decisions and stops after the store's own dry run.
@@ -71,7 +71,7 @@ from fleet.jobs import (
     status_for_update,
     switched,
 )
-from fleet.state import Objects, RedisStore
+from fleet.state import AsyncObjects, Objects
 from fleet.workloads import InvalidWorkload, Pausable, QueueNaming, UnknownKind, adapter_for, job_ref
 from queues import InvalidRequest, Ledger, QuotaNotAvailable, UnboundJob, request_args, score_of
 
@@ -111,7 +111,7 @@ class JobBackend:
 
     def __init__(
         self,
-        store: RedisStore,
+        store: AsyncObjects,
         ledger: Ledger,
         objects: Objects,
         *,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Final
 
-from queues import KeySpace
+from queues import KeySpace, key
 
 __all__ = ["DEFAULT_API_KEYS", "ApiKeys"]
 
@@ -28,15 +28,15 @@ class ApiKeys(KeySpace):
 
     SECTION: ClassVar[str] = "api:"
 
-    @property
+    @key()
     def tree_lock(self) -> str:
         """Lock: one ElasticQuotaTree change at a time across the API replicas."""
-        return self.base + "tree-lock"
+        return "tree-lock"
 
-    @property
+    @key()
     def durability_marker(self) -> str:
         """String: the write a durable submission waits on (:mod:`fleet.jobs.durability`)."""
-        return self.base + "durability-marker"
+        return "durability-marker"
 
 
 DEFAULT_API_KEYS: Final = ApiKeys()

@@ -1,10 +1,10 @@
 """The MemberCluster kind: one read-only object per member of the kubeconfig, with its health.
 
-The members are the kubeconfig's contexts (every one but ``fleet``), read through
-:class:`fleet.members.KubeconfigClients`, which is the only code that sees their credentials:
-this module takes nothing from it but the context names, so no server address, token or
-certificate can reach a response or a log line. The file is read again when it changes, so a
-member added to it shows up without a restart.
+The members are the kubeconfig's contexts (every one but ``fleet``), followed through
+:class:`fleet.members.KubeconfigChanges` as the roles follow them: this module takes nothing
+from it but the context names, so no server address, token or certificate can reach a response
+or a log line. The file is read again when it changes, so a member added to it shows up
+without a restart.
 
 Health comes from the syncer's hash (:attr:`fleet.state.dispatch_keys.DispatchKeys.health`), one
 :class:`fleet.state.member_health.MemberHealth` record per member, read through that module: its
@@ -35,8 +35,8 @@ the member not listed yet) the capacity fields are absent and the tables say ``<
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,7 @@ import redis.asyncio
 from fleet.api.computed import ComputedKind
 from fleet.apiserver import Obj
 from fleet.kinds import MEMBER_CLUSTER
-from fleet.members import KubeconfigClients, MemberConfigError, redact
+from fleet.members import KubeconfigChanges, redact
 from fleet.state import (
     CAPACITY_OBSERVED,
     DEFAULT_DISPATCH_KEYS,
@@ -59,8 +59,6 @@ from fleet.timestamps import rfc3339
 
 __all__ = ["KubeconfigMembers", "MemberNames", "member_kind", "member_object", "members_from"]
 
-log = logging.getLogger("fleet.api.members")
-
 #: What the status shows of each accelerator type of a capacity record.
 _ACCELERATOR_FIELDS = ("type", "nodes", "usableNodes", "allocatable", "free", "nodesByFreeNPUs")
 
@@ -68,41 +66,28 @@ MemberNames = Callable[[], list[str]]
 
 
 class KubeconfigMembers:
-    """The member names of a kubeconfig, read again when the file changes.
-
-    A file that turns unreadable keeps the last names known (and says so in the log once);
-    the first read must succeed, so a wrong path fails at start.
+    """The member names of a kubeconfig, followed as the roles follow it
+    (:class:`fleet.members.KubeconfigChanges`: a ``stat`` per call, the file read only when that
+    changed; a file that cannot be used keeps the last names known, logged once). The first
+    read must succeed, so a wrong path fails at start.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._clients = KubeconfigClients(path)
-        self._stamp: tuple[int, int] | None = None
-        self._names: list[str] = []
-        self._failing = False
-        self._refresh(strict=True)
+        self._changes = KubeconfigChanges(path)
+        self._lock = threading.Lock()  # called from worker threads (asyncio.to_thread)
+        self._follow(strict=True)
 
-    def _refresh(self, *, strict: bool) -> None:
-        try:
-            stat = self._clients.path.stat()
-            stamp = (stat.st_mtime_ns, stat.st_size)
-            if stamp == self._stamp:
-                return
-            self._names = self._clients.members()
-            self._stamp = stamp
-            self._failing = False
-        except (OSError, MemberConfigError) as error:
-            if strict:
-                raise MemberConfigError(str(error)) from None
-            if not self._failing:
-                log.warning("event=kubeconfig_unreadable path=%s error=%s", self._clients.path, error)
-                self._failing = True
+    def _follow(self, *, strict: bool) -> None:
+        with self._lock:
+            if self._changes.poll(strict=strict) is not None:
+                self._changes.accept()
 
     def __call__(self) -> list[str]:
-        self._refresh(strict=False)
-        return list(self._names)
+        self._follow(strict=False)
+        return self._changes.members
 
     def __repr__(self) -> str:
-        return f"KubeconfigMembers({str(self._clients.path)!r})"
+        return f"KubeconfigMembers({str(self._changes.path)!r})"
 
 
 def _timestamp(epoch: float) -> str | None:

@@ -33,7 +33,7 @@ from fleet.api.errors import invalid
 from fleet.api.validation import forbidden, immutable
 from fleet.apiserver import Cause, Forbidden, Obj, ResourceType, WatchEvent, clone, update_target
 from fleet.jobs import PREEMPT_LOWER_PRIORITY, ClassInfo, global_default
-from fleet.state import RedisStore
+from fleet.state import AsyncObjects
 
 __all__ = ["PriorityClassBackend", "refused"]
 
@@ -58,7 +58,7 @@ def _defaulted(obj: Obj) -> Obj:
 class PriorityClassBackend:
     """The ``Store`` of the fleet's PriorityClasses."""
 
-    def __init__(self, store: RedisStore) -> None:
+    def __init__(self, store: AsyncObjects) -> None:
         self.store = store
 
     async def _one_default(self, rt: ResourceType, body: Obj, *, creating: bool) -> None:

@@ -59,7 +59,7 @@ from fleet.apiserver import (
     clone,
 )
 from fleet.kinds import TreeNodeStatus, TreeStatus, format_amounts
-from fleet.state import RedisStore
+from fleet.state import AsyncObjects
 from queues import (
     DOCUMENT,
     TREE_NAMESPACE,
@@ -145,7 +145,7 @@ class TreeBackend:
 
     def __init__(
         self,
-        store: RedisStore,
+        store: AsyncObjects,
         ledger: Ledger,
         client: redis.asyncio.Redis,
         *,

@@ -20,7 +20,6 @@ __all__ = [
     "Gone",
     "Invalid",
     "MethodNotAllowed",
-    "NotAcceptable",
     "NotFound",
     "RequestEntityTooLarge",
     "Unauthorized",
@@ -86,11 +85,6 @@ class NotFound(ApiError):
 class MethodNotAllowed(ApiError):
     code = 405
     reason = "MethodNotAllowed"
-
-
-class NotAcceptable(ApiError):
-    code = 406
-    reason = "NotAcceptable"
 
 
 class AlreadyExists(ApiError):

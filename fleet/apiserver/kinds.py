@@ -74,12 +74,6 @@ _NAMESPACE_RULES: Final = {**_METADATA_RULES, "status.conditions": MergeRule("ty
 # --- Namespace ----------------------------------------------------------------------------------
 
 
-def _validate_namespace(obj: Obj) -> list[Cause]:
-    name = obj.get("metadata", {}).get("name")
-    why = dns1123_label(name) if isinstance(name, str) and name else None
-    return [invalid("metadata.name", name, why)] if why else []
-
-
 def _prepare_namespace(obj: Obj) -> None:
     obj["status"] = {"phase": "Active"}
     spec = obj.setdefault("spec", {})

@@ -108,9 +108,6 @@ class MemoryStore:
     def watcher_count(self, rt: ResourceType) -> int:
         return len(self._watchers.get(rt.key, ()))
 
-    def object_count(self, rt: ResourceType) -> int:
-        return sum(len(names) for names in self._objects.get(rt.key, {}).values())
-
     # --- internals -----------------------------------------------------------------------------
 
     def _bucket(self, key: tuple[str, str], namespace: str) -> dict[str, Obj]:

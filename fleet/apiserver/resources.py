@@ -153,11 +153,10 @@ class Access:
 
 
 class Registry:
-    """The kinds one endpoint serves, looked up by group/version/plural or by kind."""
+    """The kinds one endpoint serves, looked up by group/version/plural."""
 
     def __init__(self, types: Iterable[ResourceType] = ()) -> None:
         self._by_path: dict[tuple[str, str, str], ResourceType] = {}
-        self._by_kind: dict[tuple[str, str], ResourceType] = {}
         for rt in types:
             self.add(rt)
 
@@ -166,7 +165,6 @@ class Registry:
         if path in self._by_path:
             raise ValueError(f"resource {rt.qualified} version {rt.version} is registered twice")
         self._by_path[path] = rt
-        self._by_kind[(rt.group, rt.kind)] = rt
 
     def __iter__(self) -> Iterator[ResourceType]:
         return iter(self._by_path.values())
@@ -183,13 +181,6 @@ class Registry:
         if rt is None:
             raise NotFound("the server could not find the requested resource")
         return rt
-
-    def by_kind(self, kind: str, group: str | None = None) -> ResourceType:
-        """The type of a kind (``group`` disambiguates when given). ``KeyError`` when unknown."""
-        for (g, k), rt in self._by_kind.items():
-            if k == kind and (group is None or g == group):
-                return rt
-        raise KeyError(kind if group is None else f"{kind}.{group}")
 
     def groups(self) -> dict[str, list[str]]:
         """Served versions per group, in registration order (core is ``""``)."""

@@ -30,6 +30,7 @@ __all__ = [
 ]
 
 TABLE_MEDIA: Final = "as=Table"
+_TABLE_VERSIONS: Final = frozenset({"v=v1", "v=v1beta1"})
 _SEGMENT = re.compile(r"([^.\[\]]+)|\[(-?\d+:?)\]")
 
 
@@ -37,9 +38,9 @@ def wants_table(accept: str) -> bool:
     """Whether an Accept header asks for ``Table`` (meta.k8s.io v1) before plain JSON."""
     for part in accept.split(","):
         params = {p.strip() for p in part.split(";")[1:]}
-        if "as=Table" in params and "g=meta.k8s.io" in params and ("v=v1" in params or "v=v1beta1" in params):
+        if TABLE_MEDIA in params and "g=meta.k8s.io" in params and params & _TABLE_VERSIONS:
             return True
-        if part.strip().startswith(("application/json", "*/*")) and "as=Table" not in params:
+        if part.strip().startswith(("application/json", "*/*")) and TABLE_MEDIA not in params:
             return False
     return False
 

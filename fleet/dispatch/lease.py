@@ -110,10 +110,6 @@ class Lease:
         with self._lock:
             self.token = None
 
-    def current_holder(self) -> str | None:
-        raw = self.client.get(self.key + ":holder")
-        return None if raw is None else raw.decode() if isinstance(raw, bytes) else str(raw)
-
 
 class Renewer:
     """Renews ``lease`` every third of its TTL from a daemon thread while it is held, so that

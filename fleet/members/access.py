@@ -361,29 +361,6 @@ class Member:
             return False
         return True
 
-    def patch_job(self, kind: Resource, namespace: str, name: str, patch: Mapping[str, Any]) -> JSONObject:
-        """Apply a JSON merge patch (RFC 7386) to the job of ``kind``; returns the patched object."""
-        _require_name("namespace", namespace)
-        _require_name("name", name)
-        if not isinstance(patch, Mapping) or not patch:
-            raise ValueError("patch: must be a non-empty mapping (a JSON merge patch)")
-        body = dict(patch)
-        return self._call(
-            "patch_job",
-            lambda: _read_json(
-                self._custom.patch_namespaced_custom_object(
-                    kind.group,
-                    kind.version,
-                    namespace,
-                    kind.name,
-                    name,
-                    body,
-                    _preload_content=False,
-                    _request_timeout=self._timeout,
-                )
-            ),
-        )
-
     def list_jobs(
         self, kind: Resource, label_selector: str | None = None, *, namespace: str | None = None
     ) -> list[JSONObject]:
@@ -568,14 +545,6 @@ class Member:
         on_batch: BatchCallback | None = None,
     ) -> Watcher:
         return self.watch(kind, callback, label_selector=label_selector, on_batch=on_batch)
-
-    def watch_nodes(self, callback: EventCallback, label_selector: str | None = None) -> Watcher:
-        return self.watch(NODES, callback, label_selector=label_selector)
-
-    def watch_pods(
-        self, callback: EventCallback, label_selector: str | None = None, field_selector: str | None = None
-    ) -> Watcher:
-        return self.watch(PODS, callback, label_selector=label_selector, field_selector=field_selector)
 
     # -- health -------------------------------------------------------------------------------
 

@@ -7,8 +7,7 @@ naming the field, rather than failing later inside a retry loop.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
-from typing import Any
+from dataclasses import dataclass, fields
 
 __all__ = ["MemberSettings", "SettingsError"]
 
@@ -76,11 +75,3 @@ class MemberSettings:
             raise SettingsError("member setting backoff_initial: must be <= backoff_max")
         if self.watch_backoff_initial > self.watch_backoff_max:
             raise SettingsError("member setting watch_backoff_initial: must be <= watch_backoff_max")
-
-    def with_overrides(self, overrides: dict[str, Any]) -> MemberSettings:
-        """A copy with some fields changed; unknown names are refused, not ignored."""
-        known = {field.name for field in fields(self)}
-        unknown = sorted(set(overrides) - known)
-        if unknown:
-            raise SettingsError(f"member setting {unknown[0]}: unknown (known: {', '.join(sorted(known))})")
-        return replace(self, **overrides)

@@ -34,7 +34,7 @@ from fleet.placement.demand import Demand, DemandError, PodShape, ReplicaTemplat
 from fleet.placement.explain import NEVER, explain_member, explain_members, never_fits
 from fleet.placement.feeder import CapacityFeeder
 from fleet.placement.fit import Placement, Strategy, choose, fit_member
-from fleet.placement.keys import ReservationKeys
+from fleet.placement.keys import MemberReservationKeys, ReservationKeys
 from fleet.placement.placer import Decision, Placer, PlaceRequest
 from fleet.placement.redis_store import RedisReservations
 from fleet.placement.reservations import MemoryReservations, Reservation, ReservationStore
@@ -47,6 +47,7 @@ __all__ = [
     "Demand",
     "DemandError",
     "MemberCapacity",
+    "MemberReservationKeys",
     "MemoryReservations",
     "NodeClass",
     "PlaceRequest",

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.ascend import (
-    ACCELERATOR_TYPE_LABEL,
     HOSTNAME_LABEL,
     NPU_RESOURCE,
     NPU_RESOURCES,
@@ -105,10 +104,6 @@ class NodeClass:
         return cls(
             frozen, taints, npu_capacity, free, shared, dict(free), static, tuple(a for _, a in groups)
         )
-
-    @property
-    def accelerator_type(self) -> str | None:
-        return self.label_map.get(ACCELERATOR_TYPE_LABEL)
 
     def available(self, resource: str) -> int:
         return self.free_map.get(resource, 0)

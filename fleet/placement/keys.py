@@ -2,29 +2,53 @@
 
 All keys of one member share the hash tag ``{res:<member>}``: a reservation never spans members,
 so each script touches one hash slot and runs unchanged on Redis Cluster. The scripts receive
-:meth:`ReservationKeys.member_base` as ``KEYS[1]`` and append the suffixes below, so a name is
-spelt here once.
+the member's base (:meth:`ReservationKeys.member_base`) as ``KEYS[1]`` and append the suffixes
+declared in :class:`MemberReservationKeys`, so a name is spelt here once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, Self
+from typing import Self
 
-from queues import KeySpace, lua_key, lua_key_function, lua_string
+from queues import KeyParts, KeySpace, key, key_function
 
-__all__ = ["EXPIRY", "HELD", "ITEMS", "TAKES", "VERSION", "ReservationKeys"]
+__all__ = ["MemberReservationKeys", "ReservationKeys"]
 
-#: Hash ``<node>|<resource>`` -> amount held by all live reservations.
-HELD: Final = "held"
-#: Hash reservation id -> the reservation as JSON.
-ITEMS: Final = "items"
-#: Sorted set reservation id -> expiry (epoch seconds).
-EXPIRY: Final = "expiry"
-#: Hash ``<node>|<resource>`` -> amount, one per reservation (``takes:<id>``).
-TAKES: Final = "takes:"
-#: Counter bumped on every change, which is what a dispatcher's cache compares.
-VERSION: Final = "version"
+
+@dataclass(frozen=True)
+class MemberReservationKeys(KeySpace):
+    """Key names of one member's reservations: ``tag`` is ``res:<member>``
+    (:meth:`ReservationKeys.member`). The scripts are given the base as ``KEYS[1]``."""
+
+    def lua_base(self) -> str:
+        """``KEYS[1]``: a script is given its member's base, which routes it."""
+        return "KEYS[1]"
+
+    @key("K_HELD")
+    def held(self) -> str:
+        """Hash ``<node>|<resource>`` -> amount held by all live reservations."""
+        return "held"
+
+    @key("K_ITEMS")
+    def items(self) -> str:
+        """Hash reservation id -> the reservation as JSON."""
+        return "items"
+
+    @key("K_EXPIRY")
+    def expiry(self) -> str:
+        """Sorted set reservation id -> expiry (epoch seconds)."""
+        return "expiry"
+
+    @key("K_VERSION")
+    def version(self) -> str:
+        """Counter bumped on every change, which is what a dispatcher's cache compares."""
+        return "version"
+
+    @key_function("k_takes")
+    def takes(self, id: str) -> KeyParts:
+        """Hash ``<node>|<resource>`` -> amount, one per reservation."""
+        return "takes:", id
 
 
 @dataclass(frozen=True)
@@ -38,34 +62,14 @@ class ReservationKeys(KeySpace):
     def within(cls, space: KeySpace) -> Self:
         return cls(prefix=space.prefix)
 
-    def lua_base(self) -> str:
-        """``KEYS[1]``: a script is given its member's :meth:`member_base`, which routes it."""
-        return "KEYS[1]"
-
-    def lua_names(self) -> list[str]:
-        return [
-            lua_key("K_HELD", HELD),
-            lua_key("K_ITEMS", ITEMS),
-            lua_key("K_EXPIRY", EXPIRY),
-            lua_key("K_VERSION", VERSION),
-            lua_key_function("k_takes", lua_string(TAKES), "id"),
-        ]
+    def member(self, member: str) -> MemberReservationKeys:
+        """The key names of ``member``'s reservations."""
+        return MemberReservationKeys(prefix=self.prefix, tag=f"{self.tag}:{member}")
 
     def member_base(self, member: str) -> str:
         """What every key of ``member``'s reservations starts with: ``<prefix>:{res:<member>}:``."""
-        return self.tagged(f"{self.tag}:{member}")
+        return self.member(member).base
 
-    def held(self, member: str) -> str:
-        return self.member_base(member) + HELD
-
-    def items(self, member: str) -> str:
-        return self.member_base(member) + ITEMS
-
-    def expiry(self, member: str) -> str:
-        return self.member_base(member) + EXPIRY
-
-    def takes(self, member: str, reservation_id: str) -> str:
-        return self.member_base(member) + TAKES + reservation_id
-
-    def version(self, member: str) -> str:
-        return self.member_base(member) + VERSION
+    def lua(self) -> str:
+        """A member's names (:class:`MemberReservationKeys`): every script works on one member."""
+        return MemberReservationKeys(prefix=self.prefix, tag=self.tag).lua()

@@ -70,7 +70,7 @@ class RedisReservations:
     def held(self, member: str, now: float) -> dict[str, dict[str, int]]:
         self._version(keys=[self.keys.member_base(member)], args=[now])
         out: dict[str, dict[str, int]] = {}
-        raw: dict[bytes, bytes] = self.client.hgetall(self.keys.held(member))  # type: ignore[assignment]
+        raw: dict[bytes, bytes] = self.client.hgetall(self.keys.member(member).held)  # type: ignore[assignment]
         for key, value in raw.items():
             node, _, resource = key.decode().rpartition("|")
             out.setdefault(node, {})[resource] = int(value)
@@ -78,7 +78,7 @@ class RedisReservations:
 
     def reservations(self, member: str, now: float) -> list[Reservation]:
         self._version(keys=[self.keys.member_base(member)], args=[now])
-        raw: dict[bytes, bytes] = self.client.hgetall(self.keys.items(member))  # type: ignore[assignment]
+        raw: dict[bytes, bytes] = self.client.hgetall(self.keys.member(member).items)  # type: ignore[assignment]
         return [Reservation.from_json(v) for v in raw.values()]
 
     def versions(self, members: Sequence[str], now: float) -> dict[str, int]:

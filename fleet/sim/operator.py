@@ -189,9 +189,6 @@ class Operator:
             self._timer(job.fail_at, key)
         log.info("event=fault_armed member=%s job=%s/%s always=%s", self.member, namespace, name, always)
 
-    def pending_jobs(self) -> int:
-        return len(self._queue)
-
     # --- watches -------------------------------------------------------------------------------
 
     async def _watch_nodes(self, synced: asyncio.Event) -> None:

@@ -137,10 +137,6 @@ class NodeInfo:
     #: Whether the node is open to soft-shared NPUs (its NPUs are 100 units a chip).
     share: bool = False
 
-    @property
-    def accelerator_type(self) -> str | None:
-        return self.labels.get(ACCELERATOR_TYPE_LABEL)
-
     def domain(self, topology_key: str) -> str | None:
         """The node's value of a topology key (its name stands in for a missing hostname label)."""
         if topology_key == HOSTNAME_LABEL:

@@ -9,7 +9,7 @@ objects, versions and changes. Two faces over one storage:
     Synchronous, for the dispatcher, workers and syncers: get/list/create/update/delete,
     :meth:`~Objects.mutate` (read-modify-write with retries), :meth:`~Objects.changes` (the
     change feed after a version), fenced writes.
-:class:`RedisStore` (:mod:`fleet.state.aio`)
+:class:`AsyncObjects` (:mod:`fleet.state.async_objects`)
     The serving core's ``Store`` over ``redis.asyncio``: what ``build_app`` serves on each API
     replica, with selectors, paging, watch and bookmarks.
 Events (:mod:`fleet.state.events`)
@@ -66,7 +66,7 @@ Watch via streams
     (``MAXLEN ~``, whole stream nodes); when it is, the script records the floor, and a watch,
     a change feed or a continue token from an older version gets 410 Gone (the client lists
     again), never a silent gap. In an API replica one pump per kind reads the stream and fans
-    changes out to its watchers (see :mod:`fleet.state.aio`).
+    changes out to its watchers (see :mod:`fleet.state.async_objects`).
 
 Fencing
     A write may carry a :class:`queues.Fence`: a lease key and the token its writer holds. The
@@ -92,7 +92,7 @@ The roles' own records
     (:mod:`fleet.state.member_capacity`).
 """
 
-from fleet.state.aio import RedisStore
+from fleet.state.async_objects import AsyncObjects
 from fleet.state.dispatch_keys import (
     DEFAULT_DISPATCH_KEYS,
     EVICT_QUEUE,
@@ -123,10 +123,10 @@ __all__ = [
     "EVICT_QUEUE",
     "PROPAGATE_QUEUE",
     "PURGE_QUEUE",
+    "AsyncObjects",
     "DispatchKeys",
     "MemberHealth",
     "Objects",
-    "RedisStore",
     "StateKeys",
     "delete_events_for",
     "event_call",

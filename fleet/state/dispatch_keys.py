@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Final
 
-from queues import KeySpace
+from queues import KeySpace, key
 
 __all__ = ["DEFAULT_DISPATCH_KEYS", "EVICT_QUEUE", "PROPAGATE_QUEUE", "PURGE_QUEUE", "DispatchKeys"]
 
@@ -35,56 +35,56 @@ class DispatchKeys(KeySpace):
         """The RQ queue of ``role`` (:data:`PROPAGATE_QUEUE`, :data:`EVICT_QUEUE`, :data:`PURGE_QUEUE`)."""
         return self.rq_queue(role)
 
-    @property
+    @key()
     def lease(self) -> str:
         """String: the dispatcher leader's fencing token (TTL = lease time)."""
-        return self.base + "lease"
+        return "lease"
 
-    @property
+    @key()
     def inflight(self) -> str:
         """Sorted set: ``job key|uid|attempt`` -> deadline (epoch s) for its member copy to exist."""
-        return self.base + "inflight"
+        return "inflight"
 
-    @property
+    @key()
     def left(self) -> str:
         """Set: ``member|uid|attempt`` of the member copies that deleted jobs left in place
         (purgeMode Never): never purged as orphans; an entry goes when its copy does."""
-        return self.base + "left"
+        return "left"
 
-    @property
+    @key()
     def held(self) -> str:
         """Set: ``member|job key|uid|attempt`` of the member copies whose jobs were held (paused,
         suspended) while placed there, for the syncer to purge at once
         (:func:`fleet.jobs.pause.held_entry`): a running copy may not change again to be seen
         stale. An entry goes when its purge is sent."""
-        return self.base + "held"
+        return "held"
 
-    @property
+    @key()
     def health(self) -> str:
         """Hash: member -> JSON of its health as the syncer last probed it."""
-        return self.base + "health"
+        return "health"
 
-    @property
+    @key()
     def capacity(self) -> str:
         """Hash: member -> JSON of its capacity view as the dispatcher's feed last saw it
         (:mod:`fleet.dispatch.capacity`)."""
-        return self.base + "capacity"
+        return "capacity"
 
-    @property
+    @key()
     def syncers(self) -> str:
         """Sorted set: live syncer id -> when its heartbeat expires (ms, Redis' clock);
         :mod:`fleet.dispatch.ownership`."""
-        return self.base + "syncers"
+        return "syncers"
 
-    @property
+    @key()
     def owners(self) -> str:
         """Hash: member -> ``syncer id|lease expiry ms`` of the syncer that owns it now."""
-        return self.base + "owners"
+        return "owners"
 
-    @property
+    @key()
     def degraded(self) -> str:
         """Hash: member -> JSON of its degraded mark (calls timing out), :mod:`fleet.dispatch.degraded`."""
-        return self.base + "degraded"
+        return "degraded"
 
 
 DEFAULT_DISPATCH_KEYS: Final = DispatchKeys()

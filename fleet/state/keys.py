@@ -52,7 +52,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Final
 
-from queues import KeySpace, lua_key, lua_key_function
+from queues import KeyParts, KeySpace, key, key_function
 
 __all__ = [
     "DEFAULT_STATE_KEYS",
@@ -124,52 +124,51 @@ class StateKeys(KeySpace):
 
     SECTION: ClassVar[str] = "state:"
 
-    @property
+    @key("K_VERSION")
     def version(self) -> str:
         """Counter: the last resourceVersion handed out (all kinds share it)."""
-        return self.base + "version"
+        return "version"
 
-    @property
+    @key("K_FLOORS")
     def floors(self) -> str:
         """Hash: kind -> every change of the kind after this resourceVersion is in its stream."""
-        return self.base + "floors"
+        return "floors"
 
-    def objects(self, kind: str) -> str:
+    @key_function("k_objects")
+    def objects(self, kind: str) -> KeyParts:
         """Hash: field -> object JSON."""
-        return f"{self.base}objects:{kind}"
+        return "objects:", kind
 
-    def versions(self, kind: str) -> str:
+    @key_function("k_versions")
+    def versions(self, kind: str) -> KeyParts:
         """Hash: field -> resourceVersion."""
-        return f"{self.base}versions:{kind}"
+        return "versions:", kind
 
-    def changes(self, kind: str) -> str:
+    @key_function("k_changes")
+    def changes(self, kind: str) -> KeyParts:
         """Stream: ``<rv>-0`` -> type, object, old (the previous version's selector view)."""
-        return f"{self.base}changes:{kind}"
+        return "changes:", kind
 
-    def index(self, kind: str) -> str:
+    @key_function("k_index")
+    def index(self, kind: str) -> KeyParts:
         """Sorted set (score 0): :func:`index_member` of every object, in list order."""
-        return f"{self.base}index:{kind}"
+        return "index:", kind
 
-    def involved(self, kind: str) -> str:
+    @key_function("k_involved")
+    def involved(self, kind: str) -> KeyParts:
         """Sorted set (score 0): :func:`involved_member` of every Event (kinds of
         :data:`INVOLVED_KINDS` only)."""
-        return f"{self.base}involved:{kind}"
+        return "involved:", kind
 
-    def reindex(self, index: str, kind: str) -> str:
+    @key_function("k_reindex")
+    def reindex(self, index: str, kind: str) -> KeyParts:
         """String: the token of the process rebuilding index ``index`` (:data:`NAMES_INDEX` or
         :data:`INVOLVED_INDEX`) of ``kind``, with a TTL."""
-        return f"{self.base}reindex:{index}:{kind}"
+        return "reindex:", index, ":", kind
 
     def lua_names(self) -> list[str]:
         return [
-            lua_key("K_VERSION", "version"),
-            lua_key("K_FLOORS", "floors"),
-            lua_key_function("k_objects", "'objects:'", "kind"),
-            lua_key_function("k_versions", "'versions:'", "kind"),
-            lua_key_function("k_changes", "'changes:'", "kind"),
-            lua_key_function("k_index", "'index:'", "kind"),
-            lua_key_function("k_involved", "'involved:'", "kind"),
-            lua_key_function("k_reindex", "'reindex:'", "index", "':'", "kind"),
+            *super().lua_names(),
             # index_member() and its inverse, over the hash field (namespace/name or name)
             "local function index_member(field)",
             "  local at = string.find(field, '/', 1, true)",

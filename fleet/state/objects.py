@@ -204,8 +204,8 @@ class Objects:
         limit: int | None = None,
         continue_token: str | None = None,
     ) -> tuple[builtins.list[Obj], str, str | None]:
-        """One page of a list, as the API serves it (:meth:`RedisStore.list
-        <fleet.state.aio.RedisStore.list>`, the same reads): the objects, the list's
+        """One page of a list, as the API serves it (:meth:`AsyncObjects.list
+        <fleet.state.async_objects.AsyncObjects.list>`, the same reads): the objects, the list's
         resourceVersion, and the continue token for the next page (None at the end). A page
         costs what it holds (and what its selectors skip), not the kind; Events with a
         fieldSelector on ``involvedObject.name`` cost the Events of that object.

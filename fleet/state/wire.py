@@ -2,7 +2,7 @@
 reads of a list page.
 
 Shared by the sync :class:`~fleet.state.objects.Objects` and the async
-:class:`~fleet.state.aio.RedisStore`, which differ only in how they wait for Redis: a list page
+:class:`~fleet.state.async_objects.AsyncObjects`, which differ only in how they wait for Redis: a list page
 is a :class:`PageRead`, a state machine both drive (``while not read.done``: send what it asks
 for, feed it the reply), so they page alike.
 

@@ -223,10 +223,6 @@ class WorkloadAdapter(Protocol):
         worth retrying elsewhere, or stuck waiting for its gang."""
         ...
 
-    def pod_selector(self, namespace: str, name: str) -> str:
-        """The label selector of the pods the kind's operator makes for job ``name``."""
-        ...
-
     def member_copy(
         self,
         obj: Mapping[str, Any],

@@ -94,9 +94,6 @@ class ReplicaSpecAdapter:
         """The labels the kind's operator puts on every pod of replica type ``rtype``."""
         return {self.pod_job_label: name} if self.pod_job_label else {}
 
-    def pod_selector(self, namespace: str, name: str) -> str:
-        return f"{self.pod_job_label}={name}"
-
     def ordered(self, types: Sequence[str]) -> list[str]:
         """Replica types leaders first (in :attr:`leaders` order), then the rest as written."""
         rank = {t: i for i, t in enumerate(self.leaders)}

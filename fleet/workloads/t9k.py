@@ -275,12 +275,6 @@ def _template_errors(template: Any, path: str) -> list[FieldError]:
     return [FieldError(c.field, c.message, c.reason) for c in validate_pod_template(template, path)]
 
 
-def _phase(member_obj: Mapping[str, Any]) -> str | None:
-    status = member_obj.get("status")
-    phase = status.get("phase") if isinstance(status, Mapping) else None
-    return str(phase) if isinstance(phase, str) else None
-
-
 class T9kAdapter(ReplicaSpecAdapter):
     """What the two T9k kinds share, on the replica-spec base; a subclass reads its own spec
     shape (:meth:`replica_specs`) and checks its own rules (:meth:`_check`)."""
@@ -371,10 +365,6 @@ class T9kAdapter(ReplicaSpecAdapter):
             if not run_mode:
                 del spec["runMode"]
         return spec
-
-    def debugging(self, obj: Mapping[str, Any]) -> bool:
-        """Whether the job runs in debug mode (environment up, training not started)."""
-        return mode_enabled(obj, "debug")
 
     def map_status(self, member_obj: Mapping[str, Any]) -> WorkloadStatus:
         """T9k's conditions, and the member's phase in Fleet's words as the state: the last

@@ -3,7 +3,6 @@ default prefix keeps the names existing data lives under, and a bad prefix is re
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterator
 
 import fakeredis
@@ -16,27 +15,22 @@ from fleet.cli import main
 from fleet.dispatch.context import Context
 from fleet.placement import ReservationKeys
 from fleet.state import EVICT_QUEUE, PROPAGATE_QUEUE, PURGE_QUEUE, DispatchKeys, StateKeys
-from queues import DEFAULT_SPACE, Keys, KeySpace
+from queues import DEFAULT_SPACE, KeyFunction, Keys, KeySpace, key_declarations
 
 KEY_SETS: tuple[type[KeySpace], ...] = (Keys, StateKeys, DispatchKeys, ApiKeys, ReservationKeys)
-#: What a key set has that is not a key name.
-NOT_KEYS = {"lua_base", "lua_names", "within", "queue", "member_base"}
 
 
 def key_names(keys: KeySpace) -> Iterator[tuple[str, str]]:
-    """(attribute, key name) for every key the set names: each property, and each method called
-    with placeholder arguments, that the set defines beyond :class:`KeySpace`."""
-    for cls in type(keys).__mro__:
-        if cls is KeySpace or not issubclass(cls, KeySpace):
-            continue
-        for name, attr in vars(cls).items():
-            if name.startswith("_") or name in NOT_KEYS or name.isupper():
-                continue
-            if isinstance(attr, property):
-                yield name, getattr(keys, name)
-            elif inspect.isfunction(attr):
-                arity = len(inspect.signature(attr).parameters) - 1
-                yield name, getattr(keys, name)(*[f"x{i}" for i in range(arity)])
+    """(attribute, key name) for every key the set declares (:func:`queues.key_declarations`),
+    a key function called with placeholder arguments; a member's names for the reservations."""
+    if isinstance(keys, ReservationKeys):
+        yield from key_names(keys.member("x"))
+        return
+    for name, declaration in key_declarations(type(keys)):
+        value = getattr(keys, name)
+        if isinstance(declaration, KeyFunction):
+            value = value(*[f"x{i}" for i in range(len(declaration.arguments))])
+        yield name, value
 
 
 @pytest.mark.parametrize("key_set", KEY_SETS, ids=lambda c: c.__name__)
@@ -47,7 +41,7 @@ def test_every_key_of_a_deployment_carries_its_prefix(key_set: type[KeySpace]) -
     for attribute, name in names.items():
         assert name.startswith("blue:{"), (attribute, name)
     assert "fleet" not in "".join(names.values())
-    if keys.lua_base() != "KEYS[1]":  # the reservations' scripts are given their member's base
+    if "KEYS[1]" not in keys.lua():  # the reservations' scripts are given their member's base
         assert keys.lua().startswith("local BASE = 'blue:{"), keys.lua()
 
 
@@ -58,7 +52,7 @@ def test_the_default_prefix_keeps_todays_names() -> None:
     assert DispatchKeys().lease == "fleet:{quota}:dispatch:lease"
     assert DispatchKeys().inflight == "fleet:{quota}:dispatch:inflight"
     assert ApiKeys().tree_lock == "fleet:{quota}:api:tree-lock"
-    assert ReservationKeys().held("m1") == "fleet:{res:m1}:held"
+    assert ReservationKeys().member("m1").held == "fleet:{res:m1}:held"
     assert ReservationKeys().member_base("m1") == "fleet:{res:m1}:"
     assert [DispatchKeys().queue(q) for q in (PROPAGATE_QUEUE, EVICT_QUEUE, PURGE_QUEUE)] == [
         "fleet-propagate",

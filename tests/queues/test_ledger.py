@@ -18,6 +18,7 @@ from queues import (
     UnboundJob,
     VersionConflict,
     format_views,
+    leaf_in,
     queue_views,
 )
 from queues.heads import ClassHeads, HeadCache
@@ -45,7 +46,7 @@ def two_teams(root_cpu: int = 10, a_max: int = 10, b_max: int = 10, **extra: obj
 
 
 def test_without_a_tree_admission_is_unlimited_and_order_holds(ledger: Ledger) -> None:
-    assert ledger.resolve_leaf("anything") == "root"
+    assert leaf_in(ledger.tree(), "anything") == "root"
     assert ledger.admit("huge", "root", {"cpu": 10**9 * CPU}).admitted
     ledger.enqueue("low", "root", {"cpu": CPU}, priority=1)
     ledger.enqueue("high", "root", {"cpu": CPU}, priority=9)
@@ -85,7 +86,7 @@ def test_koord_queue_max_jobs_limits_a_dotted_leaf_to_one_job(ledger: Ledger) ->
 
     tree, _ = load_file("config/samples/elasticquotatree-koord-queue.yaml")
     ledger.apply(tree)
-    leaf = ledger.resolve_leaf("nlp")
+    leaf = leaf_in(ledger.tree(), "nlp")
     assert leaf == "root.algo.nlp"
     ledger.enqueue("nlp/one/u1", leaf, {"cpu": CPU})
     ledger.enqueue("nlp/two/u2", leaf, {"cpu": CPU})
@@ -100,7 +101,7 @@ def test_max_jobs_reason_on_the_sample_tree(ledger: Ledger) -> None:
 
     tree, _ = load_file("config/samples/elasticquotatree.yaml")
     ledger.apply(tree)
-    leaf = ledger.resolve_leaf("default")
+    leaf = leaf_in(ledger.tree(), "default")
     ledger.enqueue("default/one/u1", leaf, {"cpu": CPU})
     ledger.enqueue("default/two/u2", leaf, {"cpu": CPU})
     assert ledger.admit_pending("default/one/u1").admitted
@@ -354,8 +355,8 @@ def test_apply_refuses_to_lose_jobs_or_break_limits(ledger: Ledger, redis_client
 def test_unbound_namespace_and_unknown_node_change_nothing(ledger: Ledger, redis_client: redis.Redis) -> None:
     ledger.apply(make_tree(two_teams()))
     with pytest.raises(UnboundJob, match="namespace 'team-c' is bound to no node"):
-        ledger.resolve_leaf("team-c")
-    assert ledger.resolve_leaf("team-b") == "b"
+        leaf_in(ledger.tree(), "team-c")
+    assert leaf_in(ledger.tree(), "team-b") == "b"
     before = sorted(redis_client.keys("*"))
     with pytest.raises(LedgerError, match="quota node nope is not in the applied ElasticQuotaTree"):
         ledger.enqueue("j", "nope", {"cpu": 1})

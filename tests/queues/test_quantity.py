@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from queues.quantity import QuantityError, format_quantity, parse, parse_exact, parse_resources
+from queues.quantity import QuantityError, format_quantity, parse, parse_exact
 
 
 @pytest.mark.parametrize(
@@ -39,11 +39,6 @@ def test_parse_exact_keeps_the_fraction() -> None:
     assert parse_exact("1500m") == Decimal("1.5")
     assert parse_exact("2") == parse_exact(2) == parse_exact("2e0") == 2
     assert parse_exact("1Ki") == 1024
-
-
-def test_parse_resources_names_the_resource() -> None:
-    with pytest.raises(QuantityError, match=r"^memory: "):
-        parse_resources({"cpu": 1, "memory": "lots"})
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import yaml
 
 from fleet.kinds import ELASTIC_QUOTA_TREE
 from fleet.state import Objects
-from queues import Ledger
+from queues import Ledger, leaf_in
 from tests.fleet.api.conftest import JOB, TREE
 from tests.support.kubectl import Kubectl
 
@@ -122,4 +122,4 @@ def test_a_koord_queue_tree_applies_with_a_warning_naming_the_attribute_fleet_ig
     ) in done.stderr.splitlines()
     shown = nodes(kubectl)
     assert shown["root.algo.nlp"]["queue"] == "root-root.algo-root.algo.nlp"
-    assert Ledger(fleet_redis).resolve_leaf("nlp") == "root.algo.nlp"
+    assert leaf_in(Ledger(fleet_redis).tree(), "nlp") == "root.algo.nlp"

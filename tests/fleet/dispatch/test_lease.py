@@ -16,7 +16,7 @@ def test_only_one_holder_at_a_time(redis_client: redis.Redis) -> None:
     assert a.acquire()
     assert not b.acquire()
     assert a.held and not b.held
-    assert a.current_holder() == "a"
+    assert redis_client.get(DEFAULT_DISPATCH_KEYS.lease + ":holder") == b"a"
     assert redis_client.get(DEFAULT_DISPATCH_KEYS.lease) == a.token.encode()  # type: ignore[union-attr]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -121,9 +122,7 @@ def test_a_timed_out_call_is_not_retried_past_the_budget_and_then_fails_fast(
 ) -> None:
     """A member answering later than the request timeout costs one attempt per call (not
     ``attempts`` of them), and once the breaker opens on timeouts, nothing at all."""
-    settings = FAST.with_overrides(
-        {"request_timeout": 0.3, "call_budget": 0.5, "breaker_failures": 2, "breaker_reset": 30.0}
-    )
+    settings = replace(FAST, request_timeout=0.3, call_budget=0.5, breaker_failures=2, breaker_reset=30.0)
     member: Member = member_for(member_server, tmp_path, settings)
     member_server.faults.delay(1.0, path="/api/v1/nodes")
     for _ in range(2):
@@ -157,7 +156,7 @@ def test_calls_to_one_member_run_concurrently_through_its_breaker(
 
 
 def test_caller_guards_only_calls_that_retry() -> None:
-    caller = Caller("m1", FAST.with_overrides({"breaker_failures": 1}))
+    caller = Caller("m1", replace(FAST, breaker_failures=1))
     caller.breaker.trip(timed_out=False)
     assert caller("probe", lambda: 1, retry=False) == 1  # not guarded
     with pytest.raises(CircuitOpen):

@@ -24,8 +24,6 @@ from fleet.workloads import KINDS
 
 ROOT = Path(__file__).resolve().parents[3]
 ACCESS = Path(fleet.members.access.__file__)
-#: Member methods no role calls: their client calls need no right (checked below).
-UNCALLED = {"patch_job"}
 _VERBS = {
     "read": ("get",),
     "get": ("get",),
@@ -48,14 +46,14 @@ _COMPANIONS = [("", "configmaps"), ("", "secrets"), ("", "services")]
 
 
 def _needed() -> set[tuple[str, str, str]]:
-    """(group, resource, verb) for each client call of a Member method that some role calls.
+    """(group, resource, verb) for each client call of a Member method (the roles call every one).
 
     ``list`` brings ``watch``: the watcher opens its stream with the same list function."""
     tree = ast.parse(ACCESS.read_text())
     member = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Member")
     needed: set[tuple[str, str, str]] = set()
     for method in member.body:
-        if not isinstance(method, ast.FunctionDef) or method.name in UNCALLED:
+        if not isinstance(method, ast.FunctionDef):
             continue
         for node in ast.walk(method):
             if (
@@ -89,16 +87,6 @@ def test_the_rights_are_exactly_the_calls_fleet_makes() -> None:
     granted = {(r.group, r.resource, verb) for r in rights(JOB_KINDS) for verb in r.verbs}
     assert granted == _needed()
     assert {("kubeflow.org", "pytorchjobs", "create"), ("", "secrets", "update")} <= granted
-
-
-def test_the_uncalled_member_methods_are_really_uncalled() -> None:
-    for name in UNCALLED:
-        callers = [
-            path
-            for path in (ROOT / "fleet").rglob("*.py")
-            if "members" not in path.parts and "sim" not in path.parts and f".{name}(" in path.read_text()
-        ]
-        assert not callers, f"{name} is called by {callers}: grant its verb in fleet/members/rights.py"
 
 
 def test_the_member_manifest_in_deploy_is_fleet_member_rbac_output() -> None:

@@ -11,6 +11,8 @@ from fleet.ascend import Condition
 from fleet.members import (
     ADDED,
     DELETED,
+    NODES,
+    PODS,
     SYNC,
     Member,
     MemberSettings,
@@ -66,7 +68,7 @@ def test_sample_job_runs_and_is_followed_through_watches(members: dict[str, Memb
     assert len(nodes) == 4
     jobs, pods = Recorder(), Recorder()
     job_watcher = cards.watch_jobs(JOBS, jobs, label_selector="framework=pytorch")
-    pod_watcher = cards.watch_pods(pods, label_selector="job-name=default-test-pytorch")
+    pod_watcher = cards.watch(PODS, pods, label_selector="job-name=default-test-pytorch")
     try:
         assert job_watcher.wait_synced(5.0) and pod_watcher.wait_synced(5.0)
         created = cards.create_job(JOBS, "team-sim", sample_job())  # the member has no such namespace yet
@@ -93,7 +95,7 @@ def test_sample_job_runs_and_is_followed_through_watches(members: dict[str, Memb
 def test_faults_injected_by_the_simulator(simulator: RunningSim, members: dict[str, Member]) -> None:
     modules = members["modules"]
     nodes = Recorder()
-    watcher = modules.watch_nodes(nodes)
+    watcher = modules.watch(NODES, nodes)
     try:
         assert watcher.wait_synced(5.0)
         simulator.fault("modules", "503")

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from fleet.apiserver import NODE, POD
-from fleet.members import ADDED, DELETED, MODIFIED, NODES, SYNC, Member, Watcher, WatchEvent
+from fleet.members import ADDED, DELETED, MODIFIED, NODES, PODS, SYNC, Member, Watcher, WatchEvent
 from tests.fleet.members.conftest import MemberServer, member_for
 from tests.fleet.members.objects import job, names, node, pod
 from tests.fleet.members.recording import Recorder, event_name
@@ -54,7 +54,9 @@ def test_lists_then_delivers_changes(
 
     member.create_job(JOBS, "default", job("new", team="a"))
     member.create_job(JOBS, "default", job("other", team="b"))  # outside the selector
-    member.patch_job(JOBS, "default", "new", {"spec": {"runPolicy": {"backoffLimit": 3}}})
+    changed = member_server.call(member_server.store.get(ASCENDJOB, "default", "new"))
+    changed["spec"]["runPolicy"] = {"backoffLimit": 3}
+    member_server.update(ASCENDJOB, changed)
     member.delete_job(JOBS, "default", "before")
     recorder.wait(lambda events: len(events) >= 4)
     time.sleep(0.1)
@@ -194,8 +196,8 @@ def test_nodes_and_pods_are_watched_with_selectors(
 ) -> None:
     member_server.create(NODE, node("n1"))
     nodes, pods = Recorder(), Recorder()
-    watchers.append(member.watch_nodes(nodes))
-    watchers.append(member.watch_pods(pods, field_selector="spec.nodeName=n1"))
+    watchers.append(member.watch(NODES, nodes))
+    watchers.append(member.watch(PODS, pods, field_selector="spec.nodeName=n1"))
     assert names(nodes.wait(lambda events: len(events) >= 1)[0].objects) == ["n1"]
     pods.wait(lambda events: len(events) >= 1)
 
@@ -217,7 +219,7 @@ def test_stop_is_prompt_while_a_read_blocks(tmp_path: Path) -> None:
     server.start()
     try:
         member = member_for(server, tmp_path)
-        watcher = member.watch_nodes(Recorder())
+        watcher = member.watch(NODES, Recorder())
         assert watcher.wait_synced(5.0)
         _wait(lambda: watcher.connected)
         time.sleep(0.2)
@@ -231,7 +233,7 @@ def test_stop_is_prompt_while_a_read_blocks(tmp_path: Path) -> None:
 
 def test_stop_is_prompt_while_the_member_is_down(member: Member, member_server: MemberServer) -> None:
     member_server.stop_listener()
-    watcher = member.watch_nodes(Recorder())
+    watcher = member.watch(NODES, Recorder())
     time.sleep(0.3)
     assert not watcher.wait_synced(0.0)
     assert watcher.last_error is not None and "unavailable" in watcher.last_error
@@ -242,7 +244,7 @@ def test_stop_is_prompt_while_the_member_is_down(member: Member, member_server: 
 
 def test_member_close_stops_its_watchers(member_server: MemberServer, tmp_path: Path) -> None:
     member = member_for(member_server, tmp_path)
-    jobs, nodes = member.watch_jobs(JOBS, Recorder()), member.watch_nodes(Recorder())
+    jobs, nodes = member.watch_jobs(JOBS, Recorder()), member.watch(NODES, Recorder())
     assert jobs.wait_synced(5.0) and nodes.wait_synced(5.0)
     start = time.monotonic()
     member.close()

@@ -1,7 +1,7 @@
-"""Store lanes for the conformance tests: MemoryStore, RedisStore on fakeredis, RedisStore on Redis 7.
+"""Store lanes for the conformance tests: MemoryStore, AsyncObjects on fakeredis, AsyncObjects on Redis 7.
 
 ``async with lane.replicas(n) as stores`` makes the stores on the running event loop. A Redis lane
-makes ``n`` RedisStores, each with its own client, over one Redis, as separate API replicas
+makes ``n`` AsyncObjects, each with its own client, over one Redis, as separate API replicas
 would be; the memory lane hands out its one store ``n`` times (a process has one).
 """
 
@@ -17,7 +17,7 @@ import redis
 import redis.asyncio
 
 from fleet.apiserver import MemoryStore, Store
-from fleet.state.aio import RedisStore
+from fleet.state.async_objects import AsyncObjects
 
 
 class Lane(Protocol):
@@ -50,7 +50,7 @@ class RedisLane:
 
     @asynccontextmanager
     async def replicas(self, count: int = 1, *, history: int = 10_000) -> AsyncIterator[list[Store]]:
-        stores = [RedisStore(self.client(), history=history, block_ms=100) for _ in range(count)]
+        stores = [AsyncObjects(self.client(), history=history, block_ms=100) for _ in range(count)]
         try:
             yield list(stores)
         finally:

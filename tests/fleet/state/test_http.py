@@ -1,4 +1,4 @@
-"""The serving core with RedisStore, as two API replicas on one Redis, driven by the official client."""
+"""The serving core with AsyncObjects, as two API replicas on one Redis, driven by the official client."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from kubernetes import client, watch
 from fleet.apiserver import Store
 from fleet.ascend import ASCENDJOB_GROUP, ASCENDJOB_PLURAL, ASCENDJOB_VERSION
 from fleet.state import Objects
-from fleet.state.aio import RedisStore
+from fleet.state.async_objects import AsyncObjects
 from tests.fleet.state.conftest import RedisLane
 from tests.support.apiserver import ApiServerThread
 from tests.support.kinds import ASCENDJOB
@@ -41,7 +41,7 @@ def replicas(redis_lane: RedisLane) -> Iterator[tuple[Any, Any]]:
     def factory() -> AbstractAsyncContextManager[Store]:
         @asynccontextmanager
         async def served() -> AsyncIterator[Store]:
-            store = RedisStore(redis_lane.client(), block_ms=100)
+            store = AsyncObjects(redis_lane.client(), block_ms=100)
             try:
                 yield store
             finally:

@@ -1,7 +1,7 @@
 """Lists cost what their page costs: paging over the kind's index, describe's Events over the
 Events' involved index, the same results as MemoryStore, and data from before the indexes.
 
-The semantics tests run on the three lanes (MemoryStore, RedisStore on fakeredis and on Redis 7);
+The semantics tests run on the three lanes (MemoryStore, AsyncObjects on fakeredis and on Redis 7);
 the cost tests count what the Redis stores decode and receive, which with the old whole-hash
 reads grew with the kind.
 """
@@ -21,11 +21,11 @@ import redis.asyncio
 from fleet.apiserver import EVENT, NODE, POD, Store
 from fleet.apiserver.resources import Obj, ResourceType
 from fleet.state import Objects, events_for, record_event
-from fleet.state import aio as aio_module
+from fleet.state import async_objects as async_objects_module
 from fleet.state import events as events_module
 from fleet.state import objects as objects_module
 from fleet.state import wire as wire_module
-from fleet.state.aio import RedisStore
+from fleet.state.async_objects import AsyncObjects
 from fleet.state.keys import INVOLVED_INDEX, NAMES_INDEX, kind_name
 from fleet.state.wire import text
 from tests.fleet.state.conftest import Lane, RedisLane
@@ -236,7 +236,7 @@ def costs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Costs]:
         found.decoded += 1
         return decode(raw)
 
-    for module in (wire_module, aio_module, objects_module, events_module):
+    for module in (wire_module, async_objects_module, objects_module, events_module):
         if hasattr(module, "decode"):
             monkeypatch.setattr(module, "decode", counted)
     yield found
@@ -300,7 +300,7 @@ def test_a_page_reads_what_it_holds_not_the_kind(
 
     async def scenario() -> None:
         async with redis_lane.replicas() as (store,):
-            assert isinstance(store, RedisStore)
+            assert isinstance(store, AsyncObjects)
             count_replies(monkeypatch, store.client, costs)
             await store.list(EVENT, None, limit=1)  # scripts loaded, connection made
             costs.reset()
@@ -356,7 +356,7 @@ def test_lists_read_data_stored_before_the_indexes(redis_lane: RedisLane, costs:
 
     async def scenario() -> None:
         async with redis_lane.replicas() as (store,):
-            assert isinstance(store, RedisStore)
+            assert isinstance(store, AsyncObjects)
             got, _ = await pages(store, POD, None, 7)
             assert [k for page in got for k in page] == expected_pods
             got, _ = await pages(store, POD, "team", 4)

@@ -1,4 +1,4 @@
-"""One behaviour, three stores: MemoryStore, RedisStore on fakeredis, RedisStore on Redis 7.
+"""One behaviour, three stores: MemoryStore, AsyncObjects on fakeredis, AsyncObjects on Redis 7.
 
 What the serving core and its clients rely on from a ``Store``: server-set metadata, one version
 sequence, optimistic concurrency, the status split, finalizers, selectors and paging, and watch
@@ -27,7 +27,7 @@ from fleet.apiserver import (
     Store,
     WatchEvent,
 )
-from fleet.state.aio import RedisStore
+from fleet.state.async_objects import AsyncObjects
 from tests.fleet.state.conftest import Lane, RedisLane
 from tests.support.kinds import ASCENDJOB
 
@@ -50,7 +50,7 @@ def job(name: str) -> dict[str, Any]:
 async def version(store: Store) -> int:
     if isinstance(store, MemoryStore):
         return store.resource_version
-    assert isinstance(store, RedisStore)
+    assert isinstance(store, AsyncObjects)
     return int(await store.resource_version())
 
 
@@ -337,7 +337,7 @@ def test_many_watchers_each_get_every_change(lane: Lane) -> None:
                        for g, r in zip(got, rest, strict=True))  # fmt: skip
             for w in watchers:
                 await w.aclose()  # type: ignore[attr-defined]
-            assert isinstance(two, (MemoryStore, RedisStore)) and two.watcher_count(NODE) == 0
+            assert isinstance(two, (MemoryStore, AsyncObjects)) and two.watcher_count(NODE) == 0
 
     run(scenario)
 

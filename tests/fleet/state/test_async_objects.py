@@ -1,4 +1,4 @@
-"""RedisStore beyond the Store conformance: watches outlive a Redis crash (and writes survive it),
+"""AsyncObjects beyond the Store conformance: watches outlive a Redis crash (and writes survive it),
 and a watch that fell behind the retained history ends with 410 rather than skip changes."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import redis.asyncio
 
 from fleet.apiserver import Gone, WatchEvent
-from fleet.state import DEFAULT_STATE_KEYS, Objects, RedisStore
+from fleet.state import DEFAULT_STATE_KEYS, AsyncObjects, Objects
 from tests.fleet.state.conftest import RedisLane
 from tests.support.kinds import ASCENDJOB
 from tests.support.redis_server import RedisServer
@@ -26,7 +26,7 @@ def test_a_watch_continues_across_a_redis_crash_and_restart(redis_server: RedisS
 
     async def scenario() -> None:
         client = redis.asyncio.Redis(host="127.0.0.1", port=redis_server.port)
-        store = RedisStore(client, block_ms=100)
+        store = AsyncObjects(client, block_ms=100)
         try:
             events = store.watch(ASCENDJOB, "default", resource_version=objects.resource_version())
             first = asyncio.ensure_future(anext(events))

@@ -1,6 +1,6 @@
-"""The async face of the fleet's object storage: :class:`RedisStore`, the serving core's ``Store``.
+"""The async face of the fleet's object storage: :class:`AsyncObjects`, the serving core's ``Store``.
 
-The fleet endpoint runs as several stateless replicas, each with a RedisStore over one Redis:
+The fleet endpoint runs as several stateless replicas, each with an AsyncObjects over one Redis:
 what one replica writes, the others list and watch. Writes run the same script as the sync
 :class:`~fleet.state.objects.Objects` and compute server-set metadata with the same functions
 as MemoryStore (:mod:`fleet.apiserver.store`), so the three stores cannot disagree.
@@ -99,7 +99,7 @@ from fleet.state.wire import (
 )
 from queues import Fence
 
-__all__ = ["RedisStore"]
+__all__ = ["AsyncObjects"]
 
 log = logging.getLogger("fleet.state")
 
@@ -127,7 +127,7 @@ class _Pump:
     stopped: bool = False
 
 
-class RedisStore:
+class AsyncObjects:
     """The serving core's ``Store`` over Redis (``redis.asyncio``); one per API replica."""
 
     def __init__(
