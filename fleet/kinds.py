@@ -1,4 +1,4 @@
-"""The kinds the fleet serves and stores, beyond the member kinds of :mod:`fleet.apiserver.kinds`.
+"""The kinds the fleet serves and stores, beyond the core kinds of :mod:`fleet.apiserver.core_kinds`.
 
 Storage identity is ``(group, plural)``: each job kind of :data:`fleet.workloads.KINDS` is served
 at the fleet under its member identity (the upstream CRD's names and short names) and differs only

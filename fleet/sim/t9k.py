@@ -5,7 +5,7 @@ It follows the state machine of the T9k seeds (``t9k-tensorflowtrainingjob.zh.tx
 
 * pods per replica: ``<job>-<type>-<index>`` for each ``spec.replicaSpecs`` entry; an MPIJob
   gets ``<job>-launcher`` (which requests nothing:
-  :func:`fleet.workloads.t9k_vocabulary.launcher_template`) and its workers;
+  :func:`fleet.t9k.launcher_template`) and its workers;
   ``Initialized`` once they exist, phase ``Pending``;
 * the pods are bound as a gang (all of them, or none) by the simulator's own scheduler
   (:func:`fleet.sim.scheduler.schedule_pods`, never Fleet's placement code); bound: ``Running``;
@@ -43,19 +43,24 @@ from fleet.sim.jobs import DURATION_ANNOTATION, EXIT_CODE_ANNOTATION, _with_stri
 from fleet.sim.predicates import PodSpecError, pod_info
 from fleet.sim.scheduler import Cluster, schedule_pods
 from fleet.sim.topology import Simulation
+from fleet.t9k import (
+    CHIEF,
+    DEADLINE_EXCEEDED,
+    INVALID_SPEC,
+    LAUNCHER,
+    REPLICA_INDEX_LABEL,
+    REPLICA_TYPE_LABEL,
+    T9K_JOB_NAME_LABEL,
+    WORKER,
+    T9kCondition,
+    T9kPhase,
+    clean_up_policy,
+    launcher_template,
+    mode_enabled,
+    retriable_exit,
+)
 from fleet.timestamps import now_rfc3339
-from fleet.workloads import T9K_CHIEF as CHIEF
-from fleet.workloads import T9K_DEADLINE_EXCEEDED as DEADLINE_EXCEEDED
-from fleet.workloads import T9K_INVALID_SPEC as INVALID_SPEC
-from fleet.workloads import T9K_JOB_NAME_LABEL, T9K_MPIJOB, T9K_TFJOB, T9kCondition, T9kPhase
-from fleet.workloads import T9K_LAUNCHER as LAUNCHER
-from fleet.workloads import T9K_REPLICA_INDEX_LABEL as REPLICA_INDEX_LABEL
-from fleet.workloads import T9K_REPLICA_TYPE_LABEL as REPLICA_TYPE_LABEL
-from fleet.workloads import T9K_WORKER as WORKER
-from fleet.workloads import t9k_clean_up_policy as clean_up_policy
-from fleet.workloads import t9k_launcher_template as launcher_template
-from fleet.workloads import t9k_mode_enabled as mode_enabled
-from fleet.workloads import t9k_retriable_exit as retriable_exit
+from fleet.workloads import T9K_MPIJOB, T9K_TFJOB
 
 __all__ = ["KILLED", "T9K_KINDS", "T9kController", "build_pods", "restarts", "set_conditions"]
 

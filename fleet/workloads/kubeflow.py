@@ -68,6 +68,22 @@ from typing import Any, ClassVar, Final
 from pydantic import Field, StrictBool, StrictStr, ValidationError
 
 from fleet.apiserver import PrinterColumn, ResourceType, dns1035_label, validate_pod_template
+from fleet.kubeflow import (
+    CLEAN_POD_POLICIES,
+    GROUP,
+    JOB_NAME_LABEL,
+    JOB_ROLE_LABEL,
+    LAUNCHER_CREATION_POLICIES,
+    MPI_IMPLEMENTATIONS,
+    MPI_OPERATOR,
+    MPI_RESTART_POLICIES,
+    OPERATOR_NAME_LABEL,
+    REPLICA_INDEX_LABEL,
+    REPLICA_TYPE_LABEL,
+    SUSPEND_FIELD,
+    SUSPENDED,
+    TF_SUCCESS_POLICIES,
+)
 from fleet.placement import Demand, DemandError, build_demand
 from fleet.workloads.base import FieldError, InvalidWorkload, Outcome, WorkloadStatus
 from fleet.workloads.models import RESTART_POLICIES, Int32, Int64, Open, pydantic_errors
@@ -90,26 +106,6 @@ __all__ = [
     "tfjob",
 ]
 
-GROUP: Final = "kubeflow.org"
-#: The labels the Kubeflow operators put on every pod of a job (``kubeflowv1.JobNameLabel``, ...).
-JOB_NAME_LABEL: Final = "training.kubeflow.org/job-name"
-REPLICA_TYPE_LABEL: Final = "training.kubeflow.org/replica-type"
-REPLICA_INDEX_LABEL: Final = "training.kubeflow.org/replica-index"
-#: The MPI operator's pod labels besides the job name (``defaultLabels``): the role (``launcher``,
-#: ``worker``) and the operator's name.
-JOB_ROLE_LABEL: Final = "training.kubeflow.org/job-role"
-OPERATOR_NAME_LABEL: Final = "training.kubeflow.org/operator-name"
-MPI_OPERATOR: Final = "mpi-operator"
-CLEAN_POD_POLICIES: Final = ("All", "Running", "None")
-#: ``spec.runPolicy.suspend`` and the condition type a suspended job shows (``JobSuspended``).
-SUSPEND_FIELD: Final = "spec.runPolicy.suspend"
-SUSPENDED: Final = "Suspended"
-#: TFJob's ``successPolicy`` values (``SuccessPolicyDefault``, ``SuccessPolicyAllWorkers``).
-TF_SUCCESS_POLICIES: Final = ("", "AllWorkers")
-#: The MPI operator's enums (``validation.go``, ``types.go``).
-MPI_RESTART_POLICIES: Final = ("Never", "OnFailure")
-MPI_IMPLEMENTATIONS: Final = ("OpenMPI", "Intel", "MPICH")
-LAUNCHER_CREATION_POLICIES: Final = ("AtStartup", "WaitForWorkersReady")
 
 
 def _resource(kind: str, version: str, short_names: tuple[str, ...] = ()) -> ResourceType:

@@ -9,7 +9,7 @@ reference (``t9k/user-docs``, ``docs/reference/api/build-console/jobs/``) descri
 * an MPIJob has one ``spec.worker`` (``replicas``, ``cmd``, ``extraMPIArgs``, a template with a
   container named ``mpi-worker``), plus ``mca``, ``ssh``, ``mpiHome``; its controller adds one
   launcher pod that runs ``mpirun`` (it requests nothing:
-  :func:`fleet.workloads.t9k_vocabulary.launcher_template`);
+  :func:`fleet.t9k.launcher_template`);
 * ``spec.runPolicy``: ``backoffLimit`` (restarts shared by all replicas), ``activeDeadlineSeconds``
   and the clean-up policy; ``spec.scheduler.t9kScheduler``: ``queue`` (required) and ``priority``
   (0 to 100); ``spec.runMode``: ``debug`` and ``pause``.
@@ -21,7 +21,7 @@ in pause mode holds no quota and no member capacity (:meth:`T9kAdapter.paused`).
 ``status.phase``, ``conditions``, ``tasks`` and ``aggregate`` are mirrored; the fleet's state is
 the phase in Fleet's words (:meth:`T9kAdapter.map_status`), and a failure is the user's (not
 retried elsewhere) unless the main replica was killed by its environment
-(:data:`fleet.workloads.t9k_vocabulary.RETRIABLE_EXIT_CODES`).
+(:data:`fleet.t9k.RETRIABLE_EXIT_CODES`).
 """
 
 from __future__ import annotations
@@ -33,9 +33,38 @@ from typing import Annotated, Any, Final
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr, ValidationError
 
-from fleet.apiserver import DNS1035_LABEL_MAX_LENGTH, dns1035_label, validate_pod_template
+from fleet.apiserver import (
+    DNS1035_LABEL_MAX_LENGTH,
+    PrinterColumn,
+    ResourceType,
+    dns1035_label,
+    validate_pod_template,
+)
 from fleet.ascend import Condition
 from fleet.placement import Demand, DemandError, ReplicaTemplate, build_demand
+from fleet.t9k import (
+    CHIEF,
+    CLEAN_UP_POLICIES,
+    LAUNCHER,
+    MPI_WORKER_CONTAINER,
+    REPLICA_TYPE_LABEL,
+    RESTART_POLICIES,
+    T9K_GROUP,
+    T9K_JOB_NAME_LABEL,
+    T9K_MPIJOB_KIND,
+    T9K_MPIJOB_PLURAL,
+    T9K_TFJOB_KIND,
+    T9K_TFJOB_PLURAL,
+    T9K_VERSION,
+    TF_REPLICA_TYPES,
+    USER_FAILURE_REASONS,
+    WORKER,
+    T9kCondition,
+    T9kPhase,
+    launcher_template,
+    mode_enabled,
+    retriable_exit,
+)
 from fleet.workloads.base import (
     DEFAULT_QUEUE,
     MIRRORED_FIELDS,
@@ -47,25 +76,6 @@ from fleet.workloads.base import (
 )
 from fleet.workloads.models import Int32, Int64, Open, pydantic_errors
 from fleet.workloads.replicas import ReplicaSpecAdapter
-from fleet.workloads.t9k_vocabulary import (
-    CHIEF,
-    CLEAN_UP_POLICIES,
-    LAUNCHER,
-    MPI_WORKER_CONTAINER,
-    REPLICA_TYPE_LABEL,
-    RESTART_POLICIES,
-    T9K_JOB_NAME_LABEL,
-    T9K_MPIJOB,
-    T9K_TFJOB,
-    TF_REPLICA_TYPES,
-    USER_FAILURE_REASONS,
-    WORKER,
-    T9kCondition,
-    T9kPhase,
-    launcher_template,
-    mode_enabled,
-    retriable_exit,
-)
 
 __all__ = [
     "DEFAULT_QUEUE",
@@ -73,6 +83,8 @@ __all__ = [
     "PAUSE_FIELD",
     "PRIORITY_FIELD",
     "QUEUE_FIELD",
+    "T9K_MPIJOB",
+    "T9K_TFJOB",
     "MPIJobAdapter",
     "T9kAdapter",
     "TensorFlowTrainingJobAdapter",
@@ -85,6 +97,40 @@ PAUSE_FIELD: Final = "spec.runMode.pause.enabled"
 QUEUE_FIELD: Final = "spec.scheduler.t9kScheduler.queue"
 #: ``t9kScheduler.priority`` lies in 0..100 (T9k's API reference).
 MAX_PRIORITY: Final = 100
+
+_COLUMNS: Final = (
+    PrinterColumn(
+        "Name", "string", ".metadata.name", "Name must be unique within a namespace.", format="name"
+    ),
+    PrinterColumn("Phase", "string", ".status.phase", "The phase of the job (Pending, Running, ...)."),
+    PrinterColumn("Age", "date", ".metadata.creationTimestamp", "Time since the job was created."),
+)
+
+#: The kinds as a member serves them (custom resources of T9k's CRDs: no short names).
+T9K_TFJOB: Final = ResourceType(
+    group=T9K_GROUP,
+    version=T9K_VERSION,
+    kind=T9K_TFJOB_KIND,
+    plural=T9K_TFJOB_PLURAL,
+    singular=T9K_TFJOB_KIND.lower(),
+    namespaced=True,
+    printer_columns=_COLUMNS,
+    has_status=True,
+    categories=("all",),
+    description="A distributed TensorFlow training job, run by T9k's job controller.",
+)
+T9K_MPIJOB: Final = ResourceType(
+    group=T9K_GROUP,
+    version=T9K_VERSION,
+    kind=T9K_MPIJOB_KIND,
+    plural=T9K_MPIJOB_PLURAL,
+    singular=T9K_MPIJOB_KIND.lower(),
+    namespaced=True,
+    printer_columns=_COLUMNS,
+    has_status=True,
+    categories=("all",),
+    description="A distributed OpenMPI job, run by T9k's job controller.",
+)
 
 #: How the fleet's state reads a T9k phase (Fleet's states are AscendJob's conditions; a
 #: paused job is ``Paused``, a phase Fleet does not otherwise know).

@@ -15,8 +15,8 @@ from fleet.apiserver import (
     Server,
     TokenAuthenticator,
     build_app,
-    member_registry,
 )
+from fleet.sim import member_registry
 from tests.support.apiserver import ApiServerThread
 from tests.support.kinds import ASCENDJOB
 

@@ -1,7 +1,10 @@
 """The T9k job vocabulary (TensorFlowTrainingJob, MPIJob of ``batch.tensorstack.dev/v1beta1``).
 
-One home for the names that Fleet's T9k adapters (:mod:`fleet.workloads.t9k`) and the member
-simulator's T9k controller (:mod:`fleet.sim.t9k`) share. They come from the T9k documents in
+T9k's own names, in one home below every layer that speaks them: Fleet's T9k adapters
+(:mod:`fleet.workloads.t9k`, which also hold the kinds as a member serves them) and the member
+simulator's T9k controller (:mod:`fleet.sim.t9k`), beside the other upstream vocabularies
+(:mod:`fleet.ascend`, :mod:`fleet.kubeflow`). Names and pure rules on plain JSON only: nothing
+here imports the rest of Fleet. They come from the T9k documents in
 ``shared/seeds`` (``t9k-tensorflowtrainingjob.zh.txt``, ``t9k-mpijob.zh.txt``) and T9k's API
 reference (``t9k/user-docs``: ``docs/reference/api/build-console/jobs/{tensorflowtrainingjob,
 mpijob}.md``): replica types, restart and clean-up policies, the exit codes ``ExitCode`` retries,
@@ -12,8 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, Final
-
-from fleet.apiserver import PrinterColumn, ResourceType
 
 __all__ = [
     "CHIEF",
@@ -28,10 +29,8 @@ __all__ = [
     "RETRIABLE_EXIT_CODES",
     "T9K_GROUP",
     "T9K_JOB_NAME_LABEL",
-    "T9K_MPIJOB",
     "T9K_MPIJOB_KIND",
     "T9K_MPIJOB_PLURAL",
-    "T9K_TFJOB",
     "T9K_TFJOB_KIND",
     "T9K_TFJOB_PLURAL",
     "T9K_VERSION",
@@ -86,41 +85,6 @@ USER_FAILURE_REASONS: Final = frozenset({DEADLINE_EXCEEDED, INVALID_SPEC})
 T9K_JOB_NAME_LABEL: Final = "batch.tensorstack.dev/job-name"
 REPLICA_TYPE_LABEL: Final = "batch.tensorstack.dev/replica-type"
 REPLICA_INDEX_LABEL: Final = "batch.tensorstack.dev/replica-index"
-
-
-_COLUMNS: Final = (
-    PrinterColumn(
-        "Name", "string", ".metadata.name", "Name must be unique within a namespace.", format="name"
-    ),
-    PrinterColumn("Phase", "string", ".status.phase", "The phase of the job (Pending, Running, ...)."),
-    PrinterColumn("Age", "date", ".metadata.creationTimestamp", "Time since the job was created."),
-)
-
-#: The kinds as a member serves them (custom resources of T9k's CRDs: no short names).
-T9K_TFJOB: Final = ResourceType(
-    group=T9K_GROUP,
-    version=T9K_VERSION,
-    kind=T9K_TFJOB_KIND,
-    plural=T9K_TFJOB_PLURAL,
-    singular=T9K_TFJOB_KIND.lower(),
-    namespaced=True,
-    printer_columns=_COLUMNS,
-    has_status=True,
-    categories=("all",),
-    description="A distributed TensorFlow training job, run by T9k's job controller.",
-)
-T9K_MPIJOB: Final = ResourceType(
-    group=T9K_GROUP,
-    version=T9K_VERSION,
-    kind=T9K_MPIJOB_KIND,
-    plural=T9K_MPIJOB_PLURAL,
-    singular=T9K_MPIJOB_KIND.lower(),
-    namespaced=True,
-    printer_columns=_COLUMNS,
-    has_status=True,
-    categories=("all",),
-    description="A distributed OpenMPI job, run by T9k's job controller.",
-)
 
 
 class T9kPhase:

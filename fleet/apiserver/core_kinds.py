@@ -1,26 +1,24 @@
-"""The kinds a simulated member cluster serves: Namespace, Node, Pod, Event (core/v1), and job kinds.
+"""The core/v1 kinds a Kubernetes-style server of Fleet serves: Namespace, Node, Pod, Event.
 
-Each is a :class:`~fleet.apiserver.resources.ResourceType` with the Table columns ``kubectl get``
-shows for it on a real cluster, the field selectors kubectl relies on (``describe node`` lists
+The simulated members serve them with the job kinds (:func:`fleet.sim.member_registry`); the
+fleet endpoint serves Namespace and Event (:mod:`fleet.kinds`). Each is a
+:class:`~fleet.apiserver.resources.ResourceType` with the Table columns ``kubectl get`` shows for
+it on a real cluster, the field selectors kubectl relies on (``describe node`` lists
 pods by ``spec.nodeName``; ``describe`` lists events by ``involvedObject.*``), and the strategic
-merge patch keys of the Kubernetes types for the fields that kubectl patches. Job kinds are
-served as custom resources (merge and JSON patches only), described by their workload adapters.
+merge patch keys of the Kubernetes types for the fields that kubectl patches.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, Final
 
-from fleet.apiserver.companions import COMPANION_KINDS
 from fleet.apiserver.errors import Cause
 from fleet.apiserver.patch import MergeRule
-from fleet.apiserver.resources import Obj, PrinterColumn, Registry, ResourceType
-from fleet.apiserver.reviews import with_reviews
+from fleet.apiserver.resources import Obj, PrinterColumn, ResourceType
 from fleet.apiserver.tables import json_path, since
 from fleet.apiserver.validation import dns1123_label, invalid, required
 
-__all__ = ["EVENT", "NAMESPACE", "NODE", "POD", "member_registry"]
+__all__ = ["EVENT", "NAMESPACE", "NODE", "POD"]
 
 _NAME = PrinterColumn(
     "Name", "string", ".metadata.name", "Name must be unique within a namespace.", format="name"
@@ -376,12 +374,3 @@ EVENT: Final = ResourceType(
     ),
     strategic=_METADATA_RULES,
 )
-
-
-def member_registry(jobs: Sequence[ResourceType] = ()) -> Registry:
-    """The core kinds of a simulated member cluster, the companion kinds a job references
-    (:mod:`fleet.apiserver.companions`), the job kinds it serves (custom resources, as their
-    CRDs describe them: the workload adapters own those descriptions), and the self reviews
-    (``kubectl auth can-i`` and ``whoami``, which a member without authorization answers yes to
-    everything)."""
-    return Registry(with_reviews([NAMESPACE, NODE, POD, EVENT, *COMPANION_KINDS, *jobs]))
