@@ -12,7 +12,7 @@ read-only kinds of Fleet's own group (``fleet.io/v1alpha1``): MemberCluster (one
 kubeconfig, its health as the syncer last probed it) and Queue (one per quota tree node, from the
 ledger). They have no ``create``/``update``/``delete`` verbs, so discovery tells kubectl so; the
 API answers 405. This module only describes the kinds; their behaviour lives in the backends of
-:mod:`fleet.api`. It sits below the roles (the API, the dispatch roles, :mod:`fleet.jobs`), which
+:mod:`fleet.endpoint`. It sits below the roles (the API, the dispatch roles, :mod:`fleet.jobs`), which
 all name these kinds, and above the workload adapters it builds the job kinds from.
 """
 
@@ -111,7 +111,7 @@ def _namespace_row(obj: Obj) -> list[Any]:
     ]
 
 
-#: Namespaces at the fleet: a read-only view (:mod:`fleet.api.namespaces`), core/v1 as kubectl
+#: Namespaces at the fleet: a read-only view (:mod:`fleet.endpoint.namespaces`), core/v1 as kubectl
 #: knows it, with the quota node and queue each maps to.
 FLEET_NAMESPACE: Final = replace(
     NAMESPACE,
@@ -232,9 +232,10 @@ _OBJECT_META = "Standard object's metadata."
 #: cluster-scoped, short name ``pc``): fields ``value``, ``globalDefault``, ``description`` and
 #: ``preemptionPolicy`` at the top level, no spec or status. The columns are kube-apiserver's
 #: (``printPriorityClass`` in ``pkg/printers/internalversion/printers.go``: NAME, VALUE,
-#: GLOBAL-DEFAULT, AGE, PREEMPTIONPOLICY). Validation: :func:`fleet.api.validation.validate_priority_class`;
-#: the checks against other objects (the stored one on update, the other defaults) and defaulting:
-#: :class:`fleet.api.priority_classes.PriorityClassBackend`.
+#: GLOBAL-DEFAULT, AGE, PREEMPTIONPOLICY). Validation:
+#: :func:`fleet.endpoint.validation.validate_priority_class`; the checks against other objects
+#: (the stored one on update, the other defaults) and defaulting:
+#: :class:`fleet.endpoint.priority_classes.PriorityClassBackend`.
 PRIORITY_CLASS: Final = ResourceType(
     group="scheduling.k8s.io",
     version="v1",

@@ -61,7 +61,7 @@ from fleet.apiserver.app import (
     build_app,
     default_version_info,
 )
-from fleet.apiserver.companions import COMPANION_KINDS, CONFIGMAP, SECRET, SERVICE
+from fleet.apiserver.companion_kinds import COMPANION_KINDS, CONFIGMAP, SECRET, SERVICE
 from fleet.apiserver.core_kinds import EVENT, NAMESPACE, NODE, POD
 from fleet.apiserver.errors import (
     AlreadyExists,
