@@ -73,6 +73,8 @@ _NAMESPACE_RULES: Final = {**_METADATA_RULES, "status.conditions": MergeRule("ty
 
 
 def _validate_namespace(obj: Obj) -> list[Cause]:
+    """A namespace's name is a DNS-1123 label, not a subdomain: no dots (kube-apiserver's
+    ``ValidateNamespaceName``, ``pkg/apis/core/validation``)."""
     name = obj.get("metadata", {}).get("name")
     why = dns1123_label(name) if isinstance(name, str) and name else None
     return [invalid("metadata.name", name, why)] if why else []
@@ -106,6 +108,7 @@ NAMESPACE: Final = ResourceType(
     ],
     field_selectors=("status.phase",),
     strategic=_NAMESPACE_RULES,
+    validate=_validate_namespace,
     prepare_create=_prepare_namespace,
     verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
 )

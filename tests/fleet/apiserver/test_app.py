@@ -83,6 +83,17 @@ def test_delete_preconditions(http: httpx.Client) -> None:
     assert http.get("/api/v1/nodes/n").status_code == 200
 
 
+def test_a_namespace_name_is_a_dns_label(http: httpx.Client) -> None:
+    """As kube-apiserver: ``kubectl create namespace team.a`` is refused (a label has no dots),
+    naming the field and the rule; ``team-a`` is created."""
+    refused = http.post("/api/v1/namespaces", json={"metadata": {"name": "team.a"}})
+    assert refused.status_code == 422
+    (cause,) = refused.json()["details"]["causes"]
+    assert cause["field"] == "metadata.name" and cause["message"].endswith("must not contain dots")
+    assert http.get("/api/v1/namespaces/team.a").status_code == 404
+    assert http.post("/api/v1/namespaces", json={"metadata": {"name": "team-a"}}).status_code == 201
+
+
 def test_pluggable_validation_and_strictness() -> None:
     def needs_replicas(obj: dict[str, object]) -> list[Cause]:
         spec = obj.get("spec")
