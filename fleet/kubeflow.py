@@ -1,6 +1,6 @@
 """The Kubeflow training vocabulary: the names Kubeflow's training operator and MPI operator use.
 
-One home below every layer that speaks them: Fleet's Kubeflow adapters (:mod:`fleet.workloads.kubeflow`)
+One home below every layer that speaks them: Fleet's Kubeflow adapters (:mod:`fleet.workloads.kubeflow_jobs`)
 and the member simulator's Kubeflow controllers (:mod:`fleet.sim.kinds`, :mod:`fleet.sim.operator`),
 beside the other upstream vocabularies (:mod:`fleet.ascend`, :mod:`fleet.t9k`). Names only: nothing
 here imports the rest of Fleet. Sources: kubeflow/training-operator v1.9.0 (``pkg/apis/kubeflow.org/v1``:

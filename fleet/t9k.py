@@ -1,8 +1,8 @@
 """The T9k job vocabulary (TensorFlowTrainingJob, MPIJob of ``batch.tensorstack.dev/v1beta1``).
 
 T9k's own names, in one home below every layer that speaks them: Fleet's T9k adapters
-(:mod:`fleet.workloads.t9k`, which also hold the kinds as a member serves them) and the member
-simulator's T9k controller (:mod:`fleet.sim.t9k`), beside the other upstream vocabularies
+(:mod:`fleet.workloads.t9k_jobs`, which also hold the kinds as a member serves them) and the member
+simulator's T9k controller (:mod:`fleet.sim.t9k_controller`), beside the other upstream vocabularies
 (:mod:`fleet.ascend`, :mod:`fleet.kubeflow`). Names and pure rules on plain JSON only: nothing
 here imports the rest of Fleet. They come from the T9k documents in
 ``shared/seeds`` (``t9k-tensorflowtrainingjob.zh.txt``, ``t9k-mpijob.zh.txt``) and T9k's API

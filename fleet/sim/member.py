@@ -9,7 +9,7 @@ from fleet.sim.faults import FaultMiddleware, FaultState
 from fleet.sim.kinds import member_registry
 from fleet.sim.metrics import SimMetrics
 from fleet.sim.operator import Operator
-from fleet.sim.t9k import T9kController
+from fleet.sim.t9k_controller import T9kController
 from fleet.sim.topology import Member, Simulation, node_objects, ready_condition
 from fleet.timestamps import now_rfc3339
 

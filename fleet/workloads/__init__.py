@@ -18,7 +18,7 @@ from fleet.workloads.base import (
     member_resource,
     unschedulable,
 )
-from fleet.workloads.kubeflow import MPIJOB, PYTORCHJOB, TFJOB
+from fleet.workloads.kubeflow_jobs import MPIJOB, PYTORCHJOB, TFJOB
 from fleet.workloads.registry import (
     KINDS,
     JobRef,
@@ -29,7 +29,7 @@ from fleet.workloads.registry import (
     kind_tag,
     ref_for,
 )
-from fleet.workloads.t9k import T9K_MPIJOB, T9K_TFJOB
+from fleet.workloads.t9k_jobs import T9K_MPIJOB, T9K_TFJOB
 
 __all__ = [
     "ASCENDJOB",

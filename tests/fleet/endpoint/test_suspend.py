@@ -18,7 +18,7 @@ from fleet.jobs.phases import FleetReason, Phase
 from fleet.jobs.status import set_state
 from fleet.kinds import fleet_kind
 from fleet.state import Objects
-from fleet.workloads.kubeflow import pytorchjob
+from fleet.workloads.kubeflow_jobs import pytorchjob
 from queues import JobState, Ledger
 from tests.fleet.endpoint.conftest import JOB, SAMPLES, TREE, call
 from tests.support.fleet_api import FleetApiThread

@@ -15,7 +15,7 @@ from fleet.jobs.status import set_state
 from fleet.jobs.submit import job_key
 from fleet.kinds import fleet_kind
 from fleet.state import Objects
-from fleet.workloads.t9k import t9k_tfjob
+from fleet.workloads.t9k_jobs import t9k_tfjob
 from queues import QUOTA_LABEL, JobState, Ledger
 from tests.fleet.endpoint.conftest import SAMPLES, call
 from tests.support.fleet_api import FleetApiThread

@@ -14,7 +14,7 @@ import yaml
 from fleet.apiserver import NODE, POD, MemoryStore
 from fleet.apiserver.resources import Obj, ResourceType
 from fleet.sim.jobs import DURATION_ANNOTATION, EXIT_CODE_ANNOTATION
-from fleet.sim.t9k import T9kController, restarts
+from fleet.sim.t9k_controller import T9kController, restarts
 from fleet.sim.topology import Simulation
 from fleet.workloads import T9K_MPIJOB, T9K_TFJOB
 from tests.fleet.sim.builders import node

@@ -11,7 +11,7 @@ import yaml
 
 from fleet.workloads import adapter_for
 from fleet.workloads.base import InvalidWorkload, Outcome
-from fleet.workloads.t9k import t9k_mpijob, t9k_tfjob
+from fleet.workloads.t9k_jobs import t9k_mpijob, t9k_tfjob
 
 SAMPLES = Path(__file__).resolve().parents[3] / "config" / "samples"
 

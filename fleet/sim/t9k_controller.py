@@ -64,7 +64,7 @@ from fleet.workloads import T9K_MPIJOB, T9K_TFJOB
 
 __all__ = ["KILLED", "T9K_KINDS", "T9kController", "build_pods", "restarts", "set_conditions"]
 
-log = logging.getLogger("fleet.sim.t9k")
+log = logging.getLogger("fleet.sim.t9k_controller")
 
 _COMPONENT: Final = "t9k-job-controller"
 #: The exit code of a pod killed by an injected failure or a deadline (SIGKILL).
