@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: up test lint typecheck layers unit install clean wheel wheelhouse image
+.PHONY: up test lint typecheck layers unit explore install clean wheel wheelhouse image
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Fleet needs Python 3.11+")'
@@ -50,6 +50,10 @@ image:
 
 unit: $(STAMP)
 	$(BIN)/pytest -m 'not integration'
+
+# The property tests with fresh draws (`make test` replays fixed ones, tests/conftest.py).
+explore: $(STAMP)
+	HYPOTHESIS_PROFILE=explore $(BIN)/pytest -n 3 $$(grep -rl hypothesis tests --include='test_*.py')
 
 clean:
 	rm -rf $(VENV) $(DIST) .mypy_cache .pytest_cache .ruff_cache .hypothesis

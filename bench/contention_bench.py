@@ -103,8 +103,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
+from fleet.apiserver import EVENT
 from fleet.apiserver.errors import Gone
-from fleet.apiserver.kinds import EVENT
 from fleet.connections import redis_from_url
 from fleet.jobs import current_state, submit
 from fleet.kinds import fleet_kind

@@ -54,8 +54,8 @@ from typing import Any
 
 import yaml
 
-from fleet.api.keys import DEFAULT_API_KEYS
 from fleet.connections import redis_from_url
+from fleet.endpoint.keys import DEFAULT_API_KEYS
 from fleet.jobs import current_state, submit
 from fleet.jobs.durability import Durability
 from fleet.kinds import PROPAGATION_POLICY, fleet_kind

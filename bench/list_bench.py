@@ -40,7 +40,7 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from fleet.apiserver.kinds import EVENT
+from fleet.apiserver import EVENT
 from fleet.apiserver.resources import Obj
 from fleet.apiserver.store import ObjectFilter, decode_continue, select_page
 from fleet.state import AsyncObjects, Objects, events_for

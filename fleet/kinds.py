@@ -1,4 +1,4 @@
-"""The kinds the fleet serves and stores, beyond the member kinds of :mod:`fleet.apiserver.kinds`.
+"""The kinds the fleet serves and stores, beyond the core kinds of :mod:`fleet.apiserver.core_kinds`.
 
 Storage identity is ``(group, plural)``: each job kind of :data:`fleet.workloads.KINDS` is served
 at the fleet under its member identity (the upstream CRD's names and short names) and differs only
@@ -12,7 +12,7 @@ read-only kinds of Fleet's own group (``fleet.io/v1alpha1``): MemberCluster (one
 kubeconfig, its health as the syncer last probed it) and Queue (one per quota tree node, from the
 ledger). They have no ``create``/``update``/``delete`` verbs, so discovery tells kubectl so; the
 API answers 405. This module only describes the kinds; their behaviour lives in the backends of
-:mod:`fleet.api`. It sits below the roles (the API, the dispatch roles, :mod:`fleet.jobs`), which
+:mod:`fleet.endpoint`. It sits below the roles (the API, the dispatch roles, :mod:`fleet.jobs`), which
 all name these kinds, and above the workload adapters it builds the job kinds from.
 """
 
@@ -118,7 +118,7 @@ def _namespace_row(obj: Obj) -> list[Any]:
     ]
 
 
-#: Namespaces at the fleet: a read-only view (:mod:`fleet.api.namespaces`), core/v1 as kubectl
+#: Namespaces at the fleet: a read-only view (:mod:`fleet.endpoint.namespaces`), core/v1 as kubectl
 #: knows it, with the quota node and queue each maps to.
 FLEET_NAMESPACE: Final = replace(
     NAMESPACE,
@@ -241,7 +241,7 @@ class TreeNodeStatus(TypedDict):
 
 
 class TreeStatus(TypedDict):
-    """The tree's ``status``, computed from the ledger when read (:mod:`fleet.api.quota_tree`)."""
+    """The tree's ``status``, computed from the ledger when read (:mod:`fleet.endpoint.quota_tree`)."""
 
     #: The version of the tree the ledger applied (0: none yet).
     version: int
@@ -272,9 +272,10 @@ _OBJECT_META = "Standard object's metadata."
 #: cluster-scoped, short name ``pc``): fields ``value``, ``globalDefault``, ``description`` and
 #: ``preemptionPolicy`` at the top level, no spec or status. The columns are kube-apiserver's
 #: (``printPriorityClass`` in ``pkg/printers/internalversion/printers.go``: NAME, VALUE,
-#: GLOBAL-DEFAULT, AGE, PREEMPTIONPOLICY). Validation: :func:`fleet.api.validation.validate_priority_class`;
-#: the checks against other objects (the stored one on update, the other defaults) and defaulting:
-#: :class:`fleet.api.priority_classes.PriorityClassBackend`.
+#: GLOBAL-DEFAULT, AGE, PREEMPTIONPOLICY). Validation:
+#: :func:`fleet.endpoint.validation.validate_priority_class`; the checks against other objects
+#: (the stored one on update, the other defaults) and defaulting:
+#: :class:`fleet.endpoint.priority_classes.PriorityClassBackend`.
 PRIORITY_CLASS: Final = ResourceType(
     group="scheduling.k8s.io",
     version="v1",
@@ -341,7 +342,7 @@ class QueueSpec(TypedDict):
 
 
 class QueueStatus(TypedDict):
-    """A Queue's ``status``, from the ledger (:mod:`fleet.api.quota_queues` says what each means)."""
+    """A Queue's ``status``, from the ledger (:mod:`fleet.endpoint.quota_queues` says what each means)."""
 
     used: dict[str, str]
     borrowed: dict[str, str]

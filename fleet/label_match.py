@@ -11,7 +11,7 @@ A requirement is a key, an operator and values, with the meaning of
 
 Selectors in the string syntax of list calls (:mod:`fleet.apiserver.selectors`), Karmada's
 structured label and field selectors (:mod:`fleet.policy`) and nodeSelector terms and affinity
-(:mod:`fleet.placement.selectors`) all match through :func:`requirement_matches`. The member
+(:mod:`fleet.placement.node_constraints`) all match through :func:`requirement_matches`. The member
 simulator's own scheduler keeps its own rule on purpose: it is the independent judge of Fleet's
 placements (:mod:`fleet.sim`).
 

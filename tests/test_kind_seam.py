@@ -1,10 +1,11 @@
 """No module outside the workload adapters names a specific job kind (issue 19's seam).
 
 Kinds are adapters listed in :mod:`fleet.workloads.registry`; everything else iterates that list.
-Allowed to name kinds: ``fleet/workloads`` (the adapters), ``fleet/ascend.py`` (the Ascend
-vocabulary), ``fleet/sim`` (the simulated controllers, one per kind), ``fleet/state/wire.py``
-(its compression dictionary is trained on a sample job) and ``fleet/local/up.py`` (the walkthrough
-it prints names the sample's kind). Docstrings and comments may use kinds as examples; code may not.
+Allowed to name kinds: ``fleet/workloads`` (the adapters), ``fleet/ascend.py``,
+``fleet/kubeflow.py`` and ``fleet/t9k.py`` (the upstream vocabularies), ``fleet/sim`` (the
+simulated controllers, one per kind), ``fleet/state/wire.py`` (its compression dictionary is
+trained on a sample job) and ``fleet/local/up.py`` (the walkthrough it prints names the sample's
+kind). Docstrings and comments may use kinds as examples; code may not.
 """
 
 from __future__ import annotations
@@ -14,7 +15,15 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ALLOWED = ("fleet/workloads/", "fleet/ascend.py", "fleet/sim/", "fleet/state/wire.py", "fleet/local/up.py")
+ALLOWED = (
+    "fleet/workloads/",
+    "fleet/ascend.py",
+    "fleet/kubeflow.py",
+    "fleet/t9k.py",
+    "fleet/sim/",
+    "fleet/state/wire.py",
+    "fleet/local/up.py",
+)
 KIND_WORDS = re.compile(
     r"ascendjob|acjob|mindxdl|pytorchjob|tfjob|mpijob|tensorflowtrainingjob|kubeflow\.org|tensorstack",
     re.IGNORECASE,

@@ -11,8 +11,9 @@ Design, module by module:
     names), scope, printer columns or a computed ``table_row``, the ``status`` subresource,
     strictness, a ``validate`` hook, supported field selectors and strategic-merge keys. A
     :class:`Registry` holds the kinds of one endpoint.
-``kinds``
-    The member kinds: Namespace, Node, Pod, Event, and the job kinds given; :func:`member_registry`.
+``core_kinds``
+    The core/v1 kinds: Namespace, Node, Pod, Event (the simulated members serve them with the
+    job kinds, :func:`fleet.sim.member_registry`).
 ``store``, ``memory``
     The :class:`Store` protocol (async get/list/create/update/delete/watch) and the semantics
     every store shares (``store``), and the in-memory :class:`MemoryStore` (``memory``). Storage
@@ -60,7 +61,8 @@ from fleet.apiserver.app import (
     build_app,
     default_version_info,
 )
-from fleet.apiserver.companions import COMPANION_KINDS, CONFIGMAP, SECRET, SERVICE
+from fleet.apiserver.companion_kinds import COMPANION_KINDS, CONFIGMAP, SECRET, SERVICE
+from fleet.apiserver.core_kinds import EVENT, NAMESPACE, NODE, POD
 from fleet.apiserver.errors import (
     AlreadyExists,
     ApiError,
@@ -77,7 +79,6 @@ from fleet.apiserver.errors import (
     UnsupportedMediaType,
 )
 from fleet.apiserver.fields import warning_header
-from fleet.apiserver.kinds import EVENT, NAMESPACE, NODE, POD, member_registry
 from fleet.apiserver.kubetypes import definitions as kube_definitions
 from fleet.apiserver.kubetypes import is_model as is_kube_model
 from fleet.apiserver.memory import MemoryStore
@@ -179,7 +180,6 @@ __all__ = [
     "json_path",
     "kube_definitions",
     "label_value",
-    "member_registry",
     "new_object",
     "not_found",
     "parse_resource_version",

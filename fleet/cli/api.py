@@ -90,7 +90,7 @@ def api(
     Group fleet:admins may do everything; group namespace:NS may submit, read and delete
     AscendJobs in NS. Several replicas may serve one Redis.
     """
-    from fleet.api import TokenFileError, run_api
+    from fleet.endpoint import TokenFileError, run_api
     from fleet.jobs import Durability, DurabilityUnavailable
     from fleet.members import MemberConfigError
 

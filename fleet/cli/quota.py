@@ -18,7 +18,7 @@ import redis
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from fleet.cli.endpoint import (
+from fleet.cli.client import (
     REQUEST_TIMEOUT,
     EndpointError,
     as_dict,

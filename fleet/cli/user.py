@@ -2,7 +2,7 @@
 ``fleet clusters``, where KIND is any job kind of :data:`fleet.workloads.KINDS` by any of its
 names (plural, singular or short name, as kubectl takes them: ``acjob``, ``pytorchjob``, ...).
 
-They read the fleet endpoint (see :mod:`fleet.cli.endpoint`), never Redis, so they need only the
+They read the fleet endpoint (see :mod:`fleet.cli.client`), never Redis, so they need only the
 kubeconfig ``fleet up`` wrote and see exactly what the user's token may see. ``get KIND -M``
 also reads each member context of the same kubeconfig (every context but ``fleet``) for the
 member copies of the listed jobs, found by their ``fleet.io/job-uid`` label, one row per copy as
@@ -13,7 +13,7 @@ point of looking is often that one is down.
 
 ``describe KIND`` of a ``Queued`` job shows, beside its last pending message, its position in its
 leaf's queue and its blocker, which the endpoint computes when the job is read by name (see
-:mod:`fleet.api.computed`). ``queues`` shows per quota node its limits, use, what it borrows
+:mod:`fleet.endpoint.computed`). ``queues`` shows per quota node its limits, use, what it borrows
 beyond its ``min`` and lends of it, the share that orders it among its siblings (those below their
 ``min`` first), and its admitted and waiting jobs (see :mod:`queues.views`).
 """
@@ -31,7 +31,7 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from fleet.apiserver import since
-from fleet.cli.endpoint import (
+from fleet.cli.client import (
     REQUEST_TIMEOUT,
     Endpoint,
     EndpointError,

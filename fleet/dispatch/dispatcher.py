@@ -23,7 +23,7 @@ See the package docstring for the round. A round is one *cycle* of :class:`queue
   member.
 * Pending reasons are written only when they change (one per refused class head, the exact
   refusal), with Kubernetes-style aggregated Events; ``kubectl describe`` of any waiting job
-  computes its position and blocker when asked (:mod:`fleet.api.computed`).
+  computes its position and blocker when asked (:mod:`fleet.endpoint.computed`).
 * A refused leaf head that may preempt (its PriorityClass and its node's policy allow) gets the
   fewest victims the simulation needs; they are marked and evicted by the workers, requeued once
   their copies are gone (:mod:`fleet.dispatch.preemption`), at a bounded rate.

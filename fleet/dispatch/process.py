@@ -22,7 +22,7 @@ import redis
 
 from fleet import gc_tuning
 from fleet.connections import mask_url, redis_from_url
-from fleet.dispatch.capacity import CapacityPublisher
+from fleet.dispatch.capacity_publisher import CapacityPublisher
 from fleet.dispatch.context import CLAIM_SECONDS, MEMBERS_EVERY, Context, install
 from fleet.dispatch.dispatcher import Dispatcher, DispatcherSettings
 from fleet.dispatch.ownership import Shards
@@ -69,7 +69,7 @@ def run_dispatcher(
 ) -> None:
     """Watch every member's capacity and dispatch while leading, until ``stop`` is set. The
     capacity each member has is also published for the MemberCluster kind
-    (:class:`fleet.dispatch.capacity.CapacityPublisher`).
+    (:class:`fleet.dispatch.capacity_publisher.CapacityPublisher`).
 
     It decides with the members it can see: it waits (at most ``sync_timeout``) only for the
     members to be listed or to fail a first list, never for an unreachable one to come back, and

@@ -83,7 +83,7 @@ class Durability:
     def confirm(self, client: redis.Redis, marker: str) -> None:
         """Return once every write made so far through ``client``'s server is as durable as asked;
         raise :class:`NotDurable` if Redis does not confirm it within :attr:`timeout`. ``marker``
-        is the key written first (:attr:`fleet.api.keys.ApiKeys.durability_marker`)."""
+        is the key written first (:attr:`fleet.endpoint.keys.ApiKeys.durability_marker`)."""
         if not self.waits:
             return
         try:

@@ -80,7 +80,7 @@ class FleetStatus(TypedDict, total=False):
     phase: object
     tasks: object
     aggregate: object
-    #: Of a ``Queued`` job read by name: computed then, never stored (:mod:`fleet.api.computed`).
+    #: Of a ``Queued`` job read by name: computed then, never stored (:mod:`fleet.endpoint.computed`).
     position: str
     blocker: str
 

@@ -33,8 +33,8 @@ from fleet.ascend import (
 )
 from fleet.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 from fleet.placement.demand import Vector, pod_requests
+from fleet.placement.node_constraints import BLOCKING_EFFECTS, Taint, parse_taints
 from fleet.placement.npu import take
-from fleet.placement.selectors import BLOCKING_EFFECTS, Taint, parse_taints
 from queues import QuantityError, parse_quantity
 
 __all__ = [

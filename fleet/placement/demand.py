@@ -22,14 +22,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from fleet.ascend import HOSTNAME_LABEL, NPU_RESOURCE, NPU_RESOURCES
-from fleet.placement.npu import JobHardware, NpuRuleError, job_hardware
-from fleet.placement.selectors import (
+from fleet.placement.node_constraints import (
     NodeAffinity,
     SelectorError,
     Toleration,
     parse_node_affinity,
     parse_tolerations,
 )
+from fleet.placement.npu import JobHardware, NpuRuleError, job_hardware
 from fleet.policy import LabelSelector
 from queues import QuantityError, parse_quantity
 

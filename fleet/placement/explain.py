@@ -22,7 +22,7 @@ from fleet.placement.fit import (
     pods_per_node,
     selector_matches,
 )
-from fleet.placement.selectors import BLOCKING_EFFECTS, tolerates_all
+from fleet.placement.node_constraints import BLOCKING_EFFECTS, tolerates_all
 from fleet.policy import ClusterAffinity
 from queues import format_quantity
 

@@ -36,8 +36,8 @@ from typing import Literal
 from fleet.ascend import NPU_RESOURCE
 from fleet.placement.capacity import GROUP_RESOURCE, IDENTITY_LABELS, MemberCapacity, NodeClass
 from fleet.placement.demand import Demand, PodShape
+from fleet.placement.node_constraints import NODE_NAME_FIELD, tolerates_all
 from fleet.placement.npu import JobHardware, pods_fit, rule_failure, take_all
-from fleet.placement.selectors import NODE_NAME_FIELD, tolerates_all
 from fleet.policy import ClusterAffinity
 
 __all__ = [

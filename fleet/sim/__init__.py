@@ -50,6 +50,7 @@ Design, module by module:
 
 from fleet.sim.faults import FAULTS
 from fleet.sim.jobs import DURATION_ANNOTATION, EXIT_CODE_ANNOTATION
+from fleet.sim.kinds import member_registry
 from fleet.sim.kubeconfig import (
     CONTROL_EXTENSION,
     KubeconfigError,
@@ -86,6 +87,7 @@ __all__ = [
     "build_kubeconfig",
     "control_endpoint",
     "load_topology",
+    "member_registry",
     "run_simulator",
     "schedule",
     "schedule_pods",

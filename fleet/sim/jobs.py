@@ -18,12 +18,13 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from fleet import kubeflow
 from fleet.apiserver import Obj
 from fleet.ascend import (
     SCHEDULE_POLICY_ANNOTATION,
     Condition,
 )
-from fleet.sim.kinds import JOB_ROLE_LABEL, OPERATOR_NAME_LABEL, Rules, sim_kind
+from fleet.sim.kinds import Rules, sim_kind
 from fleet.sim.predicates import PodSpecError, pod_requests
 from fleet.timestamps import now_rfc3339
 
@@ -210,7 +211,7 @@ def _kind_labels(job: Obj, kind: str, index: int) -> dict[str, str]:
     sim = sim_kind(job)
     index_label = sim.labels[2]
     if sim.rules is Rules.MPI:
-        labels = {OPERATOR_NAME_LABEL: sim.component}
+        labels = {kubeflow.OPERATOR_NAME_LABEL: sim.component}
         as_worker = (job.get("spec") or {}).get("runLauncherAsWorker") is True
         if kind == _LAUNCHER:
             if as_worker:
@@ -220,7 +221,7 @@ def _kind_labels(job: Obj, kind: str, index: int) -> dict[str, str]:
         return labels
     labels = {index_label: str(index)}
     if sim.rules is Rules.TENSORFLOW and (kind, index) in {(t, 0) for t in tf_deciding_types(job)}:
-        labels[JOB_ROLE_LABEL] = "master"
+        labels[kubeflow.JOB_ROLE_LABEL] = "master"
     return labels
 
 

@@ -26,41 +26,30 @@ Sources: MindCluster ascend-operator; kubeflow/training-operator v1.9.0
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from fleet.apiserver import ResourceType
+from fleet import kubeflow
+from fleet.apiserver import COMPANION_KINDS, EVENT, NAMESPACE, NODE, POD, Registry, ResourceType, with_reviews
 from fleet.ascend import JOB_NAME_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL, Reason
-from fleet.workloads import (
-    ASCENDJOB,
-    KINDS,
-    KUBEFLOW_JOB_NAME_LABEL,
-    KUBEFLOW_REPLICA_INDEX_LABEL,
-    KUBEFLOW_REPLICA_TYPE_LABEL,
-    MPIJOB,
-    PYTORCHJOB,
-    TFJOB,
-)
-from fleet.workloads import KUBEFLOW_JOB_ROLE_LABEL as JOB_ROLE_LABEL
-from fleet.workloads import KUBEFLOW_OPERATOR_NAME_LABEL as OPERATOR_NAME_LABEL
+from fleet.workloads import ASCENDJOB, KINDS, MPIJOB, PYTORCHJOB, TFJOB
 
 __all__ = [
-    "JOB_ROLE_LABEL",
-    "OPERATOR_NAME_LABEL",
     "SERVED",
     "SIM_KINDS",
     "Rules",
     "SimKind",
+    "member_registry",
     "sim_kind",
 ]
 
 #: The job kinds' resources, served by every simulated member.
 SERVED: Final[tuple[ResourceType, ...]] = tuple(adapter.resource for adapter in KINDS)
 
-_KUBEFLOW_LABELS: Final = (KUBEFLOW_JOB_NAME_LABEL, KUBEFLOW_REPLICA_TYPE_LABEL, KUBEFLOW_REPLICA_INDEX_LABEL)
+_KUBEFLOW_LABELS: Final = (kubeflow.JOB_NAME_LABEL, kubeflow.REPLICA_TYPE_LABEL, kubeflow.REPLICA_INDEX_LABEL)
 #: The MPI operator labels pods by role (``launcher``, ``worker``), not by replica type.
-_MPI_LABELS: Final = (KUBEFLOW_JOB_NAME_LABEL, JOB_ROLE_LABEL, KUBEFLOW_REPLICA_INDEX_LABEL)
+_MPI_LABELS: Final = (kubeflow.JOB_NAME_LABEL, kubeflow.JOB_ROLE_LABEL, kubeflow.REPLICA_INDEX_LABEL)
 #: The ascend-operator's reasons -> the suffix Kubeflow's operators write after the kind.
 _KUBEFLOW_REASONS: Final = {
     Reason.JOB_CREATED: "Created",
@@ -143,3 +132,12 @@ _BY_TYPE: Final = {(k.resource.api_version, k.resource.kind): k for k in SIM_KIN
 def sim_kind(job: Mapping[str, Any]) -> SimKind:
     """The kind of ``job`` (AscendJob's when it names none the simulator runs)."""
     return _BY_TYPE.get((str(job.get("apiVersion")), str(job.get("kind"))), SIM_KINDS[0])
+
+
+def member_registry(jobs: Sequence[ResourceType] = SERVED) -> Registry:
+    """Every kind a simulated member cluster serves: the core kinds, the companion kinds a job
+    references (ConfigMap, Secret, Service), the job kinds (custom resources, as their CRDs
+    describe them: the workload adapters own those descriptions), and the self reviews
+    (``kubectl auth can-i`` and ``whoami``, which a member without authorization answers yes to
+    everything)."""
+    return Registry(with_reviews([NAMESPACE, NODE, POD, EVENT, *COMPANION_KINDS, *jobs]))

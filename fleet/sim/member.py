@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 
-from fleet.apiserver import NODE, MemoryStore, Server, build_app, member_registry
+from fleet.apiserver import NODE, MemoryStore, Server, build_app
 from fleet.sim.faults import FaultMiddleware, FaultState
-from fleet.sim.kinds import SERVED
+from fleet.sim.kinds import member_registry
 from fleet.sim.metrics import SimMetrics
 from fleet.sim.operator import Operator
-from fleet.sim.t9k import T9kController
+from fleet.sim.t9k_controller import T9kController
 from fleet.sim.topology import Member, Simulation, node_objects, ready_condition
 from fleet.timestamps import now_rfc3339
 
@@ -29,7 +29,7 @@ class SimMember:
         self.metrics = metrics
         self.store = MemoryStore.with_default_namespaces()
         self.faults = FaultState()
-        app = build_app(member_registry(SERVED), self.store, title=f"fleet-sim {member.name}")
+        app = build_app(member_registry(), self.store, title=f"fleet-sim {member.name}")
         app.add_middleware(
             FaultMiddleware, state=self.faults, on_injected=metrics.injected.labels(member.name).inc
         )

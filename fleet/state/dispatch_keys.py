@@ -67,7 +67,7 @@ class DispatchKeys(KeySpace):
     @key()
     def capacity(self) -> str:
         """Hash: member -> JSON of its capacity view as the dispatcher's feed last saw it
-        (:mod:`fleet.dispatch.capacity`)."""
+        (:mod:`fleet.dispatch.capacity_publisher`)."""
         return "capacity"
 
     @key()

@@ -1,6 +1,6 @@
 """A member's capacity record in Redis: the one reader of what the dispatcher's capacity feed writes.
 
-The dispatcher (:class:`fleet.dispatch.capacity.CapacityPublisher`) writes each member's capacity
+The dispatcher (:class:`fleet.dispatch.capacity_publisher.CapacityPublisher`) writes each member's capacity
 view to the capacity hash (:attr:`fleet.state.dispatch_keys.DispatchKeys.capacity`, member ->
 JSON); the MemberCluster kind reads it. Readers go through :func:`parse_capacity`; nobody else
 spells the record.

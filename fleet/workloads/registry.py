@@ -19,8 +19,8 @@ from typing import Any, Final
 
 from fleet.workloads.ascendjob import ascendjob
 from fleet.workloads.base import UnknownKind, WorkloadAdapter
-from fleet.workloads.kubeflow import mpijob, pytorchjob, tfjob
-from fleet.workloads.t9k import t9k_mpijob, t9k_tfjob
+from fleet.workloads.kubeflow_jobs import mpijob, pytorchjob, tfjob
+from fleet.workloads.t9k_jobs import t9k_mpijob, t9k_tfjob
 
 __all__ = [
     "KINDS",

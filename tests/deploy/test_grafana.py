@@ -18,7 +18,7 @@ import fleet.dispatch.dispatcher
 import fleet.dispatch.syncer
 import fleet.members.metrics
 import fleet.placement.metrics  # noqa: F401  (registers its metrics)
-from fleet.api.metrics import QuotaCollector
+from fleet.endpoint.metrics import QuotaCollector
 from queues import Ledger, load
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.api.keys import ApiKeys
+from fleet.endpoint.keys import ApiKeys
 from fleet.placement import ReservationKeys
 from fleet.state import DispatchKeys, StateKeys
 from queues import Keys, KeySpace

@@ -9,10 +9,10 @@ import fakeredis
 import pytest
 from click.testing import CliRunner
 
-from fleet.api.app import build_fleet_api
-from fleet.api.keys import ApiKeys
 from fleet.cli import main
 from fleet.dispatch.context import Context
+from fleet.endpoint.app import build_fleet_api
+from fleet.endpoint.keys import ApiKeys
 from fleet.placement import ReservationKeys
 from fleet.state import EVICT_QUEUE, PROPAGATE_QUEUE, PURGE_QUEUE, DispatchKeys, StateKeys
 from queues import DEFAULT_SPACE, KeyFunction, Keys, KeySpace, key_declarations

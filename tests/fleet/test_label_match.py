@@ -6,7 +6,7 @@ import pytest
 
 from fleet.apiserver.selectors import LabelSelector as QuerySelector
 from fleet.label_match import requirement_matches
-from fleet.placement.selectors import NodeSelectorRequirement
+from fleet.placement.node_constraints import NodeSelectorRequirement
 from fleet.policy import LabelRequirement
 
 NODE = {"accelerator-type": "module-910b-8", "rack": "r7", "npu-count": "8"}

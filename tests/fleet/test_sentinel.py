@@ -23,8 +23,8 @@ from fleet.labels import JOB_UID_LABEL
 from fleet.members import load_members
 from fleet.state import Objects
 from tests.conftest import _require_redis_server
-from tests.fleet.api.test_durability import SUBMIT, burst, missing
-from tests.fleet.api.test_process import sample_job
+from tests.fleet.endpoint.test_durability import SUBMIT, burst, missing
+from tests.fleet.endpoint.test_process import sample_job
 from tests.support.api_process import Replica, request, start_replica, stop
 from tests.support.fleet import FleetProcesses
 from tests.support.kinds import FLEET_ASCENDJOB, JOBS

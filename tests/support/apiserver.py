@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 
 from kubernetes import client
 
-from fleet.apiserver import MemoryStore, Registry, Server, Store, build_app, member_registry
-from fleet.sim.kinds import SERVED
+from fleet.apiserver import MemoryStore, Registry, Server, Store, build_app
+from fleet.sim import member_registry
 from tests.support.net import free_port
 
 T = TypeVar("T")
@@ -35,7 +35,7 @@ class ApiServerThread:
         bookmark_interval: float = 0.5,
         store_factory: Callable[[], AbstractAsyncContextManager[Store]] | None = None,
     ):
-        self.registry = registry or member_registry(SERVED)
+        self.registry = registry or member_registry()
         self._store_factory = store_factory
         self._store_context: AbstractAsyncContextManager[Store] | None = None
         self.port = free_port()

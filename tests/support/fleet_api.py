@@ -1,6 +1,6 @@
 """A fleet API replica on a loopback port, in a thread of the test process.
 
-:class:`FleetApiThread` serves :func:`fleet.api.app.build_fleet_api` over the Redis a sync
+:class:`FleetApiThread` serves :func:`fleet.endpoint.app.build_fleet_api` over the Redis a sync
 client points at (fakeredis or a real redis-server): the sync client is the replica's, and an
 asyncio client to the same Redis is made on the server's own loop. Several threads over one
 Redis are several replicas. ``kubeconfig()`` writes a kubeconfig for kubectl, with a bearer
@@ -24,10 +24,10 @@ import redis.asyncio
 from kubernetes import client as kube_client
 from kubernetes import config as kube_config
 
-from fleet.api.app import FleetApi, build_fleet_api
-from fleet.api.auth import Identity
-from fleet.api.members import MemberNames
 from fleet.apiserver import Server
+from fleet.endpoint.app import FleetApi, build_fleet_api
+from fleet.endpoint.auth import Identity
+from fleet.endpoint.members import MemberNames
 from fleet.local.tls import make_certificates
 from tests.support.net import free_port
 

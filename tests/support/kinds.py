@@ -7,7 +7,7 @@ from typing import Final
 from fleet.kinds import fleet_kind
 from fleet.workloads import ascendjob, member_resource
 from fleet.workloads.ascendjob import ASCENDJOB
-from fleet.workloads.kubeflow import pytorchjob
+from fleet.workloads.kubeflow_jobs import pytorchjob
 
 __all__ = ["ASCENDJOB", "FLEET_ASCENDJOB", "FLEET_PYTORCHJOB", "JOBS", "PYTORCHJOBS"]
 

@@ -15,8 +15,8 @@ from fleet.apiserver import (
     Server,
     TokenAuthenticator,
     build_app,
-    member_registry,
 )
+from fleet.sim import member_registry
 from tests.support.apiserver import ApiServerThread
 from tests.support.kinds import ASCENDJOB
 
@@ -81,6 +81,17 @@ def test_delete_preconditions(http: httpx.Client) -> None:
     refused = http.request("DELETE", "/api/v1/nodes/n", json={"preconditions": {"uid": "other"}})
     assert refused.status_code == 409 and "Precondition failed: uid" in refused.json()["message"]
     assert http.get("/api/v1/nodes/n").status_code == 200
+
+
+def test_a_namespace_name_is_a_dns_label(http: httpx.Client) -> None:
+    """As kube-apiserver: ``kubectl create namespace team.a`` is refused (a label has no dots),
+    naming the field and the rule; ``team-a`` is created."""
+    refused = http.post("/api/v1/namespaces", json={"metadata": {"name": "team.a"}})
+    assert refused.status_code == 422
+    (cause,) = refused.json()["details"]["causes"]
+    assert cause["field"] == "metadata.name" and cause["message"].endswith("must not contain dots")
+    assert http.get("/api/v1/namespaces/team.a").status_code == 404
+    assert http.post("/api/v1/namespaces", json={"metadata": {"name": "team-a"}}).status_code == 201
 
 
 def test_pluggable_validation_and_strictness() -> None:

@@ -13,9 +13,8 @@ from typing import Any
 
 import pytest
 
-from fleet.apiserver import fields
+from fleet.apiserver import NAMESPACE, fields
 from fleet.apiserver.errors import BadRequest, Invalid
-from fleet.apiserver.kinds import NAMESPACE
 from fleet.apiserver.resources import ResourceType
 from fleet.apiserver.schema import prune, undeclared
 

@@ -9,7 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from fleet.apiserver import NODE, MemoryStore, Server, build_app, member_registry
+from fleet.apiserver import NODE, MemoryStore, Server, build_app
+from fleet.sim import member_registry
 from tests.support.net import free_port
 
 pytestmark = pytest.mark.integration

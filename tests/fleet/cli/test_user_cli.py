@@ -23,9 +23,9 @@ from click.testing import CliRunner, Result
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from fleet.api.auth import ADMIN_GROUP, NAMESPACE_GROUP_PREFIX, Identity
-from fleet.api.members import members_from
 from fleet.cli import main
+from fleet.endpoint.auth import ADMIN_GROUP, NAMESPACE_GROUP_PREFIX, Identity
+from fleet.endpoint.members import members_from
 from fleet.labels import JOB_UID_LABEL
 from fleet.state import Objects
 from fleet.state.dispatch_keys import DEFAULT_DISPATCH_KEYS

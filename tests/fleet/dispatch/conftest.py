@@ -24,8 +24,7 @@ from fleet.labels import JOB_UID_LABEL
 from fleet.members import load_members
 from fleet.sim.kubeconfig import write_atomically
 from fleet.state import Objects
-from fleet.workloads import job_key, member_resource
-from fleet.workloads.t9k_vocabulary import T9K_TFJOB
+from fleet.workloads import T9K_TFJOB, job_key, member_resource
 from queues import Ledger, load
 from tests.conftest import _require_redis_server
 from tests.fleet.placement.factory import job

@@ -18,8 +18,8 @@ import pytest
 from click.testing import CliRunner
 from kubernetes import client as k8s
 
-from fleet.api.members import members_from
 from fleet.cli import main
+from fleet.endpoint.members import members_from
 from queues.quantity import format_quantity, parse
 from tests.fleet.dispatch.conftest import MODULE_POOL, RunningFleet
 from tests.fleet.placement.factory import job

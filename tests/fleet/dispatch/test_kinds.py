@@ -16,9 +16,9 @@ from fleet.kinds import PROPAGATION_POLICY, fleet_kind
 from fleet.labels import JOB_UID_LABEL
 from fleet.members import load_members
 from fleet.state import events_for
-from fleet.workloads.kubeflow import mpijob as mpi_adapter
-from fleet.workloads.kubeflow import pytorchjob as torch_adapter
-from fleet.workloads.kubeflow import tfjob as tf_adapter
+from fleet.workloads.kubeflow_jobs import mpijob as mpi_adapter
+from fleet.workloads.kubeflow_jobs import pytorchjob as torch_adapter
+from fleet.workloads.kubeflow_jobs import tfjob as tf_adapter
 from queues import JobState
 from tests.fleet.dispatch.conftest import A800_POOL, MODULE_POOL, RunningFleet
 from tests.fleet.placement.factory import job

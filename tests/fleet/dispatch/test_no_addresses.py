@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 from kubernetes import client as k8s
 
-from fleet.api.members import members_from
+from fleet.endpoint.members import members_from
 from fleet.jobs import current_state
 from tests.fleet.dispatch.conftest import MODULE_POOL, RunningFleet
 from tests.fleet.placement.factory import job

@@ -12,7 +12,7 @@ from typing import Any
 
 from fleet.jobs import attempt_of, cluster_of, current_state
 from fleet.kinds import fleet_kind
-from fleet.workloads.t9k import t9k_tfjob
+from fleet.workloads.t9k_jobs import t9k_tfjob
 from tests.fleet.dispatch.conftest import RunningFleet
 from tests.support.sim import CARD_POOL
 

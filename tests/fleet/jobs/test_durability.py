@@ -1,5 +1,5 @@
 """What :meth:`fleet.jobs.durability.Durability.confirm` sends and how it reads the answers
-(the real commands run in tests/fleet/api/test_durability.py; ``WAITAOF`` needs Redis 7.2, so
+(the real commands run in tests/fleet/endpoint/test_durability.py; ``WAITAOF`` needs Redis 7.2, so
 its replies are given here)."""
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from fleet.jobs import cluster_of, current_state
 from fleet.jobs.pause import SpecChanged, apply, paused_at_submission, switched
 from fleet.jobs.submit import job_key, prepare, queue_accepted
 from fleet.state import Objects, events_for
-from fleet.workloads.t9k_vocabulary import T9K_TFJOB
+from fleet.workloads import T9K_TFJOB
 from queues import JobState, Ledger
 
 SAMPLE = Path(__file__).resolve().parents[3] / "config" / "samples" / "t9k-tensorflowtrainingjob.yaml"

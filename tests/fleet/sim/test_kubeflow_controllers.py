@@ -15,7 +15,7 @@ from fleet.sim.jobs import launcher_pod_name, tf_succeeded
 from fleet.sim.operator import Operator
 from fleet.workloads import Outcome
 from fleet.workloads.base import unschedulable
-from fleet.workloads.kubeflow import MPIJOB, PYTORCHJOB, TFJOB, mpijob, pytorchjob
+from fleet.workloads.kubeflow_jobs import MPIJOB, PYTORCHJOB, TFJOB, mpijob, pytorchjob
 from tests.fleet.sim.builders import node
 from tests.fleet.sim.test_operator import eventually, run
 

@@ -14,9 +14,9 @@ import yaml
 from fleet.apiserver import NODE, POD, MemoryStore
 from fleet.apiserver.resources import Obj, ResourceType
 from fleet.sim.jobs import DURATION_ANNOTATION, EXIT_CODE_ANNOTATION
-from fleet.sim.t9k import T9kController, restarts
+from fleet.sim.t9k_controller import T9kController, restarts
 from fleet.sim.topology import Simulation
-from fleet.workloads.t9k_vocabulary import T9K_MPIJOB, T9K_TFJOB
+from fleet.workloads import T9K_MPIJOB, T9K_TFJOB
 from tests.fleet.sim.builders import node
 
 SAMPLES = Path(__file__).resolve().parents[3] / "config" / "samples"

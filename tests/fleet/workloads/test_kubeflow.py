@@ -12,7 +12,7 @@ import yaml
 
 from fleet.workloads import Outcome, WorkloadStatus, adapter_for
 from fleet.workloads.base import unschedulable
-from fleet.workloads.kubeflow import mpijob, pytorchjob, tfjob
+from fleet.workloads.kubeflow_jobs import mpijob, pytorchjob, tfjob
 
 SAMPLE = Path(__file__).resolve().parents[3] / "config" / "samples" / "pytorchjob.yaml"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fleet.workloads import KINDS, UnknownKind, adapter_for, job_key, job_ref, ref_for
-from fleet.workloads.kubeflow import pytorchjob
+from fleet.workloads.kubeflow_jobs import pytorchjob
 
 
 def _job(api_version: str, kind: str, name: str = "train", namespace: str = "team-a") -> dict[str, object]:

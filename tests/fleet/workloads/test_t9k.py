@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
-from fleet.workloads import adapter_for, t9k_mode_enabled
+from fleet.t9k import mode_enabled
+from fleet.workloads import adapter_for
 from fleet.workloads.base import InvalidWorkload, Outcome
-from fleet.workloads.t9k import t9k_mpijob, t9k_tfjob
+from fleet.workloads.t9k_jobs import t9k_mpijob, t9k_tfjob
 
 SAMPLES = Path(__file__).resolve().parents[3] / "config" / "samples"
 
@@ -124,7 +125,7 @@ def test_pause_and_debug_read_either_spelling() -> None:
     job = sample("t9k-mpijob.yaml")
     assert not t9k_mpijob.paused(job)
     job["spec"]["runMode"] = {"pause": {"enabled": True}, "debug": {"enable": True}}
-    assert t9k_mpijob.paused(job) and t9k_mode_enabled(job, "debug")
+    assert t9k_mpijob.paused(job) and mode_enabled(job, "debug")
 
 
 def _member(
