@@ -60,20 +60,16 @@ from fleet.apiserver import (
     parse_resource_version,
     select_page,
 )
-from fleet.jobs import Phase, current_state, job_key, last_condition
+from fleet.jobs import WAITING_FIELDS, Phase, WaitingFields, current_state, job_key, last_condition
 from queues import Ledger, job_wait
 
 __all__ = [
-    "WAITING_FIELDS",
     "ComputedKind",
     "Fingerprint",
     "stable_uid",
     "waiting_fields",
     "without_waiting_fields",
 ]
-
-#: The status fields of a Queued job that are computed when it is read (see the module docstring).
-WAITING_FIELDS: Final = ("position", "blocker")
 
 #: What of an object a watch compares (the default leaves out only its resourceVersion).
 Fingerprint = Callable[[Obj], Any]
@@ -223,7 +219,7 @@ class ComputedKind:
 # --- computed fields of a Queued job -------------------------------------------------------------
 
 
-def waiting_fields(ledger: Ledger, obj: Obj) -> dict[str, str]:
+def waiting_fields(ledger: Ledger, obj: Obj) -> WaitingFields:
     """``status.position`` and ``status.blocker`` of a ``Queued`` job, computed now; empty for a
     job in any other state or not pending in the ledger. Synchronous: run it in a worker thread."""
     if current_state(obj) != Phase.QUEUED:

@@ -10,8 +10,10 @@ and reads its fields (``job_queue_of``, ``exclusions_of``, ``refused_of``, ...):
 
 from fleet.jobs.durability import Durability, DurabilityUnavailable, NotDurable, check_server
 from fleet.jobs.fleet_status import (
+    WAITING_FIELDS,
     FleetStatus,
     JobCondition,
+    WaitingFields,
     attempt_of,
     cluster_of,
     conditions_of,
@@ -86,6 +88,7 @@ __all__ = [
     "PRIORITY_ANNOTATION",
     "SYSTEM_PRIORITY_CLASSES",
     "SYSTEM_PRIORITY_CLASS_PREFIX",
+    "WAITING_FIELDS",
     "ClassInfo",
     "Durability",
     "DurabilityUnavailable",
@@ -99,6 +102,7 @@ __all__ = [
     "PriorityClassNotFound",
     "PriorityClasses",
     "SpecChanged",
+    "WaitingFields",
     "apply_pause",
     "attempt_of",
     "check_server",

@@ -13,11 +13,13 @@ The JSON is unchanged: a :class:`FleetStatus` is a plain ``dict``.
 from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping
-from typing import Any, TypedDict, cast
+from typing import Any, Final, TypedDict, cast
 
 __all__ = [
+    "WAITING_FIELDS",
     "FleetStatus",
     "JobCondition",
+    "WaitingFields",
     "attempt_of",
     "cluster_of",
     "conditions_of",
@@ -46,8 +48,23 @@ class JobCondition(TypedDict, total=False):
     lastTransitionTime: str
 
 
-class FleetStatus(TypedDict, total=False):
-    """A fleet job's ``status`` (:mod:`fleet.jobs.status` says what each field means)."""
+class WaitingFields(TypedDict, total=False):
+    """What a ``Queued`` job's status says of its wait when it is read by name: computed then,
+    never stored (:mod:`fleet.endpoint.computed`)."""
+
+    #: Where it waits (``3rd of 7 in root-team-a``).
+    position: str
+    #: What it waits for, in words.
+    blocker: str
+
+
+#: The names of :class:`WaitingFields`, for what strips them before a write.
+WAITING_FIELDS: Final = tuple(WaitingFields.__annotations__)
+
+
+class FleetStatus(WaitingFields, total=False):
+    """A fleet job's ``status`` (:mod:`fleet.jobs.status` says what each field means), with the
+    :class:`WaitingFields` of a ``Queued`` job read by name."""
 
     conditions: list[JobCondition]
     #: The quota queue it waits or runs in.
@@ -80,9 +97,6 @@ class FleetStatus(TypedDict, total=False):
     phase: object
     tasks: object
     aggregate: object
-    #: Of a ``Queued`` job read by name: computed then, never stored (:mod:`fleet.endpoint.computed`).
-    position: str
-    blocker: str
 
 
 def status_of(obj: Mapping[str, object]) -> FleetStatus:

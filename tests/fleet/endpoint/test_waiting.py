@@ -17,6 +17,7 @@ import yaml
 
 import fleet.endpoint.computed
 import fleet.endpoint.job_backend
+from fleet.jobs import WaitingFields
 from fleet.state import Objects
 from tests.fleet.endpoint.conftest import JOB, JOBS, TREE, call
 from tests.support.dispatch_pass import dispatch_once
@@ -102,7 +103,7 @@ def test_a_list_computes_nothing_per_job_and_nothing_is_stored(
     calls: list[str] = []
     computed = fleet.endpoint.computed.waiting_fields
 
-    def counted(ledger: Any, obj: Any) -> dict[str, str]:
+    def counted(ledger: Any, obj: Any) -> WaitingFields:
         calls.append(obj["metadata"]["name"])
         return computed(ledger, obj)
 
