@@ -81,13 +81,21 @@ def test_every_role_runs_from_the_wheel_alone(wheel_venv: tuple[Path, Path], tmp
         assert usage.startswith(f"Usage: fleet {role} "), usage
 
 
-def test_the_wheel_carries_the_lua_scripts_and_type_markers(wheel_venv: tuple[Path, Path]) -> None:
+def test_the_wheel_carries_every_data_file_of_the_packages(wheel_venv: tuple[Path, Path]) -> None:
+    """Every file of ``fleet`` and ``queues`` that is not Python (the Lua scripts, the kinds'
+    schemas, the type markers) is in the wheel: package data is listed by path in
+    ``pyproject.toml``, so a package moved or renamed would otherwise ship without its data."""
     wheel, _bin = wheel_venv
     names = set(zipfile.ZipFile(wheel).namelist())
-    sources = {path.relative_to(ROOT).as_posix() for path in (ROOT / "queues").rglob("*.lua")}
-    sources |= {path.relative_to(ROOT).as_posix() for path in (ROOT / "fleet").rglob("*.lua")}
-    assert sources and sources <= names, sorted(sources - names)
-    assert {"fleet/py.typed", "queues/py.typed"} <= names
+    data = {
+        path.relative_to(ROOT).as_posix()
+        for package in ("fleet", "queues")
+        for path in (ROOT / package).rglob("*")
+        if path.is_file() and path.suffix not in {".py", ".pyc"} and "__pycache__" not in path.parts
+    }
+    kinds = {Path(name).suffix for name in data}
+    assert {".lua", ".yaml", ".typed"} <= kinds, kinds
+    assert data <= names, sorted(data - names)
 
 
 def test_the_dockerfile_runtime_stage_is_non_root_and_runs_fleet() -> None:
