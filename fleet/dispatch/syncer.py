@@ -209,18 +209,24 @@ class Syncer:
                 self._let_go(name)
 
     def _adopt(self, name: str) -> None:
-        """Start watching and probing ``name`` (its watch lists every copy first)."""
+        """Start watching and probing ``name`` (its watch lists every copy first).
+
+        The member is this syncer's (:meth:`Shared.watching`) before its first watch starts: a
+        watch lists on its own thread, at once, and a list that arrived before the member was
+        registered would be dropped as a late event of a member let go. A copy that finished
+        before the takeover sends no later change, so its job would never be mirrored."""
         self._probing[name] = probing = threading.Event()
         member = self.ctx.members[name]
-        self.shared.watchers[name] = [
-            member.watch_jobs(
-                member_resource(adapter.resource),
-                self.observer.on_event,
-                label_selector=JOB_UID_LABEL,
-                on_batch=self.observer.on_batch,
+        self.shared.watchers[name] = watchers = []
+        for adapter in KINDS:
+            watchers.append(
+                member.watch_jobs(
+                    member_resource(adapter.resource),
+                    self.observer.on_event,
+                    label_selector=JOB_UID_LABEL,
+                    on_batch=self.observer.on_batch,
+                )
             )
-            for adapter in KINDS
-        ]
         self._spawn(f"probe-{name}", self.probes.loop, name, self.ctx.members[name], probing)
 
     def _let_go(self, name: str) -> None:
