@@ -176,7 +176,7 @@ def adoption(job: Mapping[str, Any], member: str, copy: Mapping[str, Any]) -> st
     labels = (copy.get("metadata") or {}).get("labels") or {}
     current = (
         labels.get(JOB_UID_LABEL) == (job.get("metadata") or {}).get("uid")
-        and labels.get(ATTEMPT_LABEL) == str(status_of(job).get("attempt"))
+        and labels.get(ATTEMPT_LABEL) == str(attempt_of(job))
         and cluster_of(job) == member
     )
     return "Y" if current else "N"

@@ -822,7 +822,7 @@ class Dispatcher:
                 fresh.release(victim.leaf, victim.request, to_queue=True)
                 self.ctx.evict_queue.enqueue(
                     "fleet.dispatch.tasks.evict",
-                    str(status_of(vobj).get("cluster")),
+                    str(cluster_of(vobj)),
                     vobj["metadata"].get("namespace"),
                     vobj["metadata"]["name"],
                     str(vobj["metadata"]["uid"]),
@@ -1020,7 +1020,7 @@ class Dispatcher:
             ):
                 gone.append(entry)
                 continue
-            member = str(status_of(obj).get("cluster"))
+            member = str(cluster_of(obj))
             log.warning("event=propagation_retried job=%s attempt=%d member=%s", key, attempt, member)
             again.append((key, uid, attempt, member, None))
         if gone:
@@ -1135,7 +1135,7 @@ class Dispatcher:
                 continue
             if current_state(now) != Phase.ADMITTED:
                 continue  # dispatched (or given back) since it was read
-            resend.append((key, uid, attempt, str(status_of(now).get("cluster")), None))
+            resend.append((key, uid, attempt, str(cluster_of(now)), None))
         self._send(resend, now=time.time())
         return fixed + len(resend)
 

@@ -132,6 +132,25 @@ def test_label_and_cordon_a_node(fleet_sim: RunningSim) -> None:
     wait_for(fleet_sim, "{.spec.unschedulable}", "", "node", node)
 
 
+
+def test_kubectl_create_namespace_takes_a_dns_label_only(fleet_sim: RunningSim) -> None:
+    """As on a real cluster: a dotted namespace name is refused with the field and the rule,
+    and nothing is created; a label is created."""
+    assert KUBECTL is not None
+    command = [KUBECTL, "--kubeconfig", str(fleet_sim.kubeconfig), "--context", MEMBER]
+    refused = subprocess.run(
+        [*command, "create", "namespace", "team.a"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert refused.returncode != 0
+    assert 'metadata.name: Invalid value: "team.a": must not contain dots' in refused.stderr
+    assert "team.a" not in kubectl(fleet_sim, "get", "namespaces", "-o", "name")
+    assert "created" in kubectl(fleet_sim, "create", "namespace", "team-a")
+
+
 T9K_SAMPLES = SAMPLE.parent
 
 
