@@ -4,18 +4,22 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: up test lint typecheck layers unit explore install clean wheel wheelhouse image
+.PHONY: up test lint typecheck layers unit explore browser install clean wheel wheelhouse image docs bench-compare
 
+# The first install takes about a minute: it says what it does, step by step.
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Fleet needs Python 3.11+")'
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	@test -x $(BIN)/python || { echo "make: creating the virtualenv $(VENV) ($(PYTHON))"; $(PYTHON) -m venv $(VENV); }
+	@echo "make: installing Fleet and its dependencies into $(VENV) (pip install -e '.[dev]'; about a minute the first time)"
+	@$(BIN)/python -m pip install -q -e '.[dev]'
+	@echo "make: installed ($(BIN)/fleet)"
 	@touch $(STAMP)
 
 install: $(STAMP)
 
+# make up FRESH=1: start clean (fleet up --fresh: the embedded Redis' data of the last run removed).
 up: $(STAMP)
-	$(BIN)/fleet up
+	$(BIN)/fleet up $(if $(filter-out 0,$(FRESH)),--fresh)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -48,8 +52,25 @@ IMAGE ?= fleet:dev
 image:
 	docker build -f deploy/Dockerfile -t $(IMAGE) .
 
+# One benchmark on two commits, alternately, in one sitting (bench/compare.py):
+#   make bench-compare BASE=<commit> [HEAD=<commit>] [PAIRS=3] [BENCH="bench.dispatch_bench --no-failover"]
+BENCH ?= bench.dispatch_bench --no-failover
+PAIRS ?= 3
+HEAD ?= WORKTREE
+bench-compare: $(STAMP)
+	$(BIN)/python -m bench.compare $(BASE) --head $(HEAD) --pairs $(PAIRS) -- $(BENCH)
+
+# Documents generated from the code (a test fails when one is not current).
+docs: $(STAMP)
+	$(BIN)/python -c 'import sys; from fleet.jobs.lifecycle import table; sys.stdout.write(table())' > docs/lifecycle.md
+
 unit: $(STAMP)
 	$(BIN)/pytest -m 'not integration'
+
+# The console in a real headless Chromium on `fleet up` (Debian's chromium and chromium-driver:
+# apt-get install chromium chromium-driver). `make test` runs them too; this runs only them.
+browser: $(STAMP)
+	$(BIN)/pytest -m browser
 
 # The property tests with fresh draws (`make test` replays fixed ones, tests/conftest.py).
 explore: $(STAMP)

@@ -428,6 +428,7 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 if args.backlog:
                     dispatcher.send_signal(signal.SIGSTOP)  # the queue fills before anything moves
                 cpu_before = _cpu_by_process(pids)
+                commands_before = _commandstats(client)
                 started = time.monotonic()
                 go.set()
                 reports = [report.get(timeout=600) for _ in submitters]
@@ -444,6 +445,7 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 _wait("all Running", lambda: len(observer.fleet_times("Running")) >= args.jobs, 600)
                 to_running = max(observer.fleet_times("Running")) - started
                 cpu_after = _cpu_by_process(pids)
+                commands = _commands_per_job(commands_before, _commandstats(client), args.jobs)
                 cpu = {"submitters": round(submitter_cpu, 1)}
                 cpu |= {name: round(cpu_after[name] - cpu_before[name], 1) for name in pids}
                 # The member side too (its watches may trail the syncer's), so every job has both.
@@ -504,6 +506,7 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         "redis_bytes_per_queued_job_objects_and_ledger": round(memory["objects"] + memory["ledger"]),
         "redis_bytes_per_queued_job_streams": round(memory["streams"]),
         "cpu_seconds_to_running": cpu,
+        "redis_commands_per_job": commands,
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
     }
@@ -517,12 +520,32 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         f"CPU seconds from the start to the last Running ({to_running:.1f} s of wall time): "
         + ", ".join(f"{name} {seconds}" for name, seconds in cpu.items())
     )
+    top = sorted(commands.items(), key=lambda kv: -kv[1])[1:9]
+    print(
+        f"Redis commands per job to Running: {commands['total']} ("
+        + ", ".join(f"{name} {count}" for name, count in top)
+        + "; the benchmark's own tail of the change stream included)"
+    )
     print(f"sync latency: p50 {figures['sync_latency_p50_ms']} ms, p99 {figures['sync_latency_p99_ms']} ms")
     if not args.no_failover:
         print(
             f"failover: {len(victims)} jobs of {victim} running elsewhere {failover:.2f} s after it went down"
         )
     return figures
+
+
+def _commandstats(client: Any) -> dict[str, int]:
+    """Redis' own count of the commands it ran, by command (``INFO commandstats``)."""
+    stats = client.info("commandstats")
+    return {name.removeprefix("cmdstat_"): int(row["calls"]) for name, row in stats.items()}
+
+
+def _commands_per_job(before: dict[str, int], after: dict[str, int], jobs: int) -> dict[str, float]:
+    """Commands per job between two counts: ``total`` and each command's, the round trips (a
+    pipeline's commands count one by one) a job's life cost Redis, from every role."""
+    delta = {name: after[name] - before.get(name, 0) for name in after}
+    per_job = {name: round(count / jobs, 2) for name, count in delta.items() if count}
+    return {"total": round(sum(delta.values()) / jobs, 1), **per_job}
 
 
 def _synced(replica: RedisServer) -> bool:

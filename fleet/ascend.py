@@ -13,7 +13,7 @@ placement reads them (:mod:`fleet.placement.npu`); the member simulator keeps it
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Final, Literal
 
 __all__ = [
@@ -142,9 +142,11 @@ class Hardware:
     """
 
     name: str
-    #: Node ``accelerator-type`` values it runs on (empty: any node with the resource).
+    #: Node ``accelerator-type`` values that are this hardware (empty: none by label). They say which
+    #: rules a node's own label selects; a schedule policy never compares them with the node.
     accelerator_types: frozenset[str]
-    #: NPUs of a whole node of this hardware (0: whatever the node has).
+    #: Most NPUs a node may offer to this handler (its ``MaxNodeNPUNum``: ``GetUsableTopFromNode``
+    #: in ``internal/npu/base/node.go`` refuses a node whose NPUs are more; 0: not checked).
     node_npus: int
     group: int
     layout: Layout
@@ -208,7 +210,7 @@ HALF_910: Final = Hardware(
 CARD_910: Final = Hardware(
     "Atlas 300T training card (910)",
     frozenset({"card"}),
-    0,
+    8,
     0,
     "any",
     _upto(8),
@@ -219,7 +221,7 @@ CARD_910: Final = Hardware(
 CARD_910B: Final = Hardware(
     "Atlas 300T A2 training card (910B)",
     frozenset({"card-910b-2"}),
-    0,
+    8,
     0,
     "any",
     _upto(8),
@@ -263,12 +265,13 @@ A3_16: Final = Hardware(
 A3_8: Final = Hardware(
     "A3 x8 (HiAM pairs)",
     frozenset({"module-a3-8", "module-a3-8-super-pod"}),
-    8,
+    16,
     2,
     "pairs",
     frozenset({1, 2, 4, 6, 8}),
     frozenset({2, 4, 6, 8}),
     "910b",
+    # chip2-node8 takes the module910a3x16 handler, whose MaxNodeNPUNum is 16.
     source=f"{_910}/factory.go (chip2-node8 takes the module910a3x16 handler)",
 )
 A3_SUPERPOD_16: Final = Hardware(
@@ -380,9 +383,27 @@ SOFT_SHARE: Final = Hardware(
 #: of schedule_policy annotation") -> the handler it selects (factory.go policy910HandlerMap).
 #: ``multilevel`` is MindCluster's multi-level network scheduling: no per-node rule of its own,
 #: so Fleet places it by the nodes' own hardware.
+#:
+#: **Which hardware a policy selects** (read in the plugin at 22bb3d9): none by label. factory.go
+#: ``get910CardHandlerName`` returns the policy's handler before it reads any ``accelerator-type``,
+#: and no handler compares a node's ``accelerator-type`` with the policy: the base handler
+#: (``internal/npu/base/frame.go`` ``CheckNodeNPUByTask``, ``JudgeNodeAndTaskNPU``), ``chip4nodex``
+#: (``policy/chip4nodex/frame.go``, ``job.go``) and the 910/910B/A3 handlers read only the node's
+#: device annotation of the resource the pod asks for (``plugin/plugin.go`` ``GetAnnoName``: the
+#: pod's own ``huawei.com/Ascend910`` or ``huawei.com/npu``) and refuse a node offering more NPUs than
+#: their ``MaxNodeNPUNum`` (``base/node.go`` ``GetUsableTopFromNode``). So a policy selects its
+#: handler's *rules* (sizes, groups) on every node that offers the pod's resource and at most
+#: :attr:`Hardware.node_npus` NPUs: ``chip1-node2`` is the card handler (``card910x2``, at most 8) on
+#: any such node, ``card-910b-2`` included; ``chip4-node8`` applies the 4-NPU mesh rules on Atlas 350
+#: 4P nodes and also on 910 ``module`` and 910B ``module-910b-8`` nodes; ``chip8-node8`` applies the
+#: 910B x8 rules (any 1 to 8 NPUs, no ring) on ``module-910b-8`` and also on 910 ``module``,
+#: ``half`` and card nodes. A pod's own ``nodeSelector`` still narrows the nodes (kube-scheduler's
+#: predicate). Fleet reads a node's allocatable NPUs where the plugin reads its idle ones: a node
+#: larger than the handler's maximum is never counted on (the plugin takes it only once enough of
+#: it is busy).
 SCHEDULE_POLICIES: Final[dict[str, Hardware | None]] = {
     "module-a3-16": A3_16,
-    "chip1-node2": replace(CARD_910, node_npus=2),
+    "chip1-node2": CARD_910,
     "chip4-node4": HALF_910,
     "chip8-node8": MODULE_910B_8,
     "chip8-node16": MODULE_910B_16,

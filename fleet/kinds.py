@@ -22,20 +22,32 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final, TypedDict
 
-from fleet.apiserver import EVENT, NAMESPACE, MergeRule, Obj, PrinterColumn, ResourceType, json_path, since
+from fleet.apiserver import (
+    EVENT,
+    NAMESPACE,
+    MergeRule,
+    Obj,
+    PrinterColumn,
+    ResourceType,
+    Subresource,
+    json_path,
+    since,
+)
 from fleet.policy import API_VERSION as POLICY_API_VERSION
 from fleet.policy import CLUSTER_KIND as CLUSTER_POLICY_KIND
 from fleet.policy import KARMADA_API_VERSION
 from fleet.policy import KIND as POLICY_KIND
-from fleet.workloads import KINDS, WorkloadAdapter
+from fleet.workloads import KINDS, OTHER_VERSIONS, WorkloadAdapter
 from queues import TREE_API_VERSION, TREE_KIND, format_quantity, parse_quantity
 
 __all__ = [
     "CLUSTER_PROPAGATION_POLICY",
     "ELASTIC_QUOTA_TREE",
+    "EXPLAIN",
     "FLEET_EVENT",
     "FLEET_GROUP",
     "FLEET_JOB_KINDS",
+    "FLEET_JOB_VERSIONS",
     "FLEET_NAMESPACE",
     "FLEET_VERSION",
     "KARMADA_CLUSTER_PROPAGATION_POLICY",
@@ -86,11 +98,19 @@ _JOB_COLUMNS: Final = (
 )
 
 
+#: Every job kind's ``explain`` subresource: ``POST`` a job to learn whether the fleet would accept
+#: it, admit it and where it would fit now, ``GET`` the same of a stored job; the answer is an
+#: ``Explanation`` (:mod:`fleet.endpoint.explain`). Nothing is stored or reserved.
+EXPLAIN: Final = Subresource("explain", "Explanation", FLEET_GROUP, FLEET_VERSION)
+
+
 def fleet_kind(adapter: WorkloadAdapter) -> ResourceType:
-    """Job kind ``adapter`` as the fleet serves it: the upstream CRD's names, Fleet's columns."""
+    """Job kind ``adapter`` as the fleet serves it: the upstream CRD's names, Fleet's columns,
+    the ``explain`` subresource."""
     rt = adapter.resource
     return replace(
         rt,
+        subresources=(EXPLAIN,),
         printer_columns=_JOB_COLUMNS,
         description=f"{rt.description} Queued by Fleet and run in one member cluster.",
     )
@@ -98,6 +118,12 @@ def fleet_kind(adapter: WorkloadAdapter) -> ResourceType:
 
 #: Every job kind as the fleet serves it, in the order of :data:`fleet.workloads.KINDS`.
 FLEET_JOB_KINDS: Final = tuple(fleet_kind(adapter) for adapter in KINDS)
+
+#: The job kinds' other served versions (:data:`fleet.workloads.OTHER_VERSIONS`), served with the
+#: fleet's columns; stored at their kind's version, so only the API names them.
+FLEET_JOB_VERSIONS: Final = tuple(
+    replace(rt, subresources=(EXPLAIN,), printer_columns=_JOB_COLUMNS) for rt in OTHER_VERSIONS
+)
 
 #: Events at the fleet: Kubernetes' own Event, decoded strictly (every field of its schema, from
 #: Kubernetes' type, is known; any other is an unknown field).
@@ -492,6 +518,7 @@ def _member_row(obj: Obj) -> list[Any]:
         since(ready.get("lastTransitionTime")),
         since(ready.get("lastProbeTime")),
         npus_cell(status),
+        str(status.get("scheduling") or "Schedulable"),
         npus_cell(status, "allocatableNPUs"),
         nodes_by_free_cell(status),
         _total_cell(status, "cpu"),
@@ -518,6 +545,11 @@ MEMBER_CLUSTER: Final = ResourceType(
             "Free-NPUs", "string", description="Free NPUs by accelerator type (after in-flight holds)."
         ),
         PrinterColumn(
+            "Scheduling",
+            "string",
+            description="Schedulable, Cordoned (no new jobs) or Draining (its jobs moved away): spec.taints.",
+        ),
+        PrinterColumn(
             "Allocatable-NPUs", "string", description="Allocatable NPUs by accelerator type.", priority=1
         ),
         PrinterColumn(
@@ -533,9 +565,10 @@ MEMBER_CLUSTER: Final = ResourceType(
     table_row=_member_row,
     description=(
         "A member cluster of the fleet: its health as the syncer last probed it and its capacity "
-        "per accelerator type as the dispatcher's capacity feed last saw it (read-only)."
+        "per accelerator type as the dispatcher's capacity feed last saw it; spec.taints (Karmada's "
+        "NoSchedule, NoExecute) keep new jobs away from it, the one field an admin may set."
     ),
-    verbs=READ_VERBS,
+    verbs=(*READ_VERBS, "update", "patch"),
 )
 
 

@@ -54,6 +54,7 @@ from fleet.label_match import requirement_matches
 __all__ = [
     "API_VERSION",
     "CLUSTER_KIND",
+    "DEFAULT_POLICY_NAME",
     "KARMADA_API_VERSION",
     "KIND",
     "MEMBER_FIELDS",
@@ -64,7 +65,9 @@ __all__ = [
     "PurgeMode",
     "ResourceSelector",
     "default_policy",
+    "describe_policy",
     "ignored_fields",
+    "policy_ref",
     "select_policy",
     "why_ignored",
 ]
@@ -405,7 +408,7 @@ def default_policy(kinds: Sequence[tuple[str, str]]) -> PropagationPolicy:
         {
             "apiVersion": API_VERSION,
             "kind": KIND,
-            "metadata": {"name": "fleet-default", "namespace": "kube-system"},
+            "metadata": {"name": DEFAULT_POLICY_NAME, "namespace": "kube-system"},
             "spec": {
                 "resourceSelectors": [{"apiVersion": v, "kind": k} for v, k in kinds],
                 "propagateDeps": True,
@@ -413,6 +416,30 @@ def default_policy(kinds: Sequence[tuple[str, str]]) -> PropagationPolicy:
             },
         }
     )
+
+
+#: The name of :func:`default_policy`'s policy: a job governed by none of the fleet's.
+DEFAULT_POLICY_NAME: Final = "fleet-default"
+
+
+def policy_ref(policy: PropagationPolicy) -> dict[str, str]:
+    """How a job's status names the policy that governs it (``status.propagationPolicy``): its
+    apiVersion, kind, name and, for a PropagationPolicy, namespace (Karmada's ResourceBinding
+    names its policy by the same fields, in labels). The default policy, which no object holds,
+    is ``{kind: PropagationPolicy, name: fleet-default}`` with no namespace."""
+    ref = {"apiVersion": policy.api_version, "kind": policy.kind, "name": policy.metadata.name}
+    if not policy.cluster_scoped and policy.metadata.name != DEFAULT_POLICY_NAME:
+        ref["namespace"] = policy.metadata.namespace or "default"
+    return ref
+
+
+def describe_policy(ref: Mapping[str, str]) -> str:
+    """``PropagationPolicy default/gang``, ``ClusterPropagationPolicy spread``, or the default's
+    ``no policy selects it (fleet-default)``."""
+    if ref.get("name") == DEFAULT_POLICY_NAME:
+        return f"no policy selects it ({DEFAULT_POLICY_NAME})"
+    where = f"{ref['namespace']}/" if ref.get("namespace") else ""
+    return f"{ref.get('kind')} {where}{ref.get('name')}"
 
 
 def select_policy(job: Mapping[str, Any], policies: Iterable[PropagationPolicy]) -> PropagationPolicy | None:

@@ -8,7 +8,11 @@ here imports the rest of Fleet. They come from the T9k documents in
 ``shared/seeds`` (``t9k-tensorflowtrainingjob.zh.txt``, ``t9k-mpijob.zh.txt``) and T9k's API
 reference (``t9k/user-docs``: ``docs/reference/api/build-console/jobs/{tensorflowtrainingjob,
 mpijob}.md``): replica types, restart and clean-up policies, the exit codes ``ExitCode`` retries,
-run modes, condition types and phases.
+run modes, condition types and phases. The MPIJob's current shape (``spec.mpiConfig`` and a
+``spec.replicaSpecs`` list of ``worker`` and ``launcher``) comes from T9k's tutorial repository,
+``t9k/tutorial-examples`` ``job/mpijob/horovod-torch/job.yaml``, ``job_gpu.yaml`` and
+``horovod-keras/job.yaml``, ``job_gpu.yaml``, ``job_gpu_t9ksched.yaml`` (switched to it in commit
+3557344, August 2025; ``horovod-torch/job_gpu_t9ksched.yaml`` kept the older shape).
 """
 
 from __future__ import annotations
@@ -22,8 +26,12 @@ __all__ = [
     "DEADLINE_EXCEEDED",
     "INVALID_SPEC",
     "LAUNCHER",
+    "MPI_REPLICA_SPECS_SHAPE_FIELDS",
+    "MPI_REPLICA_TYPES",
     "MPI_WORKER_CONTAINER",
+    "MPI_WORKER_SHAPE_FIELDS",
     "REPLICA_INDEX_LABEL",
+    "REPLICA_SPECS_WORKER_CONTAINER",
     "REPLICA_TYPE_LABEL",
     "RESTART_POLICIES",
     "RETRIABLE_EXIT_CODES",
@@ -58,10 +66,29 @@ T9K_MPIJOB_PLURAL: Final = "mpijobs"
 TF_REPLICA_TYPES: Final = ("chief", "worker", "ps", "evaluator")
 CHIEF: Final = "chief"
 WORKER: Final = "worker"
-#: The MPIJob's launcher replica (``mpirun``), made by the controller, not written in the spec.
+#: The MPIJob's launcher replica (``mpirun``): made by the controller in the older shape, listed
+#: (``type: launcher``, mostly with an empty template) in the current one.
 LAUNCHER: Final = "launcher"
 #: The container of an MPIJob worker that runs the MPI processes (the seed: it must exist).
 MPI_WORKER_CONTAINER: Final = "mpi-worker"
+
+# An MPIJob is written in one of two shapes. The older (the seed, T9k's API reference, and
+# ``t9k/examples`` mlperf/ and nccl-tests/): ``spec.worker`` (replicas, cmd, extraMPIArgs, a
+# template with a container named ``mpi-worker``) beside ``spec.mca`` and ``spec.mpiHome``; the
+# launcher is the controller's. The current (``t9k/tutorial-examples``
+# ``job/mpijob/horovod-torch/job.yaml``, ``job_gpu.yaml``; ``horovod-keras/job.yaml``,
+# ``job_gpu.yaml``, ``job_gpu_t9ksched.yaml``): ``spec.mpiConfig`` (mca, home, extraArgs, script) and a
+# ``spec.replicaSpecs`` list with a ``type`` each, whose worker template names its MPI container
+# ``worker``, as the ColossalAIJob beside it in the same repository does.
+#: The fields of ``spec`` only the older shape writes.
+MPI_WORKER_SHAPE_FIELDS: Final = ("worker", "mca", "mpiHome")
+#: The fields of ``spec`` only the current shape writes.
+MPI_REPLICA_SPECS_SHAPE_FIELDS: Final = ("replicaSpecs", "mpiConfig")
+#: ``spec.replicaSpecs[*].type`` of an MPIJob in the current shape: the workers (the MPI
+#: processes) and the one launcher (``mpirun``), each listed once.
+MPI_REPLICA_TYPES: Final = ("worker", "launcher")
+#: The container of a worker that runs the MPI processes, in the current shape.
+REPLICA_SPECS_WORKER_CONTAINER: Final = "worker"
 
 #: ``spec.replicaSpecs[*].restartPolicy``; T9k's default is ``Never``.
 RESTART_POLICIES: Final = ("Never", "OnFailure", "Always", "ExitCode")

@@ -14,9 +14,10 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
-__all__ = ["now_rfc3339", "parse_rfc3339", "rfc3339"]
+__all__ = ["epoch_of", "now_rfc3339", "parse_rfc3339", "rfc3339", "rfc3339_micro"]
 
 _FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+_MICRO_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
 class _Stamp:
@@ -51,3 +52,21 @@ def parse_rfc3339(text: object) -> datetime | None:
     except ValueError:
         return None
     return then if then.tzinfo is not None else then.replace(tzinfo=UTC)
+
+
+def rfc3339_micro(epoch: float) -> str:
+    """Epoch seconds as a timestamp to the microsecond, as ``metav1.MicroTime`` marshals (Go's
+    ``2006-01-02T15:04:05.000000Z07:00``): for the times Fleet decides by (an exclusion's end, a
+    backoff), where truncating to the second would move a short wait by up to a second."""
+    return datetime.fromtimestamp(epoch, UTC).strftime(_MICRO_FORMAT)
+
+
+def epoch_of(value: object) -> float | None:
+    """A time Fleet wrote as a timestamp, or as epoch seconds (as an older Fleet did), in epoch
+    seconds; ``None`` when absent or unreadable."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    then = parse_rfc3339(value)
+    return then.timestamp() if then is not None else None

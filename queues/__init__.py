@@ -73,50 +73,172 @@ With no tree applied, every job belongs to the implicit ``root``: queue order ho
 not limit (capacity alone does).
 """
 
-from queues.fencing import Fence, Fenced
-from queues.heads import ClassHeads, HeadCache, RunningJob, class_request
-from queues.keys import (
-    DEFAULT_KEYS,
-    DEFAULT_PREFIX,
-    DEFAULT_SPACE,
-    DEFAULT_TAG,
-    Key,
-    KeyFunction,
-    KeyParts,
-    Keys,
-    KeySpace,
-    key,
-    key_declarations,
-    key_function,
-    lua_string,
-    prefix_problem,
-)
-from queues.ledger import Applied, ApplyRefused, Drift, Ledger, VersionConflict, leaf_in
-from queues.lua_scripts import async_lua_script, lua_script, lua_source, read_lua
-from queues.pending import PendingQueues, QueuePolicy
-from queues.planner import Blocked, Pick, Plan, Planner, PlannerSettings, PreemptionKind, Refused
-from queues.quantity import MAX_JOBS, QuantityError, format_quantity, parse_exact
-from queues.quantity import parse as parse_quantity
-from queues.reasons import Decision, Refusal, RefusalKind
-from queues.records import InvalidRequest, JobRecord, JobState, LedgerError, request_args, score_of
-from queues.snapshot import Snapshot
-from queues.tree import API_VERSION as TREE_API_VERSION
-from queues.tree import (
-    AVAILABLE_ATTRIBUTE,
-    IMPLICIT_ROOT,
-    QUOTA_LABEL,
-    TREE_NAMESPACE,
-    ElasticQuotaTree,
-    QuotaNode,
-    QuotaNotAvailable,
-    UnboundJob,
-    is_unlimited,
-    preemption_policy,
-    queue_name,
-)
-from queues.tree import KIND as TREE_KIND
-from queues.validation import DOCUMENT, Problem, Severity, TreeInvalid, check, load, load_file, validate
-from queues.views import HEADERS, QueueView, Waiting, format_share, format_views, job_wait, queue_views
+from importlib import import_module
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from queues.fencing import Fence, Fenced
+    from queues.heads import ClassHeads, HeadCache, RunningJob, class_request
+    from queues.keys import (
+        DEFAULT_KEYS,
+        DEFAULT_PREFIX,
+        DEFAULT_SPACE,
+        DEFAULT_TAG,
+        Key,
+        KeyFunction,
+        KeyParts,
+        Keys,
+        KeySpace,
+        key,
+        key_declarations,
+        key_function,
+        lua_string,
+        prefix_problem,
+    )
+    from queues.ledger import Applied, ApplyRefused, Drift, Ledger, VersionConflict, leaf_in
+    from queues.lua_scripts import async_lua_script, lua_script, lua_source, read_lua
+    from queues.pending import PendingQueues, QueuePolicy
+    from queues.planner import Blocked, Pick, Plan, Planner, PlannerSettings, PreemptionKind, Refused
+    from queues.quantity import MAX_JOBS, QuantityError, format_quantity, parse_exact
+    from queues.quantity import parse as parse_quantity
+    from queues.reasons import Decision, Refusal, RefusalKind
+    from queues.records import InvalidRequest, JobRecord, JobState, LedgerError, request_args, score_of
+    from queues.snapshot import Snapshot
+    from queues.tree import API_VERSION as TREE_API_VERSION
+    from queues.tree import (
+        AVAILABLE_ATTRIBUTE,
+        HIGHEST_USER_PRIORITY,
+        IMPLICIT_ROOT,
+        MAX_PRIORITY_ATTRIBUTE,
+        QUOTA_LABEL,
+        TREE_NAMESPACE,
+        ElasticQuotaTree,
+        PriorityCap,
+        QuotaNode,
+        QuotaNotAvailable,
+        UnboundJob,
+        is_unlimited,
+        preemption_policy,
+        priority_cap,
+        queue_name,
+    )
+    from queues.tree import KIND as TREE_KIND
+    from queues.validation import DOCUMENT, Problem, Severity, TreeInvalid, check, load, load_file, validate
+    from queues.views import (
+        HEADERS,
+        QueueView,
+        Waiting,
+        format_share,
+        format_views,
+        job_wait,
+        job_would_wait,
+        queue_views,
+    )
+
+# The face is lazy (PEP 562): a name is imported from its module when first used, so that
+# importing one name does not import the whole package (the CLI starts fast, issue 33).
+_FACE: Final[dict[str, tuple[str, str]]] = {
+    'Fence': ('queues.fencing', 'Fence'),
+    'Fenced': ('queues.fencing', 'Fenced'),
+    'ClassHeads': ('queues.heads', 'ClassHeads'),
+    'HeadCache': ('queues.heads', 'HeadCache'),
+    'RunningJob': ('queues.heads', 'RunningJob'),
+    'class_request': ('queues.heads', 'class_request'),
+    'DEFAULT_KEYS': ('queues.keys', 'DEFAULT_KEYS'),
+    'DEFAULT_PREFIX': ('queues.keys', 'DEFAULT_PREFIX'),
+    'DEFAULT_SPACE': ('queues.keys', 'DEFAULT_SPACE'),
+    'DEFAULT_TAG': ('queues.keys', 'DEFAULT_TAG'),
+    'Key': ('queues.keys', 'Key'),
+    'KeyFunction': ('queues.keys', 'KeyFunction'),
+    'KeyParts': ('queues.keys', 'KeyParts'),
+    'Keys': ('queues.keys', 'Keys'),
+    'KeySpace': ('queues.keys', 'KeySpace'),
+    'key': ('queues.keys', 'key'),
+    'key_declarations': ('queues.keys', 'key_declarations'),
+    'key_function': ('queues.keys', 'key_function'),
+    'lua_string': ('queues.keys', 'lua_string'),
+    'prefix_problem': ('queues.keys', 'prefix_problem'),
+    'Applied': ('queues.ledger', 'Applied'),
+    'ApplyRefused': ('queues.ledger', 'ApplyRefused'),
+    'Drift': ('queues.ledger', 'Drift'),
+    'Ledger': ('queues.ledger', 'Ledger'),
+    'VersionConflict': ('queues.ledger', 'VersionConflict'),
+    'leaf_in': ('queues.ledger', 'leaf_in'),
+    'async_lua_script': ('queues.lua_scripts', 'async_lua_script'),
+    'lua_script': ('queues.lua_scripts', 'lua_script'),
+    'lua_source': ('queues.lua_scripts', 'lua_source'),
+    'read_lua': ('queues.lua_scripts', 'read_lua'),
+    'PendingQueues': ('queues.pending', 'PendingQueues'),
+    'QueuePolicy': ('queues.pending', 'QueuePolicy'),
+    'Blocked': ('queues.planner', 'Blocked'),
+    'Pick': ('queues.planner', 'Pick'),
+    'Plan': ('queues.planner', 'Plan'),
+    'Planner': ('queues.planner', 'Planner'),
+    'PlannerSettings': ('queues.planner', 'PlannerSettings'),
+    'PreemptionKind': ('queues.planner', 'PreemptionKind'),
+    'Refused': ('queues.planner', 'Refused'),
+    'MAX_JOBS': ('queues.quantity', 'MAX_JOBS'),
+    'QuantityError': ('queues.quantity', 'QuantityError'),
+    'format_quantity': ('queues.quantity', 'format_quantity'),
+    'parse_exact': ('queues.quantity', 'parse_exact'),
+    'parse_quantity': ('queues.quantity', 'parse'),
+    'Decision': ('queues.reasons', 'Decision'),
+    'Refusal': ('queues.reasons', 'Refusal'),
+    'RefusalKind': ('queues.reasons', 'RefusalKind'),
+    'InvalidRequest': ('queues.records', 'InvalidRequest'),
+    'JobRecord': ('queues.records', 'JobRecord'),
+    'JobState': ('queues.records', 'JobState'),
+    'LedgerError': ('queues.records', 'LedgerError'),
+    'request_args': ('queues.records', 'request_args'),
+    'score_of': ('queues.records', 'score_of'),
+    'Snapshot': ('queues.snapshot', 'Snapshot'),
+    'TREE_API_VERSION': ('queues.tree', 'API_VERSION'),
+    'AVAILABLE_ATTRIBUTE': ('queues.tree', 'AVAILABLE_ATTRIBUTE'),
+    'IMPLICIT_ROOT': ('queues.tree', 'IMPLICIT_ROOT'),
+    'QUOTA_LABEL': ('queues.tree', 'QUOTA_LABEL'),
+    'TREE_NAMESPACE': ('queues.tree', 'TREE_NAMESPACE'),
+    'ElasticQuotaTree': ('queues.tree', 'ElasticQuotaTree'),
+    'QuotaNode': ('queues.tree', 'QuotaNode'),
+    'QuotaNotAvailable': ('queues.tree', 'QuotaNotAvailable'),
+    'UnboundJob': ('queues.tree', 'UnboundJob'),
+    'is_unlimited': ('queues.tree', 'is_unlimited'),
+    'preemption_policy': ('queues.tree', 'preemption_policy'),
+    'queue_name': ('queues.tree', 'queue_name'),
+    'TREE_KIND': ('queues.tree', 'KIND'),
+    'DOCUMENT': ('queues.validation', 'DOCUMENT'),
+    'Problem': ('queues.validation', 'Problem'),
+    'Severity': ('queues.validation', 'Severity'),
+    'TreeInvalid': ('queues.validation', 'TreeInvalid'),
+    'check': ('queues.validation', 'check'),
+    'load': ('queues.validation', 'load'),
+    'load_file': ('queues.validation', 'load_file'),
+    'validate': ('queues.validation', 'validate'),
+    'HEADERS': ('queues.views', 'HEADERS'),
+    'QueueView': ('queues.views', 'QueueView'),
+    'Waiting': ('queues.views', 'Waiting'),
+    'format_share': ('queues.views', 'format_share'),
+    'format_views': ('queues.views', 'format_views'),
+    'job_wait': ('queues.views', 'job_wait'),
+    'job_would_wait': ('queues.views', 'job_would_wait'),
+    'queue_views': ('queues.views', 'queue_views'),
+    'HIGHEST_USER_PRIORITY': ('queues.tree', 'HIGHEST_USER_PRIORITY'),
+    'MAX_PRIORITY_ATTRIBUTE': ('queues.tree', 'MAX_PRIORITY_ATTRIBUTE'),
+    'PriorityCap': ('queues.tree', 'PriorityCap'),
+    'priority_cap': ('queues.tree', 'priority_cap'),
+}
+
+
+def __getattr__(name: str) -> Any:
+    found = _FACE.get(name)
+    if found is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(found[0]), found[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_FACE})
 
 __all__ = [
     "AVAILABLE_ATTRIBUTE",
@@ -126,8 +248,10 @@ __all__ = [
     "DEFAULT_TAG",
     "DOCUMENT",
     "HEADERS",
+    "HIGHEST_USER_PRIORITY",
     "IMPLICIT_ROOT",
     "MAX_JOBS",
+    "MAX_PRIORITY_ATTRIBUTE",
     "QUOTA_LABEL",
     "TREE_API_VERSION",
     "TREE_KIND",
@@ -158,6 +282,7 @@ __all__ = [
     "Planner",
     "PlannerSettings",
     "PreemptionKind",
+    "PriorityCap",
     "Problem",
     "QuantityError",
     "QueuePolicy",
@@ -182,6 +307,7 @@ __all__ = [
     "format_views",
     "is_unlimited",
     "job_wait",
+    "job_would_wait",
     "key",
     "key_declarations",
     "key_function",
@@ -195,6 +321,7 @@ __all__ = [
     "parse_quantity",
     "preemption_policy",
     "prefix_problem",
+    "priority_cap",
     "queue_name",
     "queue_views",
     "read_lua",

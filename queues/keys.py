@@ -256,6 +256,16 @@ class Keys(KeySpace):
         """Hash: admitted job -> record; the ledger usage is rebuilt from."""
         return "admitted"
 
+    @key("K_PARKED")
+    def parked(self) -> str:
+        """Hash: parked job -> its leaf and why, tab-separated: pending jobs taken out of line because they
+        cannot run as things are (``fleet``: no member could ever hold them; ``quota``: a ``max``
+        of their chain is below what they ask). Their records stay in :attr:`pending`; they are
+        in neither their leaf's queue nor a class queue, and count in no ``pending`` or ``want``
+        (``queues/lua/park.lua``), until they are put back (``unpark.lua``, and every tree
+        change)."""
+        return "parked"
+
     @key("K_QVERSIONS")
     def queue_versions(self) -> str:
         """Hash: leaf -> a number that changes whenever the leaf's queue does (a job queued,
@@ -276,6 +286,11 @@ class Keys(KeySpace):
     def queue(self, name: str) -> KeyParts:
         """Sorted set: the node's pending jobs, score -priority, member ``<seq><job>``."""
         return "queue:", name
+
+    @key_function("k_parked")
+    def parked_queue(self, leaf: str) -> KeyParts:
+        """Sorted set: the leaf's parked jobs (:attr:`parked`), as in :meth:`queue`."""
+        return "parked:", leaf
 
     @key_function("k_classes")
     def classes(self, leaf: str) -> KeyParts:

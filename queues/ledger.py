@@ -50,6 +50,8 @@ class Applied:
     version: int
     changed: bool
     warnings: list[Problem] = field(default_factory=list)
+    #: Each ``max`` the tree set below what is in use (applied: new jobs wait under it).
+    lowered: list[Problem] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -179,9 +181,15 @@ class Ledger:
         """Make ``tree`` the quota tree, keeping usage (recomputed from the admitted jobs).
 
         Refused with :class:`ApplyRefused` (nothing changes) when a node that would disappear
-        still holds admitted or pending jobs, or a ``max`` is below what is already in use;
-        with :class:`VersionConflict` when ``expected_version`` is given and is not current.
-        Re-applying the same tree is a no-op that keeps the version.
+        still holds admitted or pending jobs; with :class:`VersionConflict` when
+        ``expected_version`` is given and is not current. Re-applying the same tree is a no-op
+        that keeps the version.
+
+        A ``max`` (``kube-queue/max-jobs`` included) below what is already in use is applied, as
+        Kubernetes' ResourceQuota accepts a hard limit below its use: the admitted jobs keep
+        running, and admission refuses new ones under that node until use falls below the new
+        ``max``. Each such limit is in the result's ``lowered``, a warning naming the node, the
+        field and the figures.
         """
         problems = validate(tree)
         errors = [p for p in problems if p.severity is Severity.ERROR]
@@ -197,7 +205,22 @@ class Ledger:
         reply = self._scripts.apply(keys=[self.keys.meta], args=args)
         status = int(reply[0])
         if status in (1, 2):
-            return Applied(int(reply[1]), status == 1, warnings)
+            over = [text(value) for value in reply[2:]]
+            lowered: list[Problem] = []
+            for at in range(0, len(over), 4):
+                name, resource, used, limit = over[at : at + 4]
+                path = tree.paths().get(name, name)
+                lowered.append(
+                    Problem(
+                        path,
+                        f"max.{resource}",
+                        f"max.{resource} {format_quantity(resource, int(limit))} is below the "
+                        f"{format_quantity(resource, int(used))} in use: the admitted jobs keep running, "
+                        "new ones wait until use falls below it",
+                        Severity.WARNING,
+                    )
+                )
+            return Applied(int(reply[1]), status == 1, warnings, lowered)
         kind = text(reply[1])
         if kind == "version":
             raise VersionConflict(f"the applied tree is version {text(reply[2])}, not {expected_version}")
@@ -208,13 +231,7 @@ class Ledger:
             raise ApplyRefused(
                 f"{where}: still has {kind} job {text(reply[3])}; a node with {kind} jobs cannot be removed"
             )
-        name, resource = text(reply[2]), text(reply[3])
-        path = tree.paths().get(name, name)
-        used, limit = int(reply[4]), int(reply[5])
-        raise ApplyRefused(
-            f"{path}: max.{resource} {format_quantity(resource, limit)} is below the "
-            f"{format_quantity(resource, used)} in use; release jobs first"
-        )
+        raise LedgerError(f"the quota ledger's apply script answered {kind!r}")
 
     # -- jobs -------------------------------------------------------------------------------
 
@@ -359,6 +376,39 @@ class Ledger:
         if int(reply[0]) == -1:
             raise LedgerError(text(reply[1]))
         return int(reply[0]) == 1
+
+    def park(self, jobs: Sequence[str], why: str, *, fence: Fence | None = None) -> int:
+        """Take pending ``jobs`` out of line (``queues/lua/park.lua``): they keep their records
+        and their places, but hold no head position, count in no ``pending`` or ``want`` and
+        block no strict queue until :meth:`unpark` (or a tree change) puts them back. ``why``
+        says what would have to change (``fleet``, ``quota``). Returns how many were parked;
+        those not pending, or parked already, are left alone."""
+        if not jobs:
+            return 0
+        for job in jobs:
+            check_job(job)
+        reply = self._scripts.park(keys=[self.keys.meta], args=[*self._fence_args(fence), why, *jobs])
+        if int(reply) == -2:
+            raise self._fenced(fence)
+        return int(reply)
+
+    def unpark(
+        self, why: str = "", jobs: Sequence[str] = (), *, fence: Fence | None = None
+    ) -> int:
+        """Put parked jobs back in line, in their old places: those parked for ``why`` (any
+        when empty), only ``jobs`` when given. Returns how many came back."""
+        reply = self._scripts.unpark(keys=[self.keys.meta], args=[*self._fence_args(fence), why, *jobs])
+        if int(reply) == -2:
+            raise self._fenced(fence)
+        return int(reply)
+
+    def parked(self) -> dict[str, tuple[str, str]]:
+        """Parked job -> (its leaf, why it is parked)."""
+        out: dict[str, tuple[str, str]] = {}
+        for job, value in self.client.hgetall(self.keys.parked).items():
+            leaf, _, why = text(value).partition("\t")
+            out[text(job)] = (leaf, why)
+        return out
 
     def _fence_args(self, fence: Fence | None) -> list[str]:
         """The two script arguments of a fence; the key must share this ledger's hash slot."""

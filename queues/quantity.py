@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from decimal import Decimal
-
-from kubernetes.utils.quantity import parse_quantity
 
 __all__ = [
     "MAX_JOBS",
@@ -59,6 +58,19 @@ _GRAMMAR = re.compile(
 )
 
 
+_PARSE: list[Callable[[object], Decimal]] = []
+
+
+def _parser() -> Callable[[object], Decimal]:
+    """The client's ``parse_quantity``, imported on first use: importing the ``kubernetes``
+    package takes a third of a second, which a command that parses no quantity should not pay."""
+    if not _PARSE:
+        from kubernetes.utils.quantity import parse_quantity
+
+        _PARSE.append(parse_quantity)
+    return _PARSE[0]
+
+
 class QuantityError(ValueError):
     """A value that is not a valid Kubernetes quantity (or is negative where that is wrong)."""
 
@@ -68,7 +80,7 @@ def parse_exact(value: object) -> Decimal:
     if isinstance(value, bool) or value is None or (isinstance(value, str) and not _GRAMMAR.fullmatch(value)):
         raise QuantityError(f"{value!r} is not a quantity")
     try:
-        amount: Decimal = parse_quantity(value)  # type: ignore[no-untyped-call]
+        amount: Decimal = _parser()(value)
     except (ValueError, TypeError, ArithmeticError) as exc:
         raise QuantityError(f"{value!r} is not a quantity") from exc
     if not amount.is_finite():

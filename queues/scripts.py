@@ -25,7 +25,7 @@ __all__ = ["LAYOUT", "Scripts", "scripts_for"]
 #: (:meth:`queues.Ledger.upgrade`); a ledger's first job records the current shape in meta.
 LAYOUT = 2
 
-NAMES = ("enqueue", "admit", "release", "requeue", "apply", "rebuild", "heads")
+NAMES = ("enqueue", "admit", "release", "requeue", "apply", "rebuild", "heads", "park", "unpark")
 
 
 def _prelude(keys: Keys) -> str:
@@ -49,6 +49,8 @@ class Scripts:
     apply: Script
     rebuild: Script
     heads: Script
+    park: Script
+    unpark: Script
 
 
 def scripts_for(client: redis.Redis, keys: Keys) -> Scripts:

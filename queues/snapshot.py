@@ -228,14 +228,15 @@ class Snapshot:
         return "?", 0, 0, 0
 
     def never_fits(self, leaf: str, request: Mapping[str, int]) -> Refusal | None:
-        """The refusal a job would get even with nothing else admitted: its request is above a
-        ``max`` of its leaf or an ancestor (None when it fits an empty tree)."""
+        """The refusal a job gets whatever else is admitted: its request is above a ``max`` of its
+        leaf or an ancestor (None when it fits an empty tree). Its figures are the ledger's: what
+        that node uses now, beside what the job asks and the ``max``."""
         for name in self.chain(leaf):
             node = self.nodes[name]
             for r, amount in sorted({**request, MAX_JOBS: 1}.items()):
                 limit = node.max.get(r)
                 if limit is not None and amount > limit:
-                    return Refusal(RefusalKind.MAX, node.path, r, 0, amount, limit)
+                    return Refusal(RefusalKind.MAX, node.path, r, node.used.get(r, 0), amount, limit)
         return None
 
     # -- changes, as the scripts make them --------------------------------------------------------

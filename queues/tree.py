@@ -29,8 +29,11 @@ __all__ = [
     "ANY_NAMESPACE",
     "API_VERSION",
     "AVAILABLE_ATTRIBUTE",
+    "HIGHEST_USER_PRIORITY",
     "IMPLICIT_ROOT",
     "KIND",
+    "LOWEST_PRIORITY",
+    "MAX_PRIORITY_ATTRIBUTE",
     "PREEMPTION_ATTRIBUTE",
     "PREEMPTION_VALUES",
     "QUOTA_LABEL",
@@ -39,12 +42,15 @@ __all__ = [
     "TREE_NAMESPACE",
     "ElasticQuotaTree",
     "PreemptionPolicy",
+    "PriorityCap",
     "QuotaNode",
     "QuotaNotAvailable",
     "UnboundJob",
     "available_entries",
     "is_unlimited",
+    "parse_max_priority",
     "preemption_policy",
+    "priority_cap",
     "queue_name",
 ]
 
@@ -78,6 +84,56 @@ RECLAIM_VALUES: Final = ("Any", "LowerPriority", "Never")
 AVAILABLE_ATTRIBUTE: Final = "fleet.io/available-in-namespaces"
 #: The :data:`AVAILABLE_ATTRIBUTE` entry meaning "every namespace some node binds".
 ANY_NAMESPACE: Final = "*"
+#: Node attribute: the highest priority a job may give itself as a number (Fleet's
+#: ``fleet.io/priority`` annotation, T9k's ``t9kScheduler.priority``) when it is charged in a leaf
+#: below this node or its namespace is bound below it: an integer, at most
+#: :data:`HIGHEST_USER_PRIORITY`. The lowest such cap of the two chains holds (the job's leaf up to
+#: the root, and its namespace's leaf up to the root), so two teams sharing a leaf keep the caps
+#: of their own leaves (:func:`priority_cap`). A priority that comes from a PriorityClass is not
+#: capped: classes are an admin's, as in Kubernetes. Kubernetes has no such cap (a pod's
+#: ``priority`` is always its class's); this is what lets tenants keep the annotation.
+MAX_PRIORITY_ATTRIBUTE: Final = "fleet.io/max-priority"
+#: The highest priority any user may define (Kubernetes' ``HighestUserDefinablePriority``: values
+#: above are for the system's own classes); the cap where no node sets one.
+HIGHEST_USER_PRIORITY: Final = 1_000_000_000
+#: The lowest priority (a PriorityClass ``value`` is an int32).
+LOWEST_PRIORITY: Final = -(2**31)
+
+
+@dataclass(frozen=True)
+class PriorityCap:
+    """The most a job may write as its own priority, and the node whose attribute says so
+    (``""``: no node does; :data:`HIGHEST_USER_PRIORITY` holds)."""
+
+    value: int = HIGHEST_USER_PRIORITY
+    node: str = ""
+
+
+def parse_max_priority(value: str) -> int | None:
+    """A :data:`MAX_PRIORITY_ATTRIBUTE` value as an integer; None when it is not one in range."""
+    try:
+        cap = int(value.strip())
+    except ValueError:
+        return None
+    return cap if LOWEST_PRIORITY <= cap <= HIGHEST_USER_PRIORITY else None
+
+
+def priority_cap(tree: ElasticQuotaTree | None, namespace: str, leaf: str) -> PriorityCap:
+    """The cap of a job of ``namespace`` charged in ``leaf``: the lowest
+    :data:`MAX_PRIORITY_ATTRIBUTE` on the path from ``leaf`` to the root and on the path from the
+    leaf that binds ``namespace`` to the root; :data:`HIGHEST_USER_PRIORITY` where none is set
+    (of equal caps, the node nearest the root names it). One walk of the tree."""
+    best = PriorityCap()
+    if tree is None:
+        return best
+    chains = [path for path, _, node in tree.walk() if node.name == leaf or namespace in node.namespaces]
+    on_chains = {part for path in chains for part in path.split("/")}
+    for _, _, node in tree.walk():  # root first
+        raw = node.attributes.get(MAX_PRIORITY_ATTRIBUTE) if node.name in on_chains else None
+        cap = parse_max_priority(raw) if raw is not None else None
+        if cap is not None and cap < best.value:
+            best = PriorityCap(cap, node.name)
+    return best
 
 
 def is_unlimited(resource: str, amount: int) -> bool:

@@ -23,7 +23,10 @@ from queues.quantity import format_quantity
 from queues.tree import (
     ANY_NAMESPACE,
     AVAILABLE_ATTRIBUTE,
+    HIGHEST_USER_PRIORITY,
     IMPLICIT_ROOT,
+    LOWEST_PRIORITY,
+    MAX_PRIORITY_ATTRIBUTE,
     PREEMPTION_ATTRIBUTE,
     PREEMPTION_VALUES,
     RECLAIM_ATTRIBUTE,
@@ -32,6 +35,7 @@ from queues.tree import (
     ElasticQuotaTree,
     QuotaNode,
     available_entries,
+    parse_max_priority,
     queue_name,
 )
 
@@ -49,7 +53,9 @@ __all__ = [
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 #: The node attributes Fleet acts on.
-KNOWN_ATTRIBUTES = frozenset({PREEMPTION_ATTRIBUTE, RECLAIM_ATTRIBUTE, AVAILABLE_ATTRIBUTE})
+KNOWN_ATTRIBUTES = frozenset(
+    {PREEMPTION_ATTRIBUTE, RECLAIM_ATTRIBUTE, AVAILABLE_ATTRIBUTE, MAX_PRIORITY_ATTRIBUTE}
+)
 #: Attributes koord-queue's own trees carry that Fleet reads no meaning from, and why
 #: (``pkg/framework/plugins/elasticquota/elasticquotatree/elasticquota.go`` in
 #: koordinator-sh/koord-queue, ``buildElasticQuotaInfo``).
@@ -136,6 +142,13 @@ def _check_node(path: str, node: QuotaNode, problems: list[Problem]) -> None:
                 f"attributes.{attribute}",
                 f"attributes.{attribute}: {value!r} is not one of {', '.join(allowed)}",
             )
+    cap = node.attributes.get(MAX_PRIORITY_ATTRIBUTE)
+    if cap is not None and parse_max_priority(cap) is None:
+        error(
+            f"attributes.{MAX_PRIORITY_ATTRIBUTE}",
+            f"attributes.{MAX_PRIORITY_ATTRIBUTE}: {cap!r} is not an integer from {LOWEST_PRIORITY} to "
+            f"{HIGHEST_USER_PRIORITY} (the highest priority a user may define; higher ones are the system's)",
+        )
     available = node.attributes.get(AVAILABLE_ATTRIBUTE)
     for entry in available_entries(available or ""):
         if entry != ANY_NAMESPACE and not _dns_label(entry):

@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 from queues.ledger import Ledger
 from queues.quantity import MAX_JOBS, format_quantity
 from queues.reasons import Refusal
-from queues.records import SEQ_WIDTH
+from queues.records import SEQ_WIDTH, score_of, text
 from queues.snapshot import Node, Snapshot
 from queues.tree import IMPLICIT_ROOT, ElasticQuotaTree, queue_name
 
@@ -72,6 +72,7 @@ __all__ = [
     "format_share",
     "format_views",
     "job_wait",
+    "job_would_wait",
     "lent_of",
     "queue_views",
     "render",
@@ -193,10 +194,15 @@ class Waiting:
     refusal: Refusal | None = None
     #: Set when the job is larger than a ``max`` of its chain: no release will ever admit it.
     never: Refusal | None = None
+    #: Why it is out of line (:meth:`queues.Ledger.park`): ``fleet`` or ``quota``; None: in line.
+    parked: str | None = None
 
     @property
     def where(self) -> str:
-        """``3 of 120 in queue root-team-a``."""
+        """``3 of 120 in queue root-team-a``, or, for a parked job, that it holds no place."""
+        if self.parked is not None:
+            what = "the tree" if self.parked == "quota" else "the fleet"
+            return f"out of line in queue {self.queue} (holding no place) until {what} changes"
         return f"{self.position} of {self.length} in queue {self.queue}"
 
     def blocker(self, otherwise: str) -> str:
@@ -204,6 +210,8 @@ class Waiting:
         it waits for capacity or its turn, with ``otherwise`` (the job's last pending message)."""
         if self.never is not None:
             return f"can never be admitted: {self.never}; it waits for the tree to change"
+        if self.parked is not None:
+            return otherwise or "it cannot run as the fleet is"
         if self.refusal is not None:
             return str(self.refusal)
         return "quota admits it; waiting for capacity or its turn" + (f": {otherwise}" if otherwise else "")
@@ -216,24 +224,60 @@ def job_wait(ledger: Ledger, job: str) -> Waiting | None:
     if record is None:
         return None
     queue_key = ledger.keys.queue(record.leaf)
+    member = f"{record.seq:0{SEQ_WIDTH}d}{job}"
     pipe = ledger.client.pipeline(transaction=False)
-    pipe.zrank(queue_key, f"{record.seq:0{SEQ_WIDTH}d}{job}")
+    pipe.zrank(queue_key, member)
     pipe.zcard(queue_key)
-    rank, length = pipe.execute()
-    if rank is None:
+    pipe.hget(ledger.keys.parked, job)
+    rank, length, parked = pipe.execute()
+    why = None if parked is None else text(parked).partition("\t")[2]
+    if rank is None and why is None:
         return None  # admitted (or requeued under a new sequence) since the record was read
     snapshot = ledger.snapshot()
     node = snapshot.nodes.get(record.leaf)
+    position = 0 if rank is None else int(rank) + 1
     if node is None:
-        return Waiting(job, record.leaf, queue_name(record.leaf), int(rank) + 1, int(length))
+        return Waiting(job, record.leaf, queue_name(record.leaf), position, int(length), parked=why)
     return Waiting(
         job,
         record.leaf,
         queue_name(node.path),
-        int(rank) + 1,
+        position,
         int(length),
         refusal=snapshot.check(record.leaf, record.request),
         never=snapshot.never_fits(record.leaf, record.request),
+        parked=why,
+    )
+
+
+def job_would_wait(
+    ledger: Ledger, job: str, leaf: str, request: dict[str, int], priority: int = 0
+) -> Waiting:
+    """Where ``job`` would stand if it were queued now on ``leaf`` with ``request`` and
+    ``priority`` (a job not submitted yet: ``fleet explain``): the place queueing would give it
+    (behind every job of its priority or higher, as :mod:`queues.pending` orders), and what the
+    quota would say of it, by the same :meth:`~queues.snapshot.Snapshot.check` and
+    :meth:`~queues.snapshot.Snapshot.never_fits` as :func:`job_wait` (a job no release could admit
+    would be parked out of line, :meth:`queues.Ledger.park`). Two round trips."""
+    queue_key = ledger.keys.queue(leaf)
+    pipe = ledger.client.pipeline(transaction=False)
+    pipe.zcount(queue_key, "-inf", score_of(priority))
+    pipe.zcard(queue_key)
+    ahead, length = pipe.execute()
+    snapshot = ledger.snapshot()
+    node = snapshot.nodes.get(leaf)
+    if node is None:  # no tree applied: the implicit root, where quota limits nothing
+        return Waiting(job, leaf, queue_name(leaf), int(ahead) + 1, int(length) + 1)
+    never = snapshot.never_fits(leaf, request)
+    return Waiting(
+        job,
+        leaf,
+        queue_name(node.path),
+        int(ahead) + 1,
+        int(length) + 1,
+        refusal=snapshot.check(leaf, request),
+        never=never,
+        parked=None if never is None else "quota",  # as the dispatcher would set it aside
     )
 
 

@@ -53,71 +53,179 @@ modules (the ``apiserver-face`` contract in ``pyproject.toml``), so the modules 
 renamed behind the face.
 """
 
-from fleet.apiserver.app import (
-    Access,
-    Authenticator,
-    StreamHub,
-    TokenAuthenticator,
-    build_app,
-    default_version_info,
-)
-from fleet.apiserver.companion_kinds import COMPANION_KINDS, CONFIGMAP, SECRET, SERVICE
-from fleet.apiserver.core_kinds import EVENT, NAMESPACE, NODE, POD
-from fleet.apiserver.errors import (
-    AlreadyExists,
-    ApiError,
-    BadRequest,
-    Cause,
-    Conflict,
-    Forbidden,
-    Gone,
-    Invalid,
-    MethodNotAllowed,
-    NotFound,
-    RequestEntityTooLarge,
-    Unauthorized,
-    UnsupportedMediaType,
-)
-from fleet.apiserver.fields import warning_header
-from fleet.apiserver.kubetypes import definitions as kube_definitions
-from fleet.apiserver.kubetypes import is_model as is_kube_model
-from fleet.apiserver.memory import MemoryStore
-from fleet.apiserver.patch import MergeRule
-from fleet.apiserver.pods import validate_pod_template
-from fleet.apiserver.resources import Obj, PrinterColumn, Registry, ResourceType
-from fleet.apiserver.reviews import anonymous_info, with_reviews
-from fleet.apiserver.selectors import field_value
-from fleet.apiserver.serve import Server, serve
-from fleet.apiserver.store import (
-    ADDED,
-    BOOKMARK,
-    DELETED,
-    ERROR,
-    MODIFIED,
-    ObjectFilter,
-    Page,
-    Store,
-    WatchEvent,
-    already_exists,
-    bookmark,
-    check_subresource,
-    clone,
-    conflict,
-    decode_continue,
-    deletion,
-    expired_continue,
-    new_object,
-    not_found,
-    parse_resource_version,
-    select_page,
-    selector_view,
-    too_old,
-    update_target,
-    updated_object,
-    write_type,
-)
-from fleet.apiserver.tables import json_path, since
-from fleet.apiserver.validation import DNS1035_LABEL_MAX_LENGTH, dns1035_label, invalid, label_value, required
+from typing import TYPE_CHECKING, Final
+
+from fleet.lazy_face import lazy_face
+
+if TYPE_CHECKING:
+    from fleet.apiserver.app import (
+        Access,
+        Authenticator,
+        StreamHub,
+        SubresourceHandler,
+        TokenAuthenticator,
+        build_app,
+        default_version_info,
+    )
+    from fleet.apiserver.companion_kinds import COMPANION_KINDS, CONFIGMAP, SECRET, SERVICE
+    from fleet.apiserver.core_kinds import EVENT, NAMESPACE, NODE, POD
+    from fleet.apiserver.errors import (
+        AlreadyExists,
+        ApiError,
+        BadRequest,
+        Cause,
+        Conflict,
+        Forbidden,
+        Gone,
+        Invalid,
+        MethodNotAllowed,
+        NotFound,
+        RequestEntityTooLarge,
+        Timeout,
+        Unauthorized,
+        UnsupportedMediaType,
+    )
+    from fleet.apiserver.fields import warning_header
+    from fleet.apiserver.kubetypes import definitions as kube_definitions
+    from fleet.apiserver.kubetypes import is_model as is_kube_model
+    from fleet.apiserver.memory import MemoryStore
+    from fleet.apiserver.patch import MergeRule
+    from fleet.apiserver.pods import validate_pod_template
+    from fleet.apiserver.resources import Obj, PrinterColumn, Registry, ResourceType, Subresource
+    from fleet.apiserver.reviews import PathCheck, anonymous_info, no_path_grants, with_reviews
+    from fleet.apiserver.selectors import field_value
+    from fleet.apiserver.serve import Server, serve
+    from fleet.apiserver.store import (
+        ADDED,
+        BOOKMARK,
+        DELETED,
+        ERROR,
+        FRESH_WAIT_SECONDS,
+        MODIFIED,
+        ObjectFilter,
+        Page,
+        Store,
+        WatchEvent,
+        already_exists,
+        bookmark,
+        check_subresource,
+        clone,
+        conflict,
+        decode_continue,
+        deletion,
+        expired_continue,
+        new_object,
+        not_found,
+        parse_resource_version,
+        select_page,
+        selector_view,
+        too_large,
+        too_old,
+        update_target,
+        updated_object,
+        write_type,
+    )
+    from fleet.apiserver.tables import json_path, since
+    from fleet.apiserver.validation import (
+        DNS1035_LABEL_MAX_LENGTH,
+        dns1035_label,
+        dns1123_label,
+        invalid,
+        label_value,
+        required,
+    )
+
+# The face is lazy (PEP 562): a name is imported from its module when first used, so that
+# importing one name does not import the whole package (the CLI starts fast, issue 33).
+_FACE: Final[dict[str, tuple[str, str]]] = {
+    "Access": ("fleet.apiserver.app", "Access"),
+    "Authenticator": ("fleet.apiserver.app", "Authenticator"),
+    "StreamHub": ("fleet.apiserver.app", "StreamHub"),
+    "SubresourceHandler": ("fleet.apiserver.app", "SubresourceHandler"),
+    "TokenAuthenticator": ("fleet.apiserver.app", "TokenAuthenticator"),
+    "build_app": ("fleet.apiserver.app", "build_app"),
+    "default_version_info": ("fleet.apiserver.app", "default_version_info"),
+    "COMPANION_KINDS": ("fleet.apiserver.companion_kinds", "COMPANION_KINDS"),
+    "CONFIGMAP": ("fleet.apiserver.companion_kinds", "CONFIGMAP"),
+    "SECRET": ("fleet.apiserver.companion_kinds", "SECRET"),
+    "SERVICE": ("fleet.apiserver.companion_kinds", "SERVICE"),
+    "EVENT": ("fleet.apiserver.core_kinds", "EVENT"),
+    "NAMESPACE": ("fleet.apiserver.core_kinds", "NAMESPACE"),
+    "NODE": ("fleet.apiserver.core_kinds", "NODE"),
+    "POD": ("fleet.apiserver.core_kinds", "POD"),
+    "AlreadyExists": ("fleet.apiserver.errors", "AlreadyExists"),
+    "ApiError": ("fleet.apiserver.errors", "ApiError"),
+    "BadRequest": ("fleet.apiserver.errors", "BadRequest"),
+    "Cause": ("fleet.apiserver.errors", "Cause"),
+    "Conflict": ("fleet.apiserver.errors", "Conflict"),
+    "Forbidden": ("fleet.apiserver.errors", "Forbidden"),
+    "Gone": ("fleet.apiserver.errors", "Gone"),
+    "Invalid": ("fleet.apiserver.errors", "Invalid"),
+    "MethodNotAllowed": ("fleet.apiserver.errors", "MethodNotAllowed"),
+    "NotFound": ("fleet.apiserver.errors", "NotFound"),
+    "RequestEntityTooLarge": ("fleet.apiserver.errors", "RequestEntityTooLarge"),
+    "Unauthorized": ("fleet.apiserver.errors", "Unauthorized"),
+    "UnsupportedMediaType": ("fleet.apiserver.errors", "UnsupportedMediaType"),
+    "warning_header": ("fleet.apiserver.fields", "warning_header"),
+    "kube_definitions": ("fleet.apiserver.kubetypes", "definitions"),
+    "is_kube_model": ("fleet.apiserver.kubetypes", "is_model"),
+    "MemoryStore": ("fleet.apiserver.memory", "MemoryStore"),
+    "MergeRule": ("fleet.apiserver.patch", "MergeRule"),
+    "validate_pod_template": ("fleet.apiserver.pods", "validate_pod_template"),
+    "Obj": ("fleet.apiserver.resources", "Obj"),
+    "PrinterColumn": ("fleet.apiserver.resources", "PrinterColumn"),
+    "Registry": ("fleet.apiserver.resources", "Registry"),
+    "ResourceType": ("fleet.apiserver.resources", "ResourceType"),
+    "Subresource": ("fleet.apiserver.resources", "Subresource"),
+    "anonymous_info": ("fleet.apiserver.reviews", "anonymous_info"),
+    "with_reviews": ("fleet.apiserver.reviews", "with_reviews"),
+    "field_value": ("fleet.apiserver.selectors", "field_value"),
+    "Server": ("fleet.apiserver.serve", "Server"),
+    "serve": ("fleet.apiserver.serve", "serve"),
+    "ADDED": ("fleet.apiserver.store", "ADDED"),
+    "BOOKMARK": ("fleet.apiserver.store", "BOOKMARK"),
+    "DELETED": ("fleet.apiserver.store", "DELETED"),
+    "ERROR": ("fleet.apiserver.store", "ERROR"),
+    "MODIFIED": ("fleet.apiserver.store", "MODIFIED"),
+    "ObjectFilter": ("fleet.apiserver.store", "ObjectFilter"),
+    "Page": ("fleet.apiserver.store", "Page"),
+    "Store": ("fleet.apiserver.store", "Store"),
+    "WatchEvent": ("fleet.apiserver.store", "WatchEvent"),
+    "already_exists": ("fleet.apiserver.store", "already_exists"),
+    "bookmark": ("fleet.apiserver.store", "bookmark"),
+    "check_subresource": ("fleet.apiserver.store", "check_subresource"),
+    "clone": ("fleet.apiserver.store", "clone"),
+    "conflict": ("fleet.apiserver.store", "conflict"),
+    "decode_continue": ("fleet.apiserver.store", "decode_continue"),
+    "deletion": ("fleet.apiserver.store", "deletion"),
+    "expired_continue": ("fleet.apiserver.store", "expired_continue"),
+    "new_object": ("fleet.apiserver.store", "new_object"),
+    "not_found": ("fleet.apiserver.store", "not_found"),
+    "parse_resource_version": ("fleet.apiserver.store", "parse_resource_version"),
+    "select_page": ("fleet.apiserver.store", "select_page"),
+    "selector_view": ("fleet.apiserver.store", "selector_view"),
+    "too_old": ("fleet.apiserver.store", "too_old"),
+    "update_target": ("fleet.apiserver.store", "update_target"),
+    "updated_object": ("fleet.apiserver.store", "updated_object"),
+    "write_type": ("fleet.apiserver.store", "write_type"),
+    "json_path": ("fleet.apiserver.tables", "json_path"),
+    "since": ("fleet.apiserver.tables", "since"),
+    "DNS1035_LABEL_MAX_LENGTH": ("fleet.apiserver.validation", "DNS1035_LABEL_MAX_LENGTH"),
+    "dns1035_label": ("fleet.apiserver.validation", "dns1035_label"),
+    "invalid": ("fleet.apiserver.validation", "invalid"),
+    "label_value": ("fleet.apiserver.validation", "label_value"),
+    "required": ("fleet.apiserver.validation", "required"),
+    "Timeout": ("fleet.apiserver.errors", "Timeout"),
+    "PathCheck": ("fleet.apiserver.reviews", "PathCheck"),
+    "no_path_grants": ("fleet.apiserver.reviews", "no_path_grants"),
+    "FRESH_WAIT_SECONDS": ("fleet.apiserver.store", "FRESH_WAIT_SECONDS"),
+    "too_large": ("fleet.apiserver.store", "too_large"),
+    "dns1123_label": ("fleet.apiserver.validation", "dns1123_label"),
+}
+
+
+lazy_face(__name__, _FACE)
+
 
 __all__ = [
     "ADDED",
@@ -128,6 +236,7 @@ __all__ = [
     "DNS1035_LABEL_MAX_LENGTH",
     "ERROR",
     "EVENT",
+    "FRESH_WAIT_SECONDS",
     "MODIFIED",
     "NAMESPACE",
     "NODE",
@@ -151,6 +260,7 @@ __all__ = [
     "Obj",
     "ObjectFilter",
     "Page",
+    "PathCheck",
     "PrinterColumn",
     "Registry",
     "RequestEntityTooLarge",
@@ -158,6 +268,9 @@ __all__ = [
     "Server",
     "Store",
     "StreamHub",
+    "Subresource",
+    "SubresourceHandler",
+    "Timeout",
     "TokenAuthenticator",
     "Unauthorized",
     "UnsupportedMediaType",
@@ -173,6 +286,7 @@ __all__ = [
     "default_version_info",
     "deletion",
     "dns1035_label",
+    "dns1123_label",
     "expired_continue",
     "field_value",
     "invalid",
@@ -181,6 +295,7 @@ __all__ = [
     "kube_definitions",
     "label_value",
     "new_object",
+    "no_path_grants",
     "not_found",
     "parse_resource_version",
     "required",
@@ -188,6 +303,7 @@ __all__ = [
     "selector_view",
     "serve",
     "since",
+    "too_large",
     "too_old",
     "update_target",
     "updated_object",

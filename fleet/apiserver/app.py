@@ -19,7 +19,7 @@ import logging
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, NoReturn
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -49,7 +49,15 @@ from fleet.apiserver.patch import apply_json_patch, apply_merge_patch, apply_str
 from fleet.apiserver.resources import Access, Obj, Registry, ResourceType
 from fleet.apiserver.schema import schema_causes
 from fleet.apiserver.selectors import FieldSelector, LabelSelector
-from fleet.apiserver.store import BOOKMARK, ERROR, Store, WatchEvent
+from fleet.apiserver.store import (
+    BOOKMARK,
+    ERROR,
+    FRESH_WAIT_SECONDS,
+    Store,
+    WatchEvent,
+    parse_resource_version,
+    too_large,
+)
 from fleet.apiserver.tables import build_table, wants_table
 from fleet.apiserver.validation import validate_metadata
 
@@ -58,6 +66,7 @@ __all__ = [
     "Authenticator",
     "Authorizer",
     "StreamHub",
+    "SubresourceHandler",
     "TokenAuthenticator",
     "Visibility",
     "build_app",
@@ -72,6 +81,10 @@ Authenticator = Callable[[Mapping[str, str]], str | None]
 
 #: Decides whether a request may go on: returns, or raises ``Forbidden`` (403).
 Authorizer = Callable[[Access], None]
+#: The answer of a subresource of :attr:`ResourceType.subresources`: given the authorized access
+#: and, for ``create``, the object sent (decoded and validated as a create's), the object to
+#: answer with. Raises :class:`ApiError` to refuse.
+SubresourceHandler = Callable[[Access, Obj | None], Awaitable[Obj]]
 #: Whether an object a list or watch let through may be shown to the requester (a tenant sees
 #: only its own namespaces in ``kubectl get namespaces``); ``None``: everything listed is shown.
 Visibility = Callable[[Access, Obj], bool]
@@ -232,7 +245,13 @@ class _Api:
         title: str,
         user_info: reviews.UserInfo,
         visibility: Visibility | None,
+        subresources: Mapping[str, SubresourceHandler],
+        paths: reviews.PathCheck,
+        fresh_wait: float,
     ) -> None:
+        self.subresources = dict(subresources)
+        self.paths = paths
+        self.fresh_wait = fresh_wait
         self.user_info = user_info
         self.visibility = visibility
         self.registry = registry
@@ -341,14 +360,24 @@ class _Api:
         namespace: str | None = None
         if len(rest) >= 3 and rest[0] == "namespaces":
             rt = self.registry.get(group, version, rest[2])
+            if rt is None and self.registry.get(group, version, "namespaces") is None:
+                self.registry.lookup(group, version, rest[2])  # the 404 naming what is not served
             if rt is not None and rt.namespaced:
                 namespace, rest = rest[1], rest[2:]
         if not rest or len(rest) > 3:
             raise NotFound("the server could not find the requested resource")
         rt = self.registry.lookup(group, version, rest[0])
+        if rt.storage_version:
+            # Another served version of the kind: stored, validated and kept at the storage
+            # version; what comes in is converted to it, what goes out back (_incoming, _out).
+            request.scope["fleet.served"] = rt
+            rt = self.registry.lookup(group, rt.storage_version, rest[0])
         name = rest[1] if len(rest) > 1 else None
         subresource = rest[2] if len(rest) > 2 else None
-        if subresource is not None and not (subresource == "status" and rt.has_status):
+        served = (subresource == "status" and rt.has_status) or (
+            subresource in self.subresources and rt.subresource(str(subresource)) is not None
+        )
+        if subresource is not None and not served:
             raise NotFound(f"the server could not find the requested resource ({rt.qualified}/{subresource})")
         request.scope["fleet.resource"] = rt.plural
         return _Target(rt, namespace, name, subresource)
@@ -376,6 +405,27 @@ class _Api:
         return request.query_params.get(name, "").lower() in ("1", "true")
 
     # --- object admission ----------------------------------------------------------------------
+
+    def _incoming(self, request: Request, rt: ResourceType, obj: Any) -> Obj:
+        """A body sent at the request's version, at the storage version: an object of a served
+        version that is not the storage one is converted (``apiVersion``, then the version's
+        ``to_storage``), then checked as :meth:`_check_type` checks every body."""
+        served: ResourceType | None = request.scope.get("fleet.served")
+        if served is not None and isinstance(obj, dict):
+            checked = self._check_type(served, obj)
+            checked["apiVersion"] = rt.api_version
+            if served.to_storage is not None:
+                served.to_storage(checked)
+            return checked
+        return self._check_type(rt, obj)
+
+    @staticmethod
+    def _out(request: Request, obj: Obj) -> Obj:
+        """``obj`` at the version the request asked for (the ``None`` conversion strategy)."""
+        served: ResourceType | None = request.scope.get("fleet.served")
+        if served is None or obj.get("kind") != served.kind or obj.get("apiVersion") == served.api_version:
+            return obj
+        return {**obj, "apiVersion": served.api_version}
 
     def _check_type(self, rt: ResourceType, obj: Any) -> Obj:
         if not isinstance(obj, dict):
@@ -474,6 +524,8 @@ class _Api:
                 verb = "create"
             elif method == "DELETE" and "deletecollection" in target.rt.verbs:
                 verb = "deletecollection"
+        elif self._answered(target):
+            verb = {"GET": "get", "POST": "create"}.get(method)
         elif method in _ITEM_VERBS and not (target.subresource and method == "DELETE"):
             verb = _ITEM_VERBS[method]
         if verb is None:
@@ -487,6 +539,8 @@ class _Api:
         applying = verb == "patch" and request.headers.get("content-type", "").startswith(ssa.APPLY_PATCH)
         if self.authorizer is not None and not applying:  # an apply is authorized once it knows its verb
             self.authorizer(Access(user, verb, target.rt, target.namespace, target.name, target.subresource))
+        if self._answered(target):
+            return await self.answer(request, target, verb, user)
         if target.subresource is None and verb in _BODY_VERBS and verb not in target.rt.verbs:
             # Answered before the body is read: a kind that has no such verb refuses it whatever
             # the body says (kubectl's typed clients send protobuf, which only reviews decode).
@@ -508,6 +562,36 @@ class _Api:
             "delete": self.delete,
         }
         return await handlers[verb](request, target)
+
+    def _answered(self, target: _Target) -> bool:
+        """Whether the target is a subresource a handler answers (not ``status``)."""
+        return target.subresource is not None and target.subresource in self.subresources
+
+    async def answer(self, request: Request, target: _Target, verb: str, user: str) -> Response:
+        """A subresource a handler answers: ``create`` decodes, checks and validates the object
+        sent exactly as a create of the parent kind does (``fieldValidation``, the kind's schema,
+        its metadata rules) before the handler sees it; ``get`` hands over the name only."""
+        rt = target.rt
+        assert target.subresource is not None and target.name is not None
+        sub = rt.subresource(target.subresource)
+        if sub is None or verb not in sub.verbs:
+            raise MethodNotAllowed(
+                f"the server does not allow this method on the requested resource ({request.method})"
+            )
+        body: Obj | None = None
+        warnings: list[str] = []
+        if verb == "create":
+            body = self._incoming(request, rt, await self._body(request))
+            self._scope(target, body)
+            warnings = await self._decoded_fields(rt, body, request)
+            if rt.has_status and not rt.status_on_create:
+                body.pop("status", None)
+            if rt.prepare_create is not None:
+                rt.prepare_create(body)
+            self._validate(rt, body)
+        access = Access(user, verb, rt, target.namespace, target.name, target.subresource)
+        answered = await self.subresources[target.subresource](access, body)
+        return self._warn(_json_response(answered, 201 if verb == "create" else 200), warnings)
 
     def _allowed(self, access: Access) -> bool:
         """What the authorizer decides for this access, as a yes or no (for the reviews)."""
@@ -542,10 +626,12 @@ class _Api:
             registry=self.registry,
             allowed=self._allowed,
             user_info=self.user_info,
+            paths=self.paths,
         )
         return self._warn(_json_response(answered, 201), warnings)
 
     def _render(self, request: Request, rt: ResourceType, obj: Obj, status: int = 200) -> Response:
+        obj = self._out(request, obj)
         if wants_table(request.headers.get("accept", "")):
             rv = obj.get("metadata", {}).get("resourceVersion", "")
             include = request.query_params.get("includeObject", "Metadata")
@@ -568,17 +654,35 @@ class _Api:
 
     async def list(self, request: Request, target: _Target) -> Response:
         rt = target.rt
-        items, rv, token = await self.store.list(
-            rt,
-            target.namespace,
-            label_selector=request.query_params.get("labelSelector"),
-            field_selector=request.query_params.get("fieldSelector"),
-            limit=self._int_param(request, "limit"),
-            continue_token=request.query_params.get("continue") or None,
-        )
+        continue_token = request.query_params.get("continue") or None
+        wanted = request.query_params.get("resourceVersion")
+        # A list "not older than" a version the store has not reached waits for it, then is
+        # answered 504 (too_large), as kube-apiserver's watch cache answers one.
+        at_least = None
+        if not continue_token and wanted not in (None, "", "0"):
+            at_least = parse_resource_version(str(wanted))
+        deadline = time.monotonic() + self.fresh_wait
+        while True:
+            items, rv, token = await self.store.list(
+                rt,
+                target.namespace,
+                label_selector=request.query_params.get("labelSelector"),
+                field_selector=request.query_params.get("fieldSelector"),
+                limit=self._int_param(request, "limit"),
+                continue_token=continue_token,
+            )
+            if at_least is None or not str(rv).isdigit() or int(rv) >= at_least:
+                break
+            if time.monotonic() >= deadline:
+                raise too_large(at_least, int(rv))
+            await asyncio.sleep(0.2)
         shown = self._shown(request, target)
         if shown is not None:
             items = [item for item in items if shown(item)]
+        served: ResourceType | None = request.scope.get("fleet.served")
+        if served is not None:
+            items = [self._out(request, item) for item in items]
+            rt = replace(rt, version=served.version)
         if wants_table(request.headers.get("accept", "")):
             include = request.query_params.get("includeObject", "Metadata")
             return _json_response(
@@ -593,7 +697,7 @@ class _Api:
 
     async def create(self, request: Request, target: _Target) -> Response:
         rt = target.rt
-        obj = self._check_type(rt, await self._body(request))
+        obj = self._incoming(request, rt, await self._body(request))
         self._scope(target, obj)
         warnings = await self._decoded_fields(rt, obj, request)
         if rt.has_status and not rt.status_on_create:
@@ -614,7 +718,7 @@ class _Api:
 
     async def update(self, request: Request, target: _Target) -> Response:
         rt = target.rt
-        obj = self._check_type(rt, await self._body(request))
+        obj = self._incoming(request, rt, await self._body(request))
         self._scope(target, obj)
         warnings = await self._decoded_fields(rt, obj, request)
         if rt.prepare_update is not None:
@@ -623,6 +727,13 @@ class _Api:
         assert target.name is not None
         with contextlib.suppress(NotFound):  # the store answers a missing object itself
             current = await self.store.get(rt, target.namespace, target.name)
+            if not rt.unconditional_update and not obj["metadata"].get("resourceVersion"):
+                # After the 404 of a missing object, as kube-apiserver's generic store
+                # (``Store.Update``) answers a custom resource's PUT without a version: a replace
+                # of a file read earlier must not overwrite what was written since (``kubectl
+                # replace -f`` of the file a job was created from).
+                unset = "Invalid value: 0x0: must be specified for an update"
+                _refuse(rt, target.name, [Cause("metadata.resourceVersion", unset)])
             ssa.record_update(
                 current,
                 obj,
@@ -664,15 +775,16 @@ class _Api:
         current = await self.store.get(rt, target.namespace, target.name)
         while True:
             read_version = str(current["metadata"]["resourceVersion"])
+            seen = self._out(request, current)  # a patch applies to the object at its version
             if content_type == _JSON_PATCH:
-                patched = apply_json_patch(current, patch)
+                patched = apply_json_patch(seen, patch)
             elif content_type == _MERGE_PATCH:
-                patched = apply_merge_patch(current, patch)
+                patched = apply_merge_patch(seen, patch)
             else:
                 assert rt.strategic is not None
-                patched = apply_strategic_merge_patch(current, patch, rt.strategic)
+                patched = apply_strategic_merge_patch(seen, patch, rt.strategic)
             bodies.check_object(patched, "the patched object")
-            obj = self._check_type(rt, patched)
+            obj = self._incoming(request, rt, patched)
             shown = ""
             if mode == fields.STRICT:  # what the refusal shows, as it was before pruning
                 shown = (
@@ -730,7 +842,7 @@ class _Api:
         raw = await self._raw_body(request)
         if not raw.strip():
             raise BadRequest("the request body is empty")
-        config = self._check_type(rt, bodies.decode(raw, "application/yaml"))
+        config = self._incoming(request, rt, bodies.decode(raw, "application/yaml"))
         self._scope(target, config)
         status = target.subresource is not None
         deadline = time.monotonic() + _PATCH_RETRY_SECONDS
@@ -808,7 +920,7 @@ class _Api:
                         details={"name": target.name, "group": rt.group, "kind": rt.plural},
                     )
         deleted = await self.store.delete(rt, target.namespace, target.name, dry_run=dry_run)
-        return _json_response(deleted)
+        return _json_response(self._out(request, deleted))
 
     async def delete_collection(self, request: Request, target: _Target) -> Response:
         rt = target.rt
@@ -864,7 +976,7 @@ class _Api:
             events = _only_shown(events, shown)
 
         def line(event: WatchEvent, first: bool) -> bytes:
-            obj = event.object
+            obj = self._out(request, event.object)
             if table and event.type not in (ERROR, BOOKMARK):
                 rv = obj.get("metadata", {}).get("resourceVersion", "")
                 obj = build_table(rt, [obj], include_object=include, resource_version=rv, with_columns=first)
@@ -948,6 +1060,11 @@ class _Api:
         return PlainTextResponse("ok")
 
     async def metrics_endpoint(self, request: Request) -> Response:
+        """The app's Prometheus registry, to a user granted the path (``paths``), as Kubernetes
+        serves ``/metrics`` only to a ``nonResourceURLs`` grant: 403 otherwise."""
+        user = str(request.scope.get("fleet.user") or "system:anonymous")
+        if self.authenticator is not None and not self.paths(user, "get", "/metrics"):
+            raise Forbidden(f'forbidden: User "{user}" cannot get path "/metrics"')
         return Response(generate_latest(self.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     async def api_root(self, request: Request) -> Response:
@@ -1020,17 +1137,25 @@ def build_app(
     title: str = "fleet",
     user_info: reviews.UserInfo = reviews.anonymous_info,
     visibility: Visibility | None = None,
+    subresources: Mapping[str, SubresourceHandler] | None = None,
+    paths: reviews.PathCheck = reviews.no_path_grants,
+    fresh_wait: float = FRESH_WAIT_SECONDS,
 ) -> Starlette:
     """A Kubernetes-compatible API for ``registry``'s kinds over ``store``.
 
     ``authenticator`` names the user of each request (``None`` answers 401); ``authorizer``
     then sees every resource request as an :class:`Access` and may refuse it with ``Forbidden``
-    (discovery, OpenAPI and ``/metrics`` need authentication only; the health probes neither).
+    (discovery and OpenAPI need authentication only, ``/metrics`` a user ``paths`` grants it to
+    (:data:`~fleet.apiserver.reviews.GUARDED_PATHS`); the health probes neither).
     ``app.state.api_hub`` is the :class:`StreamHub` of its watch streams (``serve.Server`` ends
     them when it stops); ``app.state.metrics_registry`` its Prometheus registry, also at ``/metrics``.
     The review kinds of :mod:`~fleet.apiserver.reviews`, when ``registry`` serves them, are
     answered from ``authorizer`` (``user_info`` says who a user is, for ``kubectl auth whoami``).
-    ``visibility`` hides listed and watched objects a requester may not see.
+    ``visibility`` hides listed and watched objects a requester may not see. ``subresources``
+    answers, by name, the subresources the kinds declare (:attr:`ResourceType.subresources`); a
+    declared one without a handler is not served (404). ``fresh_wait``: how long a list from a
+    version the store has not reached waits for it before its 504 (the store's watches have
+    their own).
     """
     api = _Api(
         registry=registry,
@@ -1042,6 +1167,9 @@ def build_app(
         title=title,
         user_info=user_info,
         visibility=visibility,
+        subresources=subresources or {},
+        paths=paths,
+        fresh_wait=fresh_wait,
     )
     every = ["GET", "POST", "PUT", "PATCH", "DELETE"]
     routes = [

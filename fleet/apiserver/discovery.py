@@ -101,6 +101,18 @@ def _resource_entries(rt: ResourceType) -> list[Obj]:
                 "verbs": _STATUS_VERBS,
             }
         )
+    for sub in rt.subresources:
+        entries.append(
+            {
+                "name": f"{rt.plural}/{sub.name}",
+                "singularName": "",
+                "namespaced": rt.namespaced,
+                "group": sub.group,
+                "version": sub.version,
+                "kind": sub.kind,
+                "verbs": list(sub.verbs),
+            }
+        )
     return entries
 
 

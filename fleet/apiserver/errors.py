@@ -22,6 +22,7 @@ __all__ = [
     "MethodNotAllowed",
     "NotFound",
     "RequestEntityTooLarge",
+    "Timeout",
     "Unauthorized",
     "UnsupportedMediaType",
     "status_object",
@@ -37,6 +38,9 @@ class Cause:
     reason: str = "FieldValueInvalid"
 
     def to_dict(self) -> dict[str, str]:
+        """As a ``StatusCause``; a cause about no field (``ResourceVersionTooLarge``) has none."""
+        if not self.field:
+            return {"reason": self.reason, "message": self.message}
         return {"reason": self.reason, "message": self.message, "field": self.field}
 
 
@@ -115,6 +119,13 @@ class UnsupportedMediaType(ApiError):
 class Invalid(ApiError):
     code = 422
     reason = "Invalid"
+
+
+class Timeout(ApiError):
+    """504: the server could not answer in time (``StatusReasonTimeout``); the client may retry."""
+
+    code = 504
+    reason = "Timeout"
 
 
 def status_object(

@@ -23,6 +23,7 @@ from fleet.apiserver.resources import Obj, ResourceType
 from fleet.apiserver.store import (
     ADDED,
     DELETED,
+    FRESH_WAIT_SECONDS,
     MODIFIED,
     ObjectFilter,
     WatchEvent,
@@ -37,6 +38,7 @@ from fleet.apiserver.store import (
     not_found,
     parse_resource_version,
     select_page,
+    too_large,
     too_old,
     update_target,
     updated_object,
@@ -78,6 +80,8 @@ class MemoryStore:
         self._watchers: dict[tuple[str, str], set[_Watcher]] = {}
         self._require_namespaces = require_namespaces
         self._rng = random.Random()
+        #: How long a watch from a version not reached yet waits for it (then 504, too_large).
+        self.fresh_wait = FRESH_WAIT_SECONDS
 
     @classmethod
     def with_default_namespaces(cls, *, history: int = 10_000) -> MemoryStore:
@@ -262,6 +266,14 @@ class MemoryStore:
         start = None if resource_version in (None, "", "0") else parse_resource_version(str(resource_version))
         if start is not None and start < self._floor:
             raise too_old(start, self._floor)
+        if start is not None and start > self._rv:
+            # Not reached yet: wait for it as the watch cache does, then answer 504 (too_large).
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.fresh_wait
+            while start > self._rv and loop.time() < deadline:
+                await asyncio.sleep(min(0.05, max(0.0, deadline - loop.time())))
+            if start > self._rv:
+                raise too_large(start, self._rv)
         # Snapshot and subscribe without yielding in between, so no change falls in a gap.
         if start is None:
             backlog = [

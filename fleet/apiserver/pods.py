@@ -38,8 +38,6 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from kubernetes.client import models
-
 from fleet.apiserver.errors import Cause
 from fleet.apiserver.validation import (
     dns1123_label,
@@ -138,6 +136,8 @@ _PORT_NAME = re.compile(r"[-a-z0-9]+")
 @functools.cache
 def client_fields(model: str) -> dict[str, str]:
     """The JSON fields of a client model and their types (``int``, ``List[V1EnvVar]``, ...)."""
+    from kubernetes.client import models  # here: the client's models take a third of a second
+
     cls = getattr(models, model)
     types: dict[str, str] = cls.openapi_types
     names: dict[str, str] = cls.attribute_map
@@ -169,48 +169,93 @@ def _shown(value: Any) -> Any:
     return value if isinstance(value, str | int | float | bool) else _json_type(value)
 
 
+@functools.cache
+def _shape(kind: str) -> tuple[str, Any]:
+    """``kind`` parsed once: ``("list"|"dict", inner kind)``, ``("model", fields)`` or
+    ``("scalar", kind)``."""
+    if match := _LIST.match(kind):
+        return "list", match.group(1)
+    if match := _DICT.match(kind):
+        return "dict", match.group(1)
+    if kind in ("int", "bool", "str", "datetime", "float", _QUANTITY, "object"):
+        return "scalar", kind
+    return "model", client_fields(kind)
+
+
+#: The scalar kinds whose values pass on their exact Python type alone (the common case).
+_EXACT: Final = {"str": str, "datetime": str, "int": int, "bool": bool, "float": float}
+
+
+def _scalar_cause(value: Any, kind: str) -> tuple[Any, str] | None:
+    """What is wrong with a scalar ``kind``'s ``value`` (the value shown, the message), if anything:
+    the one statement of the scalar rules, for :func:`_types_ok` and :func:`check_types`."""
+    if kind == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        return None if ok else (_shown(value), "must be of type integer")
+    if kind == "bool":
+        return None if isinstance(value, bool) else (_shown(value), "must be of type boolean")
+    if kind in ("str", "datetime"):
+        return None if isinstance(value, str) else (_shown(value), "must be of type string")
+    if kind == "float":
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return None if ok else (_shown(value), "must be of type number")
+    if kind == _QUANTITY:
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            return _shown(value), "must be of type integer or string (a quantity)"
+        try:
+            parse_exact(value)
+        except QuantityError:
+            return value, _QUANTITY_FORMAT
+    return None  # "object": anything
+
+
+def _types_ok(value: Any, kind: str) -> bool:
+    """Whether :func:`check_types` would find nothing, without making a path for every field it
+    passes: the common case (every stored job is checked again when its demand is computed) pays
+    for no strings; a value that fails is checked again by :func:`check_types` for its causes.
+    (``type(...) is dict`` first: parsed JSON is plain dicts, and an ABC check costs more.)"""
+    if value is None:
+        return True
+    shape, inner = _shape(kind)
+    if shape == "model":
+        if type(value) is not dict and not isinstance(value, Mapping):
+            return False
+        for name, item in value.items():
+            if item is not None and name in inner and not _types_ok(item, inner[name]):
+                return False
+        return True
+    if shape == "list":
+        return type(value) is list and all(_types_ok(item, inner) for item in value)
+    if shape == "dict":
+        if type(value) is not dict and not isinstance(value, Mapping):
+            return False
+        return all(_types_ok(item, inner) for item in value.values())
+    return type(value) is _EXACT.get(kind) or _scalar_cause(value, kind) is None
+
+
 def check_types(value: Any, kind: str, path: str) -> list[Cause]:
     """Every place under ``value`` where the JSON type differs from ``kind``'s (a client model name
     such as ``V1PodSpec``, or ``int``, ``str``, ``bool``, ``List[...]``, ``Dict[str, ...]``).
     ``null`` is accepted everywhere (the API server drops it), unknown fields are not looked at."""
-    if value is None:
+    if value is None or _types_ok(value, kind):
         return []
-    if kind == "int":
-        ok = isinstance(value, int) and not isinstance(value, bool)
-        return [] if ok else [invalid(path, _shown(value), "must be of type integer")]
-    if kind == "bool":
-        return [] if isinstance(value, bool) else [invalid(path, _shown(value), "must be of type boolean")]
-    if kind in ("str", "datetime"):
-        return [] if isinstance(value, str) else [invalid(path, _shown(value), "must be of type string")]
-    if kind == "float":
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        return [] if ok else [invalid(path, _shown(value), "must be of type number")]
-    if kind == _QUANTITY:
-        if isinstance(value, bool) or not isinstance(value, int | str):
-            return [invalid(path, _shown(value), "must be of type integer or string (a quantity)")]
-        try:
-            parse_exact(value)
-        except QuantityError:
-            return [invalid(path, value, _QUANTITY_FORMAT)]
-        return []
-    if kind == "object":
-        return []
-    if match := _LIST.match(kind):
+    shape, inner = _shape(kind)
+    if shape == "scalar":
+        cause = _scalar_cause(value, kind)
+        return [] if cause is None else [invalid(path, *cause)]
+    if shape == "list":
         if not isinstance(value, list):
             return [invalid(path, _shown(value), "must be of type array")]
-        return [c for i, item in enumerate(value) for c in check_types(item, match.group(1), f"{path}[{i}]")]
-    if match := _DICT.match(kind):
-        if not isinstance(value, Mapping):
-            return [invalid(path, _shown(value), "must be of type object")]
-        return [c for k, item in value.items() for c in check_types(item, match.group(1), f"{path}[{k}]")]
+        return [c for i, item in enumerate(value) for c in check_types(item, inner, f"{path}[{i}]")]
     if not isinstance(value, Mapping):
         return [invalid(path, _shown(value), "must be of type object")]
-    fields = client_fields(kind)
+    if shape == "dict":
+        return [c for k, item in value.items() for c in check_types(item, inner, f"{path}[{k}]")]
     return [
         c
         for name, item in value.items()
-        if isinstance(name, str) and name in fields
-        for c in check_types(item, fields[name], f"{path}.{name}")
+        if isinstance(name, str) and name in inner
+        for c in check_types(item, inner[name], f"{path}.{name}")
     ]
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "PrinterColumn",
     "Registry",
     "ResourceType",
+    "Subresource",
     "TableRow",
     "Validator",
 ]
@@ -58,6 +59,20 @@ class PrinterColumn:
 
 
 @dataclass(frozen=True)
+class Subresource:
+    """A subresource beyond ``status`` whose answer the app's owner computes (a handler given to
+    :func:`~fleet.apiserver.app.build_app`), in the manner of ``serviceaccounts/token`` or
+    ``deployments/scale``: ``POST`` sends an object of the parent kind and ``GET`` asks about the
+    stored one; the answer is an object of its own kind (``group/version``, ``kind``)."""
+
+    name: str
+    kind: str
+    group: str
+    version: str
+    verbs: tuple[str, ...] = ("create", "get")
+
+
+@dataclass(frozen=True)
 class ResourceType:
     """One served kind. ``group`` is ``""`` for the core group."""
 
@@ -78,7 +93,7 @@ class ResourceType:
     field_selectors: tuple[str, ...] = ()
     #: Strategic merge patch rules by dotted path; ``None``: the kind takes no strategic patch
     #: (like a custom resource, which Kubernetes answers with 415).
-    strategic: Mapping[str, MergeRule] | None = None
+    strategic: Mapping[str, MergeRule] | None = field(default=None, compare=False, hash=False)
     #: Top-level fields a strict kind accepts besides apiVersion, kind and metadata.
     top_level: tuple[str, ...] = ("spec", "status")
     #: Defaulting applied to objects created through the API (Namespace phase, Pod phase...).
@@ -88,6 +103,14 @@ class ResourceType:
     prepare_update: Callable[[Obj], None] | None = None
     #: Keep ``status`` sent on create through the API (Kubernetes does so for Node only).
     status_on_create: bool = False
+    #: Set on a kind's other served version (kube-apiserver's CRD with several ``versions``):
+    #: the version its objects are stored at. Objects sent at this version are converted to the
+    #: storage version (``apiVersion``, then :attr:`to_storage`) and read back at the version
+    #: asked for (``apiVersion`` only: the ``None`` conversion strategy).
+    storage_version: str = ""
+    #: What converting an object sent at this version to the storage version changes beyond
+    #: ``apiVersion`` (fields the storage version spells elsewhere); ``None``: nothing.
+    to_storage: Callable[[Obj], None] | None = field(default=None, compare=False, hash=False)
     categories: tuple[str, ...] = ()
     #: What the kind is, for ``kubectl explain``.
     description: str = ""
@@ -98,10 +121,23 @@ class ResourceType:
     verbs: tuple[str, ...] = field(
         default=("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
     )
+    #: Subresources beyond ``status`` (their answers come from handlers given to ``build_app``).
+    subresources: tuple[Subresource, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.list_kind:
             object.__setattr__(self, "list_kind", f"{self.kind}List")
+
+    @property
+    def unconditional_update(self) -> bool:
+        """Whether an update (PUT) may leave out ``metadata.resourceVersion`` and overwrite the
+        object as it is (the registry strategy's ``AllowUnconditionalUpdate``). Kubernetes allows
+        it for most built-in kinds and never for custom resources (their strategy answers false:
+        ``apiextensions-apiserver``'s ``customResourceStrategy``), whose PUT without a version is
+        422 ``metadata.resourceVersion: Invalid value: 0x0: must be specified for an update``.
+        Here a kind is custom exactly when it takes no strategic merge patch (:attr:`strategic`),
+        as Kubernetes decides for those too."""
+        return self.strategic is not None
 
     @property
     def api_version(self) -> str:
@@ -130,6 +166,10 @@ class ResourceType:
         unknown fields in different orders (:mod:`~fleet.apiserver.fields`)."""
         return self.strategic is not None
 
+    def subresource(self, name: str) -> Subresource | None:
+        """The subresource ``name`` of :attr:`subresources`, if the kind has it."""
+        return next((s for s in self.subresources if s.name == name), None)
+
     @property
     def supported_field_selectors(self) -> tuple[str, ...]:
         return BASE_FIELD_SELECTORS + self.field_selectors
@@ -141,7 +181,8 @@ class Access:
 
     ``verb`` is the Kubernetes verb (get, list, watch, create, update, patch, delete,
     deletecollection); ``namespace`` is ``None`` for a cluster-scoped kind or a request across
-    all namespaces; ``subresource`` is ``"status"`` or ``None``.
+    all namespaces; ``subresource`` is ``"status"``, one of the kind's :attr:`ResourceType.subresources`,
+    or ``None``.
     """
 
     user: str
@@ -155,8 +196,11 @@ class Access:
 class Registry:
     """The kinds one endpoint serves, looked up by group/version/plural."""
 
-    def __init__(self, types: Iterable[ResourceType] = ()) -> None:
+    def __init__(self, types: Iterable[ResourceType] = (), *, describe_unserved: bool = False) -> None:
         self._by_path: dict[tuple[str, str, str], ResourceType] = {}
+        #: Whether the 404 of an unknown resource names it and lists :meth:`served_kinds` (the
+        #: fleet endpoint's, for clients that post without discovery); else kube-apiserver's words.
+        self.describe_unserved = describe_unserved
         for rt in types:
             self.add(rt)
 
@@ -179,8 +223,20 @@ class Registry:
         """The type served at this path, or the ``NotFound`` the API answers for an unknown one."""
         rt = self.get(group, version, plural)
         if rt is None:
-            raise NotFound("the server could not find the requested resource")
+            message = "the server could not find the requested resource"
+            if self.describe_unserved:
+                where = f"{plural}.{group}/{version}" if group else f"{plural} in {version}"
+                message += f" ({where} is not served here; it serves {', '.join(self.served_kinds())})"
+            raise NotFound(message)
         return rt
+
+    def served_kinds(self) -> list[str]:
+        """``Kind (apiVersion)`` of every kind a client can create and list here, in order."""
+        return [
+            f"{rt.kind} ({rt.api_version})"
+            for rt in self._by_path.values()
+            if "create" in rt.verbs and "list" in rt.verbs
+        ]
 
     def groups(self) -> dict[str, list[str]]:
         """Served versions per group, in registration order (core is ``""``)."""

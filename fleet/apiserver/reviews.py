@@ -32,14 +32,17 @@ from fleet.apiserver.resources import Access, Obj, Registry, ResourceType
 
 __all__ = [
     "ACCESS_REVIEW",
+    "GUARDED_PATHS",
     "REVIEW_KINDS",
     "RULES_REVIEW",
     "SELF_REVIEW",
     "AccessCheck",
+    "PathCheck",
     "UserInfo",
     "anonymous_info",
     "answer",
     "is_review",
+    "no_path_grants",
     "with_reviews",
 ]
 
@@ -47,6 +50,14 @@ __all__ = [
 AccessCheck = Callable[[Access], bool]
 #: The ``userInfo`` of a user name (``username``, ``uid``, ``groups``), for ``whoami``.
 UserInfo = Callable[[str], Obj]
+#: Whether a user may use a guarded non-resource path (:data:`GUARDED_PATHS`): (user, verb, path).
+PathCheck = Callable[[str, str, str], bool]
+
+
+def no_path_grants(user: str, verb: str, path: str) -> bool:
+    """The :data:`PathCheck` of a server without authorization: every path is open."""
+    return True
+
 
 _CREATE: Final = ("create",)
 
@@ -83,7 +94,8 @@ SELF_REVIEW: Final = ResourceType(
 REVIEW_KINDS: Final = (ACCESS_REVIEW, RULES_REVIEW, SELF_REVIEW)
 _REVIEW_KEYS: Final = frozenset(rt.key for rt in REVIEW_KINDS)
 
-#: Paths any authenticated caller may GET (discovery, OpenAPI, version, health, metrics).
+#: Paths any authenticated caller may GET (discovery, OpenAPI, version, health): what
+#: Kubernetes' ``system:discovery`` and ``system:public-info-viewer`` roles grant.
 _NON_RESOURCE_URLS: Final = (
     "/api",
     "/api/*",
@@ -91,13 +103,15 @@ _NON_RESOURCE_URLS: Final = (
     "/apis/*",
     "/healthz",
     "/livez",
-    "/metrics",
     "/openapi",
     "/openapi/*",
     "/readyz",
     "/version",
     "/version/",
 )
+#: Paths a caller may GET only with a grant of its own (Kubernetes: a ``nonResourceURLs`` rule,
+#: as ``system:monitoring`` has for ``/metrics``); the server's ``PathCheck`` decides.
+GUARDED_PATHS: Final = ("/metrics",)
 
 
 @dataclass(frozen=True)
@@ -106,6 +120,7 @@ class _Context:
     registry: Registry
     allowed: AccessCheck
     user_info: UserInfo
+    paths: PathCheck = no_path_grants
 
 
 def _served(registry: Registry) -> list[ResourceType]:
@@ -117,9 +132,11 @@ def _verbs(rt: ResourceType, subresource: str | None) -> tuple[str, ...]:
     return ("get", "patch", "update") if subresource else rt.verbs
 
 
-def _non_resource_allowed(path: str, verb: str) -> bool:
+def _non_resource_allowed(ctx: _Context, path: str, verb: str) -> bool:
     if verb not in ("get", "*"):
         return False
+    if path in GUARDED_PATHS:
+        return ctx.paths(ctx.user, "get", path)
     for pattern in _NON_RESOURCE_URLS:
         if path == pattern or (pattern.endswith("*") and path.startswith(pattern[:-1])):
             return True
@@ -142,8 +159,9 @@ def _access_status(ctx: _Context, spec: Mapping[str, Any]) -> Obj:
     if isinstance(non_resource, Mapping) and not attrs:
         path = _string(non_resource, "path", "spec.nonResourceAttributes")
         verb = _string(non_resource, "verb", "spec.nonResourceAttributes")
-        allowed = _non_resource_allowed(path, verb)
-        return {"allowed": allowed, **({} if allowed else {"reason": f"{path} is not served to users"})}
+        allowed = _non_resource_allowed(ctx, path, verb)
+        unserved = not allowed and path not in GUARDED_PATHS  # a guarded one: no grant, no reason
+        return {"allowed": allowed, **({"reason": f"{path} is not served to users"} if unserved else {})}
     if not isinstance(attrs, Mapping):
         raise BadRequest("spec: exactly one of resourceAttributes and nonResourceAttributes is required")
     where = "spec.resourceAttributes"
@@ -185,7 +203,15 @@ def _rules_status(ctx: _Context, spec: Mapping[str, Any]) -> Obj:
                 rules.append({"verbs": verbs, "apiGroups": [rt.group], "resources": [resource]})
     return {
         "resourceRules": rules,
-        "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": list(_NON_RESOURCE_URLS)}],
+        "nonResourceRules": [
+            {
+                "verbs": ["get"],
+                "nonResourceURLs": [
+                    *_NON_RESOURCE_URLS,
+                    *(path for path in GUARDED_PATHS if ctx.paths(ctx.user, "get", path)),
+                ],
+            }
+        ],
         "incomplete": False,
     }
 
@@ -198,15 +224,17 @@ def answer(
     registry: Registry,
     allowed: AccessCheck,
     user_info: UserInfo,
+    paths: PathCheck = no_path_grants,
 ) -> Obj:
-    """The review ``body`` (of kind ``rt``) with its ``status`` filled in for ``user``."""
+    """The review ``body`` (of kind ``rt``) with its ``status`` filled in for ``user``; ``paths``
+    answers for the guarded non-resource paths (:data:`GUARDED_PATHS`)."""
     if not isinstance(body, dict):
         raise BadRequest(f"the request body must be a {rt.kind} object")
     if body.get("kind") not in (None, "", rt.kind):
         raise BadRequest(
             f"the kind in the data ({body.get('kind')}) does not match the expected kind ({rt.kind})"
         )
-    ctx = _Context(user, registry, allowed, user_info)
+    ctx = _Context(user, registry, allowed, user_info, paths)
     spec = body.get("spec") or {}
     if not isinstance(spec, Mapping):
         raise BadRequest("spec: must be an object")

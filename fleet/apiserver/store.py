@@ -27,9 +27,18 @@ import random
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
-from fleet.apiserver.errors import AlreadyExists, BadRequest, Conflict, Gone, Invalid, NotFound
+from fleet.apiserver.errors import (
+    AlreadyExists,
+    BadRequest,
+    Cause,
+    Conflict,
+    Gone,
+    Invalid,
+    NotFound,
+    Timeout,
+)
 from fleet.apiserver.resources import Obj, ResourceType
 from fleet.apiserver.selectors import FieldSelector, LabelSelector
 from fleet.timestamps import now_rfc3339
@@ -39,7 +48,9 @@ __all__ = [
     "BOOKMARK",
     "DELETED",
     "ERROR",
+    "FRESH_WAIT_SECONDS",
     "MODIFIED",
+    "TOO_LARGE_CAUSE",
     "ObjectFilter",
     "Page",
     "Store",
@@ -59,6 +70,7 @@ __all__ = [
     "parse_resource_version",
     "select_page",
     "selector_view",
+    "too_large",
     "too_old",
     "update_target",
     "updated_object",
@@ -131,17 +143,23 @@ class Store(Protocol):
         ...
 
 
-def clone(value: Any) -> Any:
+#: A JSON value and its copy's type.
+_T = TypeVar("_T")
+
+
+def clone(value: _T) -> _T:
     """A deep copy of a JSON value.
 
     ``marshal`` copies dicts, lists and scalars in C, an order of magnitude faster than
     ``copy.deepcopy`` and twice as fast as a Python walk; values it cannot handle (an in-process
     caller's own types) fall back to the walk.
     """
+    raw: Any = value
     try:
-        return marshal.loads(marshal.dumps(value))
+        copied: _T = marshal.loads(marshal.dumps(raw))
     except ValueError:
-        return _walk_clone(value)
+        copied = _walk_clone(value)
+    return copied
 
 
 def _walk_clone(value: Any) -> Any:
@@ -191,6 +209,29 @@ def conflict(rt: ResourceType, name: str) -> Conflict:
 def too_old(start: int, floor: int) -> Gone:
     """The 410 of a watch from a version older than the retained history."""
     return Gone(f"too old resource version: {start} ({floor + 1})")
+
+
+#: How long a read from a version the store has not reached yet waits for it (kube-apiserver's
+#: watch cache ``blockTimeout``, ``waitUntilFreshAndBlock``), before :func:`too_large`.
+FRESH_WAIT_SECONDS: Final = 3.0
+#: The cause type client-go looks for (``metav1.CauseTypeResourceVersionTooLarge``).
+TOO_LARGE_CAUSE: Final = "ResourceVersionTooLarge"
+
+
+def too_large(requested: int, current: int) -> Timeout:
+    """What a read (a list, a watch) from a version the store has not reached answers, as
+    kube-apiserver's ``storage.NewTooLargeResourceVersionError`` does: 504 ``Timeout``, ``Timeout:
+    Too large resource version: <requested>, current: <current>``, one cause of type
+    ``ResourceVersionTooLarge``, ``retryAfterSeconds`` 1. client-go's reflector
+    (``isTooLargeResourceVersionError``) and the Python client's watch then relist (the reflector
+    from scratch, as it does after 410 Gone) rather than wait for a version that may never come:
+    at the fleet it means the store lost history (Redis restored from an older snapshot), and
+    waiting would silently skip the changes in between."""
+    return Timeout(
+        f"Timeout: Too large resource version: {requested}, current: {current}",
+        causes=[Cause("", "Too large resource version", TOO_LARGE_CAUSE)],
+        details={"retryAfterSeconds": 1},
+    )
 
 
 def expired_continue() -> Gone:

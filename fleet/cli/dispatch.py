@@ -52,6 +52,14 @@ __all__ = ["dispatcher", "syncer", "worker"]
     "passed by it (1: after 5 s, no later job passes it).",
 )
 @click.option(
+    "--reconcile-every",
+    type=click.FloatRange(min=1),
+    default=60.0,
+    show_default=True,
+    help="Seconds from the end of one reconcile of the ledger against the stored jobs to the start "
+    "of the next (one also starts at every takeover).",
+)
+@click.option(
     "--preemptions-per-minute",
     type=click.IntRange(min=0),
     default=60,
@@ -70,6 +78,7 @@ def dispatcher(
     no_pin: bool,
     starvation_seconds: float,
     wait_ratio: float,
+    reconcile_every: float,
     preemptions_per_minute: int,
 ) -> None:
     """Admit, place and propagate queued jobs (one leader at a time; others stand by)."""
@@ -84,6 +93,7 @@ def dispatcher(
         pin=not no_pin,
         starvation_seconds=starvation_seconds,
         wait_ratio=wait_ratio,
+        reconcile_every=reconcile_every,
         preemptions_per_minute=preemptions_per_minute,
     )
     run_dispatcher(redis_url, kubeconfig, stop, settings=settings, space=space)
@@ -135,6 +145,14 @@ def worker(
 )
 @click.option("--success-threshold", type=int, default=1, show_default=True, help="Good probes to Ready.")
 @click.option(
+    "--audit-every",
+    type=click.FloatRange(min=0.1),
+    default=20.0,
+    show_default=True,
+    help="Seconds between two lists of a member's copies checked against those Fleet expects there "
+    "(and after every list its watches make); keep it well below the failover toleration.",
+)
+@click.option(
     "--sharded",
     is_flag=True,
     help="Share the members with the other --sharded syncers through leases in Redis (run any "
@@ -158,6 +176,7 @@ def syncer(
     probe_interval: float,
     failure_threshold: int,
     success_threshold: int,
+    audit_every: float,
     sharded: bool,
     ownership_seconds: float,
 ) -> None:
@@ -172,6 +191,7 @@ def syncer(
         probe_interval=probe_interval,
         failure_threshold=failure_threshold,
         success_threshold=success_threshold,
+        audit_every=audit_every,
     )
     ownership = ownership_seconds if sharded else None
     run_syncer(redis_url, kubeconfig, stop, settings=settings, ownership_seconds=ownership, space=space)

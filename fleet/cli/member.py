@@ -1,8 +1,11 @@
-"""``fleet member``: an admin's member clusters: the RBAC to apply in one, and registering or
-removing one in the members' Secret of the fleet's own cluster (:mod:`fleet.members.secret`)."""
+"""``fleet member``: an admin's member clusters: the RBAC to apply in one, registering or removing
+one in the members' Secret of the fleet's own cluster (:mod:`fleet.members.secret`) or in the
+members file of a running ``fleet up``, and taking one out of service (``cordon``, ``drain``,
+``uncordon``: :mod:`fleet.state.member_taints`)."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -10,7 +13,7 @@ from typing import Any
 import click
 import yaml
 
-from fleet.cli.options import key_prefix_option, redis_option
+from fleet.cli.options import fleet_redis, fleet_redis_option, key_prefix_option
 from queues import KeySpace
 
 __all__ = ["member"]
@@ -34,9 +37,11 @@ def rbac(*, namespace: str, service_account: str) -> None:
     Services) (deploy/member/fleet-member.yaml is this output).
     """
     from fleet.members import member_manifest
-    from fleet.workloads import KINDS
+    from fleet.workloads import KINDS, RUNTIME_KINDS
 
     kinds = [(adapter.resource.group, adapter.resource.plural) for adapter in KINDS]
+    # A member gets a TrainJob's training runtime before the job, as a namespaced object.
+    kinds += [(rt.group, rt.plural) for rt in RUNTIME_KINDS if rt.namespaced]
     manifest = member_manifest(kinds, namespace, service_account)
     click.echo(yaml.safe_dump_all(manifest, sort_keys=False), nl=False)
 
@@ -58,19 +63,102 @@ def _cluster_options(f: Any) -> Any:
     )(f)
 
 
-def _secret(cluster_kubeconfig: Path | None, cluster_context: str | None, namespace: str, name: str) -> Any:
+class _LocalMembers:
+    """The members of a running ``fleet up``: the kubeconfig its roles follow
+    (``members.kubeconfig`` in its state directory), read and written as the Secret is in a
+    cluster (a version to write against; a change meanwhile is a conflict)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.where = f"the local fleet's members ({path})"
+
+    def read(self) -> tuple[dict[str, Any] | None, str | None]:
+        from fleet.members import SecretError
+
+        try:
+            text = self.path.read_text(encoding="utf-8")
+            version = str(self.path.stat().st_mtime_ns)
+        except OSError as error:
+            raise SecretError(f"{self.where}: {error.strerror or error}") from None
+        config = yaml.safe_load(text) or None
+        return (config if isinstance(config, dict) else None), version
+
+    def write(self, config: dict[str, Any], version: str | None) -> None:
+        from fleet.members import SecretError
+
+        if version is not None and str(self.path.stat().st_mtime_ns) != version:
+            raise SecretError(f"{self.where}: changed meanwhile; run the command again")
+        scratch = self.path.with_suffix(".tmp")
+        scratch.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+        scratch.chmod(0o600)
+        scratch.replace(self.path)  # atomic: the roles never read half a file
+
+
+class _SecretMembers:
+    def __init__(self, store: Any, namespace: str, name: str) -> None:
+        self.store = store
+        self.where = f"secret {namespace}/{name}"
+
+    def read(self) -> tuple[dict[str, Any] | None, str | None]:
+        result: tuple[dict[str, Any] | None, str | None] = self.store.read()
+        return result
+
+    def write(self, config: dict[str, Any], version: str | None) -> None:
+        self.store.write(config, version)
+
+
+def _kubeconfig_path(cluster_kubeconfig: Path | None) -> Path:
+    if cluster_kubeconfig is not None:
+        return cluster_kubeconfig
+    env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    return Path(env) if env else Path.home() / ".kube" / "config"
+
+
+def _members_store(
+    cluster_kubeconfig: Path | None, cluster_context: str | None, namespace: str, name: str
+) -> _LocalMembers | _SecretMembers:
+    """Where the fleet that the kubeconfig points at keeps its members: a running ``fleet up``'s
+    members file, or the Secret in the cluster Fleet runs in; refused, saying why, when the
+    kubeconfig points at a fleet endpoint that is neither (the endpoint serves Secrets of its
+    own, for jobs: a member written there would reach no role)."""
     from kubernetes.config import new_client_from_config
     from kubernetes.config.config_exception import ConfigException
 
+    from fleet.kinds import FLEET_GROUP
+    from fleet.local import Layout, local_fleet, running_redis_url
     from fleet.members import MemberSecret
 
+    path = _kubeconfig_path(cluster_kubeconfig)
+    state_dir = local_fleet(path, cluster_context)
+    if state_dir is not None:
+        if running_redis_url(state_dir) is None:
+            raise click.ClickException(
+                f"{path} points at the fleet of a `fleet up` with state directory {state_dir}, which "
+                "is not running: start it first (its members are those of its run)"
+            )
+        return _LocalMembers(Layout(state_dir).members_kubeconfig)
     try:
         client = new_client_from_config(  # type: ignore[no-untyped-call]
-            config_file=str(cluster_kubeconfig) if cluster_kubeconfig else None, context=cluster_context
+            config_file=str(path), context=cluster_context
         )
     except (ConfigException, OSError) as error:
         raise click.ClickException(f"the fleet's cluster: {error}") from None
-    return MemberSecret(client, namespace, name)
+    try:
+        request = client.param_serialize(
+            method="GET", resource_path=f"/apis/{FLEET_GROUP}", auth_settings=["BearerToken"]
+        )
+        answer = client.call_api(*request, _request_timeout=10)
+        answer.read()
+        serves_fleet = answer.status == 200
+    except Exception:  # unreachable, or no such group: the cluster's own answer comes with the Secret
+        serves_fleet = False
+    if serves_fleet:
+        raise click.ClickException(
+            f"{path} (context {cluster_context or 'current'}) points at a fleet endpoint, not at the "
+            f"cluster Fleet runs in: give --cluster-kubeconfig/--cluster-context of the cluster holding "
+            f"secret {namespace}/{name}"
+        )
+    return _SecretMembers(MemberSecret(client, namespace, name), namespace, name)
 
 
 @member.command()
@@ -108,6 +196,7 @@ def add(
         with_member,
     )
 
+    store = _members_store(cluster_kubeconfig, cluster_context, namespace, secret)
     try:
         entry = member_entry(member_kubeconfig, context, name)
     except SecretError as error:
@@ -134,26 +223,26 @@ def add(
                 ) from None
         finally:
             reached.close()
-    store = _secret(cluster_kubeconfig, cluster_context, namespace, secret)
     try:
         config, version = store.read()
         replaced = name in members_of(config or {})
         store.write(with_member(config, entry), version)
     except SecretError as error:
         raise click.ClickException(str(error)) from None
-    click.echo(f"member {name} {'updated' if replaced else 'added'} in secret {namespace}/{secret}")
+    click.echo(f"member {name} {'updated' if replaced else 'added'} in {store.where}")
 
 
 @member.command()
 @click.argument("name")
-@redis_option
+@fleet_redis_option
 @key_prefix_option
 @click.option("--force", is_flag=True, help="Requeue the member's jobs instead of refusing while it has any.")
 @_cluster_options
 def remove(
     *,
     name: str,
-    redis_url: str,
+    redis_url: str | None,
+    up_state_dir: Path,
     space: KeySpace,
     force: bool,
     cluster_kubeconfig: Path | None,
@@ -167,13 +256,16 @@ def remove(
     from fleet.connections import ONE_SHOT_RETRIES, redis_from_url
     from fleet.members import SecretError, members_of, without_member
 
-    store = _secret(cluster_kubeconfig, cluster_context, namespace, secret)
+    store = _members_store(cluster_kubeconfig, cluster_context, namespace, secret)
+    if redis_url is None and isinstance(store, _LocalMembers):
+        redis_url = fleet_redis(None, store.path.parent)  # the local fleet's own Redis
+    redis_url = fleet_redis(redis_url, up_state_dir)
     try:
         config, version = store.read()
     except SecretError as error:
         raise click.ClickException(str(error)) from None
     if config is None or name not in members_of(config):
-        raise click.ClickException(f"member {name}: not in secret {namespace}/{secret}")
+        raise click.ClickException(f"member {name}: not in {store.where}")
     client = redis_from_url(redis_url, retries=ONE_SHOT_RETRIES)
     try:
         placed = _placed_on(client, space, name)
@@ -190,7 +282,7 @@ def remove(
         store.write(without_member(config, name), version)
     except SecretError as error:
         raise click.ClickException(str(error)) from None
-    click.echo(f"member {name} removed from secret {namespace}/{secret}; {requeued} job(s) requeued")
+    click.echo(f"member {name} removed from {store.where}; {requeued} job(s) requeued")
     if requeued:
         click.echo(
             f"their copies in {name} are not deleted by Fleet once it is gone: delete them there "
@@ -213,15 +305,83 @@ def _placed_on(client: Any, space: KeySpace, member_name: str) -> list[tuple[str
 
 def _requeue(client: Any, space: KeySpace, member_name: str, placed: list[tuple[str, str, int]]) -> int:
     from fleet.dispatch import EXCLUDE_DOWN_SECONDS, Context, give_back
-    from fleet.jobs import FleetReason
+    from fleet.jobs import Attempt, Ending, FleetReason
 
     ctx = Context(client, None, space)
     done = 0
     for key, uid, attempt in placed:
         outcome = give_back(
-            ctx, key, uid, attempt, member=member_name, reason=FleetReason.CLUSTER_FAILOVER,
-            message=f"{member_name} is being removed from the fleet", exclude_for=EXCLUDE_DOWN_SECONDS,
-            gives_way=False, count_failure=False,
+            ctx, key, Attempt(uid, attempt, member_name), reason=FleetReason.CLUSTER_FAILOVER,
+            message=f"{member_name} is being removed from the fleet",
+            ending=Ending(exclude_for=EXCLUDE_DOWN_SECONDS, gives_way=False),
         )  # fmt: skip
         done += int(outcome.changed)
     return done
+
+
+def _taint(
+    name: str, redis_url: str | None, up_state_dir: Path, space: KeySpace, effects: tuple[str, ...]
+) -> tuple[Any, Any]:
+    """Set member NAME's taints in the fleet's Redis; the client and its dispatch keys."""
+    from fleet.connections import ONE_SHOT_RETRIES, redis_from_url
+    from fleet.local import local_fleet
+    from fleet.state import DispatchKeys, read_health, write_taints
+
+    if redis_url is None:  # the local fleet the kubeconfig points at, when there is one
+        state_dir = local_fleet(_kubeconfig_path(None))
+        if state_dir is not None:
+            up_state_dir = state_dir
+    client = redis_from_url(fleet_redis(redis_url, up_state_dir), retries=ONE_SHOT_RETRIES)
+    keys = DispatchKeys.within(space)
+    if name not in read_health(client, keys):
+        client.close()
+        raise click.ClickException(f"member {name}: not a member of this fleet (no health record)")
+    write_taints(client, keys, name, effects)
+    return client, keys
+
+
+def _scheduling_options(f: Any) -> Any:
+    f = key_prefix_option(f)
+    f = fleet_redis_option(f)
+    return click.argument("name")(f)
+
+
+@member.command()
+@_scheduling_options
+def cordon(*, name: str, redis_url: str | None, up_state_dir: Path, space: KeySpace) -> None:
+    """Take member NAME out of scheduling: no new job goes there; its running jobs stay
+    (Karmada's taint cluster.karmada.io/unschedulable:NoSchedule, spec.taints of its MemberCluster)."""
+    from fleet.state import NO_SCHEDULE
+
+    client, _ = _taint(name, redis_url, up_state_dir, space, (NO_SCHEDULE,))
+    client.close()
+    click.echo(f"member {name} cordoned: no new jobs go there; its running jobs stay")
+
+
+@member.command()
+@_scheduling_options
+def uncordon(*, name: str, redis_url: str | None, up_state_dir: Path, space: KeySpace) -> None:
+    """Put member NAME back in scheduling (its taints removed)."""
+    client, _ = _taint(name, redis_url, up_state_dir, space, ())
+    client.close()
+    click.echo(f"member {name} uncordoned: jobs may be placed there again")
+
+
+@member.command()
+@_scheduling_options
+def drain(*, name: str, redis_url: str | None, up_state_dir: Path, space: KeySpace) -> None:
+    """Cordon member NAME and move its jobs away as a cluster failover does (Karmada's NoExecute
+    taint, which the dispatcher acts on as Karmada's taint manager does): each job's copy there is
+    deleted first, then the job goes back to its queue (ClusterFailover, the member avoided) and is
+    placed elsewhere, so it never runs twice."""
+    from fleet.state import NO_EXECUTE, NO_SCHEDULE
+
+    client, _ = _taint(name, redis_url, up_state_dir, space, (NO_SCHEDULE, NO_EXECUTE))
+    try:
+        placed = _placed_on(client, space, name)
+    finally:
+        client.close()
+    click.echo(
+        f"member {name} draining: cordoned; the dispatcher moves its {len(placed)} job(s): each copy "
+        "there is deleted, then its job placed elsewhere"
+    )

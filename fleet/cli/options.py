@@ -19,6 +19,8 @@ from queues import DEFAULT_PREFIX, KeySpace, prefix_problem
 
 __all__ = [
     "LOG_FORMAT",
+    "fleet_redis",
+    "fleet_redis_option",
     "key_prefix_option",
     "kubeconfig_option",
     "log_level_option",
@@ -62,6 +64,48 @@ def redis_option(f: F) -> F:
         "for TLS with ssl_ca_certs, ssl_certfile, ssl_keyfile, ssl_cert_reqs as query arguments. "
         "Prefer $FLEET_REDIS_URL for a URL with a password (a command line is visible to others).",
     )(f)
+
+
+def fleet_redis_option(f: F) -> F:
+    """``--redis`` and ``--state-dir`` for the admin commands that read or change the fleet's
+    Redis (``fleet member remove``, ``fleet quota queues``): found as the roles find it, or from
+    the ``fleet up`` running here; never a guessed default (:func:`fleet_redis`)."""
+    f = click.option(
+        "--state-dir",
+        "up_state_dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=Path(".fleet"),
+        show_default=True,
+        help="The state directory of a running `fleet up`: its Redis, when neither --redis nor "
+        "$FLEET_REDIS_URL is given.",
+    )(f)
+    return click.option(
+        "--redis",
+        "redis_url",
+        default=lambda: os.environ.get("FLEET_REDIS_URL"),
+        show_default="$FLEET_REDIS_URL, else the Redis of the fleet up running with --state-dir",
+        callback=redis_url_checked,
+        help="Redis URL of the fleet's state, as its roles are given it ($FLEET_REDIS_URL keeps a "
+        "password off the command line).",
+    )(f)
+
+
+def fleet_redis(redis_url: str | None, state_dir: Path) -> str:
+    """The fleet's Redis: ``--redis`` or ``$FLEET_REDIS_URL`` (what the roles are given), else
+    the one of the ``fleet up`` running with ``state_dir``; a usage error saying so otherwise
+    (a guessed ``localhost:6379`` may be another deployment's, or another program's, Redis)."""
+    if redis_url:
+        return redis_url
+    from fleet.local import running_redis_url
+
+    found = running_redis_url(state_dir)
+    if found:
+        return found
+    raise click.UsageError(
+        "which Redis is the fleet's? Pass --redis URL or set $FLEET_REDIS_URL (the URL its roles "
+        f"use), or run this where a `fleet up` runs (none runs with state directory {state_dir}); "
+        "no default is guessed"
+    )
 
 
 def key_space_checked(_ctx: click.Context, param: click.Parameter, value: str) -> KeySpace:

@@ -28,7 +28,7 @@ from fleet.cli.client import (
     kubeconfig_path_option,
     warnings_of,
 )
-from fleet.cli.options import key_prefix_option, redis_url_checked
+from fleet.cli.options import fleet_redis, fleet_redis_option, key_prefix_option, redis_url_checked
 from fleet.connections import ONE_SHOT_RETRIES, mask_url, redis_from_url
 from fleet.kinds import ELASTIC_QUOTA_TREE, tree_version
 from queues import (
@@ -47,15 +47,6 @@ from queues import (
 
 __all__ = ["quota"]
 
-_REDIS = click.option(
-    "--redis",
-    "redis_url",
-    envvar="FLEET_REDIS_URL",
-    default="redis://127.0.0.1:6379/0",
-    show_default=True,
-    callback=redis_url_checked,
-    help="Redis holding the quota ledger (env FLEET_REDIS_URL).",
-)
 _FILE = click.option(
     "-f",
     "--filename",
@@ -206,10 +197,11 @@ def _apply_through_endpoint(path: Path, kubeconfig: Path, context: str, expected
 
 
 @quota.command()
-@_REDIS
+@fleet_redis_option
 @key_prefix_option
-def queues(redis_url: str, space: KeySpace) -> None:
+def queues(redis_url: str | None, up_state_dir: Path, space: KeySpace) -> None:
     """The queue of every tree node with its usage, admitted and pending jobs."""
+    redis_url = fleet_redis(redis_url, up_state_dir)
     client = redis_from_url(redis_url, retries=ONE_SHOT_RETRIES)
     try:
         click.echo(format_views(queue_views(Ledger(client, Keys.within(space)))))

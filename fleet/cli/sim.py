@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import urllib.error
 import urllib.request
@@ -84,8 +85,9 @@ def sim(  # noqa: PLR0917 (click passes options positionally)
 @click.option(
     "--kubeconfig",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    required=True,
-    help="The kubeconfig a running `fleet sim` wrote.",
+    default=lambda: os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or "fleet.kubeconfig",
+    show_default="$KUBECONFIG or ./fleet.kubeconfig",
+    help="A kubeconfig naming the simulator's members: the one `fleet up` or `fleet sim` wrote.",
 )
 @click.option("--always", is_flag=True, help="fail-job: fail every run, not only the next one.")
 @click.option("--job", "job", metavar="NS/NAME", help="refuse-create: refuse only this job's creates.")
@@ -108,7 +110,8 @@ def fault(  # noqa: PLR0917 (click passes options positionally)
 ) -> None:
     """Inject FAULT into MEMBER of a running simulator: down|up|503|ok|slow MS [--fast-probes]|
     node-notready NODE|node-ready NODE|fail-job NS/NAME [--always]|refuse-create invalid|forbidden|
-    webhook|policy|no-crd [--job NS/NAME] (ok ends every fault)."""
+    webhook|policy|no-crd [--job NS/NAME]|wipe (ok ends every fault; wipe rebuilds the member
+    empty, as a member restored from nothing)."""
     wanted = FAULTS[fault]
     if wanted is not None and not value:
         raise click.UsageError(f"{fault} needs {wanted}")

@@ -57,8 +57,8 @@ log = logging.getLogger("fleet.local")
     "--job-seconds",
     type=click.FloatRange(min=0),
     default=None,
-    help="How long a simulated job runs before it succeeds: 600 with the default topology (long "
-    "enough to walk through the README); a --topology file's own jobDurationSeconds otherwise.",
+    help="How long a simulated job runs before it succeeds (default: the topology's "
+    "jobDurationSeconds, 600 in config/topology.yaml: long enough to walk through the README).",
 )
 @click.option(
     "--ready-timeout", type=click.FloatRange(min=1), default=120.0, show_default=True, help="Seconds to wait."
@@ -90,7 +90,7 @@ def up(
         fresh=fresh,
         ready_timeout=ready_timeout,
         log_level=log_level,
-        job_seconds=job_seconds if job_seconds is not None or topology is not None else 600.0,
+        job_seconds=job_seconds,
     )
     stop = threading.Event()
 

@@ -26,15 +26,13 @@ from pathlib import Path
 from typing import Any, Final
 
 import click
-import urllib3
 import yaml
-from kubernetes.client.exceptions import ApiException
 
 from fleet.apiserver import since
 from fleet.cli.client import (
-    REQUEST_TIMEOUT,
     Endpoint,
     EndpointError,
+    api_errors,
     as_dict,
     connect,
     context_option,
@@ -62,9 +60,7 @@ from fleet.kinds import (
     ready_condition,
 )
 from fleet.labels import ATTEMPT_LABEL, JOB_UID_LABEL
-from fleet.members import KubeconfigClients, MemberConfigError
 from fleet.workloads import KINDS, WorkloadAdapter
-from queues import HEADERS as QUEUE_HEADERS
 
 __all__ = ["clusters", "describe", "get", "queues"]
 
@@ -122,14 +118,22 @@ def _age(obj: Mapping[str, Any]) -> str:
 def _list_jobs(endpoint: Endpoint, adapter: WorkloadAdapter, namespace: str | None) -> list[dict[str, Any]]:
     group, version, plural = _coordinates(adapter)
     if namespace is None:
-        listing = endpoint.custom.list_cluster_custom_object(
-            group, version, plural, _request_timeout=REQUEST_TIMEOUT
-        )
+        listing = endpoint.objects(group, version, plural)
     else:
-        listing = endpoint.custom.list_namespaced_custom_object(
-            group, version, namespace, plural, _request_timeout=REQUEST_TIMEOUT
-        )
+        listing = endpoint.objects(group, version, plural, namespace)
     return sorted(_items(listing), key=lambda o: (o["metadata"].get("namespace", ""), _name(o)))
+
+
+def _member_contexts(kubeconfig: Path, fleet_context: str) -> list[str]:
+    """The member contexts of the kubeconfig (every context but the fleet's); a ClickException
+    saying why when it has none usable. Member access is imported here, for ``-M`` only (the
+    plain ``fleet get`` starts without it, issue 33)."""
+    from fleet.members import KubeconfigClients, MemberConfigError
+
+    try:
+        return list(KubeconfigClients(kubeconfig, fleet_context=fleet_context).members())
+    except MemberConfigError as error:
+        raise click.ClickException(str(error)) from None
 
 
 def member_copies(
@@ -137,8 +141,8 @@ def member_copies(
 ) -> dict[str, list[tuple[str, dict[str, Any]]]]:
     """Fleet job uid -> (member, member copy) for every member context that answers."""
     try:
-        names = KubeconfigClients(kubeconfig, fleet_context=fleet_context).members()
-    except MemberConfigError as error:
+        names = _member_contexts(kubeconfig, fleet_context)
+    except click.ClickException as error:
         click.echo(f"warning: {error}", err=True)
         return {}
     copies: dict[str, list[tuple[str, dict[str, Any]]]] = {}
@@ -150,10 +154,8 @@ def member_copies(
             click.echo(f"warning: {member}: {error.format_message()}", err=True)
             continue
         try:
-            listing = endpoint.custom.list_cluster_custom_object(
-                group, version, plural, label_selector=JOB_UID_LABEL, _request_timeout=REQUEST_TIMEOUT
-            )
-        except (ApiException, urllib3.exceptions.HTTPError) as error:
+            listing = endpoint.objects(group, version, plural, labelSelector=JOB_UID_LABEL)
+        except api_errors() as error:
             reason = getattr(error, "reason", None) or type(error).__name__
             click.echo(f"warning: {member}: cannot list its {plural} ({reason})", err=True)
             continue
@@ -211,11 +213,7 @@ def _read_job(
 ) -> dict[str, Any]:
     """One job of ``adapter``'s kind as ``endpoint`` stores it (its own namespace by default)."""
     group, version, plural = _coordinates(adapter)
-    return as_dict(
-        endpoint.custom.get_namespaced_custom_object(
-            group, version, namespace or endpoint.namespace, plural, name, _request_timeout=REQUEST_TIMEOUT
-        )
-    )
+    return as_dict(endpoint.objects(group, version, plural, namespace or endpoint.namespace, name))
 
 
 def _get_one(
@@ -368,8 +366,8 @@ def get_pod(
     where = None if all_namespaces else namespace or endpoint.namespace
     endpoint.close()
     try:
-        names = KubeconfigClients(kubeconfig, fleet_context=context).members()
-    except MemberConfigError as error:
+        names = _member_contexts(kubeconfig, context)
+    except click.ClickException as error:
         raise EndpointError(str(error)) from None
     rows: list[list[str]] = []
     for member in names:
@@ -380,19 +378,10 @@ def get_pod(
             continue
         try:
             if where is None:
-                listing = client.core.list_pod_for_all_namespaces(
-                    label_selector=JOB_UID_LABEL, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
-                )
+                pods = _items(client.objects("", "v1", "pods", labelSelector=JOB_UID_LABEL))
             else:
-                listing = client.core.list_namespaced_pod(
-                    where,
-                    label_selector=JOB_UID_LABEL,
-                    _preload_content=False,
-                    _request_timeout=REQUEST_TIMEOUT,
-                )
-            response: Any = listing  # ``_preload_content=False``: the raw response, whatever the stubs say
-            pods = _items(json.loads(response.data or b"{}"))
-        except (ApiException, urllib3.exceptions.HTTPError) as error:
+                pods = _items(client.objects("", "v1", "pods", where, labelSelector=JOB_UID_LABEL))
+        except api_errors() as error:
             reason = getattr(error, "reason", None) or type(error).__name__
             click.echo(f"warning: {member}: cannot list its pods ({reason})", err=True)
             continue
@@ -434,14 +423,14 @@ def describe() -> None:
 
 def _events(endpoint: Endpoint, job: Mapping[str, Any]) -> list[dict[str, Any]]:
     meta = job["metadata"]
-    response: Any = endpoint.core.list_namespaced_event(
+    listing = endpoint.objects(
+        "",
+        "v1",
+        "events",
         meta["namespace"],
         # What kubectl describe asks: the server reads this object's Events, not the namespace's.
-        field_selector=f"involvedObject.name={meta['name']},involvedObject.namespace={meta['namespace']}",
-        _preload_content=False,
-        _request_timeout=REQUEST_TIMEOUT,
+        fieldSelector=f"involvedObject.name={meta['name']},involvedObject.namespace={meta['namespace']}",
     )
-    listing = json.loads(response.data or b"{}")
     mine = []
     for event in _items(listing):
         involved = event.get("involvedObject") or {}
@@ -569,9 +558,7 @@ def _list_cluster_kind(
     endpoint = connect(kubeconfig, context)
     try:
         with endpoint_errors(endpoint.server):
-            listing = endpoint.custom.list_cluster_custom_object(
-                group, version, plural, _request_timeout=REQUEST_TIMEOUT
-            )
+            listing = endpoint.objects(group, version, plural)
     finally:
         endpoint.close()
     return _items(listing)
@@ -605,6 +592,8 @@ def queues(kubeconfig: Path, context: str) -> None:
     def waiting(value: str) -> Callable[[str], str] | None:
         return (lambda text: click.style(text, fg="yellow")) if value not in ("", "0") else None
 
+    from queues import HEADERS as QUEUE_HEADERS  # the quota engine's views: only this command's
+
     click.echo(render_table(list(QUEUE_HEADERS), rows, {len(QUEUE_HEADERS) - 1: waiting}), color=None)
 
 
@@ -628,6 +617,7 @@ def clusters(kubeconfig: Path, context: str) -> None:
                 since(ready.get("lastTransitionTime")),
                 since(ready.get("lastProbeTime")),
                 npus_cell(status),
+                str(status.get("scheduling") or "Schedulable"),
                 npus_cell(status, "allocatableNPUs"),
                 nodes_by_free_cell(status),
                 str(ready.get("message") or ""),
@@ -639,6 +629,7 @@ def clusters(kubeconfig: Path, context: str) -> None:
         "SINCE",
         "LAST-PROBE",
         "FREE-NPUS",
+        "SCHEDULING",
         "ALLOCATABLE-NPUS",
         "NODES-BY-FREE-NPUS",
         "MESSAGE",

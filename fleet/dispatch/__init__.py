@@ -65,9 +65,11 @@ re-enqueued. The reconcile walks the stored jobs a bounded slice per round, betw
 (:mod:`~fleet.dispatch.sweep`), so however deep the queue, the new leader's first cycle comes
 at once. A job in flight past its deadline (a worker killed mid-task) is enqueued again.
 """
+
 from fleet.dispatch.companions import references
 from fleet.dispatch.context import Context
 from fleet.dispatch.dispatcher import DispatcherSettings
+from fleet.dispatch.draining import drain_member
 from fleet.dispatch.handback import give_back
 from fleet.dispatch.process import run_dispatcher, run_syncer, run_worker
 from fleet.dispatch.syncer import EXCLUDE_DOWN_SECONDS, SyncerSettings
@@ -77,6 +79,7 @@ __all__ = [
     "Context",
     "DispatcherSettings",
     "SyncerSettings",
+    "drain_member",
     "give_back",
     "references",
     "run_dispatcher",

@@ -10,7 +10,9 @@ the same live picture). :class:`CapacityPublisher` writes the view of it
 ``refresh_seconds``, so a view never lags the feed by more than ``interval`` and its
 ``observedTime`` says how fresh it is. A member not listed yet has no view (its capacity is
 unknown, not zero). Readers go through :func:`fleet.state.member_capacity.parse_capacity`;
-nobody else spells the record.
+nobody else spells the record. With the view goes the member's record node by node
+(:func:`fleet.placement.dump_nodes`, in the hash
+:attr:`~fleet.state.dispatch_keys.DispatchKeys.capacity_nodes`), which the API explains jobs with.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import time
 
 import redis
 
-from fleet.placement import Placer, capacity_view
+from fleet import fastjson
+from fleet.placement import Placer, capacity_view, dump_nodes
 from fleet.state import CAPACITY_OBSERVED, DispatchKeys
 
 __all__ = ["CapacityPublisher"]
@@ -69,6 +72,7 @@ class CapacityPublisher:
         """Write the views that changed (or are due again); returns how many were written."""
         now = time.time() if now is None else now
         views: dict[str, str] = {}
+        nodes: dict[str, bytes] = {}
         with self._lock:
             for cap in self._placer.members():
                 if not cap.listed:
@@ -78,11 +82,14 @@ class CapacityPublisher:
                     continue
                 record = {CAPACITY_OBSERVED: round(now, 3), **capacity_view(cap)}
                 views[cap.name] = json.dumps(record, separators=(",", ":"))
+                detail = {CAPACITY_OBSERVED: round(now, 3), **dump_nodes(cap)}
+                nodes[cap.name] = fastjson.dumps(detail)
                 self._published[cap.name] = (cap.version, now)
         if views:
             with self._client.pipeline(transaction=False) as pipe:
                 for member, view in views.items():
                     pipe.hset(self._keys.capacity, member, view)
+                    pipe.hset(self._keys.capacity_nodes, member, nodes[member])
                 pipe.execute()
         return len(views)
 

@@ -35,7 +35,7 @@ from fleet.members import (
 )
 from fleet.placement import RedisReservations, ReservationKeys
 from fleet.policy import PropagationPolicy, default_policy, select_policy
-from fleet.state import EVICT_QUEUE, PROPAGATE_QUEUE, PURGE_QUEUE, DispatchKeys, Objects, StateKeys
+from fleet.state import EVICT_QUEUE, PROPAGATE_QUEUE, PURGE_QUEUE, Copies, DispatchKeys, Objects, StateKeys
 from fleet.workloads import KINDS
 from queues import DEFAULT_SPACE, Keys, KeySpace, Ledger
 
@@ -78,6 +78,8 @@ class Context:
     queue: Queue = field(init=False)
     purge_queue: Queue = field(init=False)
     evict_queue: Queue = field(init=False)
+    #: Where member copies may exist (:mod:`fleet.state.copies`).
+    copies: Copies = field(init=False)
     #: Members whose calls keep timing out, as every process sees them (:mod:`fleet.dispatch.degraded`).
     degraded: Marks = field(init=False)
     _members: dict[str, Member] | None = field(init=False, default=None)
@@ -95,6 +97,7 @@ class Context:
         self.purge_queue = Queue(self.keys.queue(PURGE_QUEUE), connection=self.client)
         self.evict_queue = Queue(self.keys.queue(EVICT_QUEUE), connection=self.client)
         self.degraded = Marks(self.client, self.keys)
+        self.copies = Copies(self.client, self.keys)
 
     @property
     def members(self) -> Mapping[str, Member]:

@@ -16,11 +16,19 @@ which releases the job's quota, capacity hold and in-flight mark, and then remov
 * **The job's policy says** ``purgeMode: Never``: at once, with a Warning Event
   (``MemberCopyLeft``) that says where the copy is, left to a person. The copy is recorded in
   the left-copies set (``DispatchKeys.left``), so the syncer does not purge it as an orphan.
+* **Its member is declared failed**: NotReady longer than the job's cluster-failover toleration,
+  as a cluster failover would decide. The deletion does not wait for the member any more: it
+  completes, with a Warning Event saying the copy is purged when the member answers again, and
+  the copy stays recorded as one that may exist (:mod:`fleet.state.copies`), so that it is
+  purged as an orphan then (the rule failover follows for ``purgeMode: Immediately``). So a
+  ``kubectl delete`` returns within the toleration and a few seconds, whatever the member does.
+  ``kubectl delete --force --grace-period=0`` changes nothing here: as kube-apiserver does, it
+  skips no finalizer (it only sets the grace period, which a fleet job does not have).
 
 Until then the job's last condition is ``Terminating``: ``DeletingMemberCopy`` while the delete
 is under way, ``WaitingForMember`` with the member's name and what it answered while it cannot
-be reached (or refuses the delete). The syncer sends the delete again with exponential backoff,
-and at once when the member's copy is seen again (the member is back). Everything here is
+be reached (or refuses the delete), each with an Event. The syncer sends the delete again with
+exponential backoff, and at once when the member's copy is seen again (the member is back). Everything here is
 idempotent: the ledger's release is, the finalizer is removed by compare-and-set on the uid.
 """
 
@@ -32,8 +40,8 @@ from typing import Any
 
 from fleet.dispatch.context import Context
 from fleet.dispatch.handback import COMPONENT, finish
-from fleet.jobs import FINALIZER, FleetReason, Phase, mutate_job, set_state, status_for_update, try_get_job
-from fleet.state import delete_events_for, record_event
+from fleet.jobs import FINALIZER, FleetReason, Phase, Terminate, condition, mutate_job, step, try_get_job
+from fleet.state import CopyEntry, delete_events_for, record_event
 
 __all__ = ["complete", "is_deleting", "left_entry", "terminating"]
 
@@ -55,21 +63,38 @@ def is_deleting(obj: Mapping[str, Any] | None, uid: str) -> bool:
     )
 
 
-def terminating(ctx: Context, key: str, uid: str, *, reason: str, message: str) -> bool:
+def terminating(ctx: Context, key: str, uid: str, *, reason: str, message: str, reword: bool = True) -> bool:
     """Make ``Terminating`` (``reason``, ``message``) the job's state while its deletion waits;
-    False when it already said so (or the job is no longer being deleted)."""
+    False when it already said so (or the job is no longer being deleted). Without ``reword`` a
+    job already ``Terminating`` for ``reason`` keeps its words (the syncer's, which know more of
+    the member than a worker's failed call)."""
     changed: list[bool] = []
 
     def change(obj: dict[str, Any]) -> dict[str, Any] | None:
         changed.clear()
         if not is_deleting(obj, uid):
             return None
-        if not set_state(status_for_update(obj), Phase.TERMINATING, reason, message):
+        said = condition(obj, Phase.TERMINATING)
+        if not reword and said is not None and said.get("status") == "True" and said.get("reason") == reason:
+            return None
+        status = step(obj, Terminate(reason, message))
+        if status is None:
             return None  # it says so already
+        obj["status"] = status
         changed.append(True)
         return obj
 
-    mutate_job(ctx.objects, key, change)
+    stored = mutate_job(ctx.objects, key, change)
+    if changed and stored is not None:
+        warning = reason == FleetReason.WAITING_FOR_MEMBER
+        record_event(
+            ctx.objects,
+            stored,
+            type="Warning" if warning else "Normal",
+            reason=reason,
+            message=message,
+            component=COMPONENT,
+        )
     return bool(changed)
 
 
@@ -83,13 +108,16 @@ def complete(
     why: str,
     left: str | None = None,
     keep: bool = False,
+    purge_later: bool = False,
 ) -> bool:
     """Finish the deletion of job ``uid``: its quota, hold and in-flight mark released, then its
     finalizer removed (the object goes with it) and its Events deleted. ``left``, when the copy
     stays in ``member``, is the message of the ``MemberCopyLeft`` Warning recorded first; with
     ``keep`` the copy is also entered in the left-copies set, so that the syncer never purges it
-    as an orphan (purgeMode Never: it is a person's to delete). Returns False when another
-    caller finished it already."""
+    as an orphan (purgeMode Never: it is a person's to delete). With ``purge_later`` (its member
+    was declared failed) the copy stays recorded as one that may exist (:mod:`fleet.state.copies`):
+    it is purged as an orphan when its member answers again. Returns False when another caller
+    finished it already."""
     obj = try_get_job(ctx.objects, key)
     if not is_deleting(obj, uid):
         return False
@@ -102,6 +130,8 @@ def complete(
         ctx.ledger.release(key)
     if keep and member is not None:
         ctx.client.sadd(ctx.keys.left, left_entry(member, uid, attempt))
+    if member is not None and not purge_later:  # gone, or a person's now
+        ctx.copies.gone([CopyEntry(member, key, uid, attempt)])
     if left is not None:
         record_event(
             ctx.objects,

@@ -1,7 +1,8 @@
 """Giving a job back to its queue, and finishing it: the two ways an attempt ends.
 
-Workers (member refused the copy), syncers (failover, a vanished copy) and the dispatcher (a hold
-lost to a race) all end attempts here, so the rules live in one place:
+Workers (member refused the copy), syncers (failover, a lost copy) and the dispatcher (a hold
+lost to a race) all end attempts here, so the side effects live in one place; the status change
+itself is the state machine's (:class:`fleet.jobs.EndAttempt`, guarded by the attempt):
 
 * The fleet object is changed first, by compare-and-set on the attempt: only the caller that
   moves *this* attempt out of its running states goes on to touch the ledger, so a late or
@@ -13,7 +14,7 @@ lost to a race) all end attempts here, so the rules live in one place:
 * The capacity hold of the attempt is dropped and its in-flight mark removed.
 
 Exclusion after a failure is proportionate to what the failure says about the member
-(:class:`Blame`, :func:`exclusion_seconds`):
+(:class:`fleet.jobs.Blame`, :func:`fleet.jobs.exclusion_seconds`):
 
 * A failure of the job's own (:attr:`Blame.JOB`: its copy ran and ended ``Failed``, its pods'
   exit codes) says nothing about the member: the first one there excludes nothing. A user error
@@ -40,11 +41,11 @@ whatever the cause, and never gives way: a workload with no other cluster stays 
 Fleet sizes it by the failure and lets it give way, because an NPU job that fits one member
 only would otherwise wait with its quota held while that member sits idle.
 
-Exclusions that are not failures of the attempt keep their fixed lengths (``exclude_for``). A
+Exclusions that are not failures of the attempt keep their fixed lengths (``Ending.exclude_for``). A
 member NotReady past the toleration (:mod:`fleet.dispatch.sync.failover`) is excluded in
 ``status.excluded`` and gives way like the others once it is Ready again. A member that could
 not be reached or refused the job for now (:mod:`fleet.dispatch.tasks`) is excluded *firmly*
-(``status.excludedFirmly``, ``gives_way=False``): such an attempt never ran and counts no
+(``status.excludedFirmly``, ``Ending.gives_way`` False): such an attempt never ran and counts no
 failure, so no retry backoff paces it, and giving way would send the job straight back to be
 refused again, in a loop.
 
@@ -60,43 +61,31 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from enum import StrEnum
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fleet.dispatch.context import Context, policy_for
 from fleet.jobs import (
-    FINISHED,
-    FleetReason,
-    FleetStatus,
+    Attempt,
+    EndAttempt,
+    Ending,
     Phase,
-    attempt_of,
-    cluster_of,
-    conditions_of,
+    condition,
     current_state,
     exclusions_of,
-    failures_of,
-    member_failures_of,
-    mirror,
     mutate_job,
-    refused_of,
-    set_state,
-    status_for_update,
+    step,
 )
 from fleet.placement import job_pod_key
-from fleet.policy import Failover, PropagationPolicy
+from fleet.policy import PropagationPolicy
 from fleet.state import Objects, record_event
 from fleet.workloads import WorkloadStatus
 
 __all__ = [
-    "Blame",
     "Outcome",
     "clear_inflight",
-    "every_refusal",
     "excluded_now",
     "exclusion_ends",
-    "exclusion_seconds",
-    "fail",
     "finish",
     "give_back",
     "inflight_entry",
@@ -106,6 +95,9 @@ __all__ = [
 log = logging.getLogger("fleet.dispatch.handback")
 
 COMPONENT = "fleet"
+
+#: An attempt that ends without saying anything of the member or the job: queued again at once.
+_SIMPLE = Ending()
 
 
 @dataclass(frozen=True)
@@ -117,40 +109,16 @@ class Outcome:
     failed: bool = False
 
 
-class Blame(StrEnum):
-    """What a failure says about the member it happened on."""
-
-    #: Nothing: the job ran there and failed by itself (its own exit code).
-    JOB = "Job"
-    #: That the member could not run it (its pods never all fitted there).
-    MEMBER = "Member"
-
-
-def exclusion_seconds(blame: Blame, failures_here: int, failover: Failover) -> float:
-    """How long the member is avoided after the ``failures_here``-th failure of the job on it
-    (this one counted): 0 after the first failure of the job's own, else ``exclusionSeconds``
-    doubling with each further failure there, at most ``exclusionLimitSeconds``."""
-    steps = failures_here - 1 if blame is Blame.JOB else failures_here
-    if steps <= 0 or failover.exclusion_seconds <= 0:
-        return 0.0
-    # The exponent is bounded so that a job that fails on a member very often cannot overflow.
-    seconds = failover.exclusion_seconds * 2.0 ** min(steps - 1, 62)
-    return float(min(seconds, failover.exclusion_limit_seconds))
-
-
 def excluded_now(obj: Mapping[str, object], now: float, *, firm: bool = False) -> frozenset[str]:
     """The members job ``obj``'s exclusions (``status.excluded``, or the ``firm`` ones in
     ``status.excludedFirmly``) still keep it off at ``now``."""
-    return frozenset(m for m, until in exclusions_of(obj, firm=firm).items() if float(until) > now)
+    return frozenset(m for m, until in exclusions_of(obj, firm=firm).items() if until > now)
 
 
 def exclusion_ends(obj: Mapping[str, object], now: float) -> list[float]:
     """When job ``obj``'s exclusions still in force end, firm or not."""
     return [
-        float(until)
-        for firm in (False, True)
-        for until in exclusions_of(obj, firm=firm).values()
-        if float(until) > now
+        until for firm in (False, True) for until in exclusions_of(obj, firm=firm).values() if until > now
     ]
 
 
@@ -187,28 +155,6 @@ def members_left(
     ]
 
 
-def every_refusal(refused: Mapping[str, str]) -> str:
-    """The message of a job every member refused: each member's reason, in member order."""
-    return "every member refused the job: " + "; ".join(f"{m}: {why}" for m, why in sorted(refused.items()))
-
-
-def _is_current(obj: Mapping[str, Any], uid: str, attempt: int, member: str) -> bool:
-    """Whether ``obj`` is still at ``attempt`` of job ``uid`` on ``member``, not yet ended. A job
-    being deleted is not: its attempt ends with the deletion (:mod:`fleet.dispatch.deletion`),
-    never by going back to its queue."""
-    meta = obj.get("metadata") or {}
-    if meta.get("uid") != uid or attempt_of(obj) != attempt or meta.get("deletionTimestamp"):
-        return False
-    state = current_state(obj)
-    return cluster_of(obj) == member and state != Phase.QUEUED and state not in FINISHED
-
-
-def _leave(status: FleetStatus, member: str) -> None:
-    status["lastCluster"] = member
-    status.pop("cluster", None)
-    status.pop("reservation", None)
-
-
 def _settle(ctx: Context, key: str, uid: str, attempt: int, member: str, *, failed: bool) -> None:
     """After an attempt ended: its quota released (failed) or the job queued again, its hold and
     in-flight mark dropped."""
@@ -223,148 +169,69 @@ def _settle(ctx: Context, key: str, uid: str, attempt: int, member: str, *, fail
 def give_back(
     ctx: Context,
     key: str,
-    uid: str,
-    attempt: int,
+    attempt: Attempt,
     *,
-    member: str,
     reason: str,
     message: str,
-    exclude_for: float = 0.0,
-    gives_way: bool = True,
-    count_failure: bool,
-    blame: Blame | None = None,
+    ending: Ending = _SIMPLE,
     last_seen: WorkloadStatus | None = None,
-    refused: str | None = None,
-    pending_only: bool = False,
 ) -> Outcome:
-    """End ``attempt`` of the job on ``member`` and queue the job again (or fail it for good).
-
-    ``blame``, for a failure of the attempt, sizes the member's exclusion by the module's rule
-    (and counts the failure against the member); without it the member is excluded for
-    ``exclude_for`` seconds from now (0: not at all), firmly unless ``gives_way``.
-
-    ``last_seen``, the member copy's final status (a failure), is mirrored first, so the history
-    shows what the member said before Fleet's ``Rescheduling``. ``refused``, what the member said
-    when it refused the job for a reason of its own, records it among the job's refusals: the job
-    fails when that leaves it no member of ``ctx.members`` to go to. ``pending_only`` changes
-    nothing unless the attempt is still ``Admitted`` (no copy seen in the member yet).
-    """
+    """End ``attempt`` of the job (on ``attempt.member``, which must be named) and queue the job
+    again, or fail it for good, as ``ending`` says (:class:`fleet.jobs.EndAttempt`); then release
+    what the attempt held and record the Events. ``last_seen``, the member copy's final status
+    (a failure it reported), goes into the Event: the job's conditions describe its current
+    attempt only."""
+    member = attempt.member
+    assert member is not None, "an attempt is given back by the member it ran on"
     policies = ctx.policies()
-    members: dict[str, Mapping[str, str]] = {m: {} for m in ctx.members} if refused is not None else {}
     now = time.time()
-    verdict: dict[str, bool] = {}
+    wrote: dict[str, Any] = {}
 
     def change(obj: dict[str, Any]) -> dict[str, Any] | None:
-        verdict.clear()
-        if not _is_current(obj, uid, attempt, member):
+        wrote.clear()
+        policy = policy_for(obj, policies)
+        how = ending
+        if ending.refused is not None:  # the members its policy allows, for what is left
+            how = replace(ending, members=tuple(members_left({}, {m: {} for m in ctx.members}, policy)))
+        event = EndAttempt(member, reason, message, policy.spec.failover, how)
+        status = step(obj, event, attempt, now=now)
+        if status is None:
             return None
-        if pending_only and current_state(obj) != Phase.ADMITTED:
-            return None
-        verdict["applied"] = True
-        status = status_for_update(obj)
-        if last_seen is not None:
-            mirror(status, last_seen, dispatched_message=f"created in {member} (attempt {attempt})")
-        job_policy = policy_for(obj, policies)
-        policy = job_policy.spec.failover
-        excluded = {m: t for m, t in exclusions_of(obj).items() if float(t) > now}
-        firmly = {m: t for m, t in exclusions_of(obj, firm=True).items() if float(t) > now}
-        if exclude_for > 0 and blame is None:
-            (excluded if gives_way else firmly)[member] = round(now + exclude_for, 3)
-        status["excluded"] = excluded
-        if firmly:
-            status["excludedFirmly"] = firmly
-        else:
-            status.pop("excludedFirmly", None)
-        _leave(status, member)
-        failures = failures_of(obj) + (1 if count_failure else 0)
-        status["failures"] = failures
-        avoid_for = 0.0
-        here: dict[str, int] = {}
-        if blame is not None:
-            here = member_failures_of(obj)
-            here[member] = here.get(member, 0) + 1
-            status["memberFailures"] = here
-            avoid_for = exclusion_seconds(blame, here[member], policy)
-        set_state(status, Phase.RESCHEDULING, reason, message)
-        if refused is not None:
-            refusals = {**refused_of(obj), member: refused}
-            status["refused"] = refusals
-            if not members_left(refusals, members, job_policy):
-                verdict["failed"] = True
-                set_state(status, Phase.FAILED, FleetReason.ALL_MEMBERS_REFUSED, every_refusal(refusals))
-                return obj
-        if count_failure and failures > policy.backoff_limit:
-            verdict["failed"] = True
-            set_state(
-                status,
-                Phase.FAILED,
-                FleetReason.BACKOFF_LIMIT_EXCEEDED,
-                f"retries ran out: failed {failures} times, backoffLimit is {policy.backoff_limit}; "
-                f"last: {message}",
-            )
-            return obj
-        ready = now
-        if count_failure:
-            delay = policy.backoff_seconds * 2 ** (failures - 1)
-            ready = now + delay
-            status["notBefore"] = round(ready, 3)
-            wait = f"; next attempt in {delay:g}s"
-        else:
-            wait = ""
-        if avoid_for > 0:
-            # From when the job may go again: an exclusion shorter than the backoff still counts.
-            excluded[member] = round(ready + avoid_for, 3)
-            wait += f"; {member} avoided for {avoid_for:g}s more"
-        elif blame is Blame.JOB and here[member] == 1:
-            wait += f"; {member} not avoided (the job's own failure, its first there)"
-        set_state(status, Phase.QUEUED, reason, f"{message}{wait}")
+        obj["status"] = status
+        wrote["status"] = status
         return obj
 
     stored = mutate_job(ctx.objects, key, change)
-    if stored is None or not verdict.get("applied"):
+    if stored is None or not wrote:
         return Outcome(changed=False)
-    failed = bool(verdict.get("failed"))
-    _settle(ctx, key, uid, attempt, member, failed=failed)
+    failed = current_state(stored) == Phase.FAILED
+    _settle(ctx, key, attempt.uid, attempt.attempt, member, failed=failed)
     log.info(
         "event=%s job=%s attempt=%d member=%s reason=%s",
         "failed" if failed else "requeued",
         key,
-        attempt,
+        attempt.attempt,
         member,
         reason,
     )
-    _event(ctx.objects, stored, reason, message, warning=True)
+    if last_seen is not None:  # what the member said first, in its words (the job's history)
+        said = f"{last_seen.state} in {member}: {last_seen.message or ''}".rstrip(": ")
+        _event(ctx.objects, stored, str(last_seen.reason or last_seen.state), said, warning=True)
+    # Requeued, the Event says what the Queued condition says (the backoff, what is avoided).
+    queued = None if failed else condition(stored, Phase.QUEUED)
+    _event(ctx.objects, stored, reason, str((queued or {}).get("message") or message), warning=True)
     if failed:
-        last = conditions_of(stored)[-1]
-        _event(ctx.objects, stored, str(last["reason"]), str(last["message"]), True)
+        end = condition(stored, Phase.FAILED) or {}
+        if end.get("reason") != reason:
+            _event(ctx.objects, stored, str(end.get("reason")), str(end.get("message")), True)
     return Outcome(changed=True, requeued=not failed, failed=failed)
 
 
-def fail(
-    ctx: Context, key: str, uid: str, attempt: int, *, member: str, reason: str, message: str
-) -> Outcome:
-    """End ``attempt`` of the job on ``member`` with a terminal failure: ``Failed`` with ``reason``
-    and ``message``, its quota, capacity hold and in-flight mark released. Changes nothing (and
+def fail(ctx: Context, key: str, attempt: Attempt, *, reason: str, message: str) -> Outcome:
+    """End ``attempt`` of the job with a terminal failure: ``Failed`` with ``reason`` and
+    ``message``, its quota, capacity hold and in-flight mark released. Changes nothing (and
     says so) when the attempt was ended already."""
-    applied: list[bool] = []
-
-    def change(obj: dict[str, Any]) -> dict[str, Any] | None:
-        applied.clear()
-        if not _is_current(obj, uid, attempt, member):
-            return None
-        applied.append(True)
-        status = status_for_update(obj)
-        _leave(status, member)
-        set_state(status, Phase.FAILED, reason, message)
-        return obj
-
-    stored = mutate_job(ctx.objects, key, change)
-    if stored is None or not applied:
-        return Outcome(changed=False)
-    _settle(ctx, key, uid, attempt, member, failed=True)
-    log.info("event=failed job=%s attempt=%d member=%s reason=%s", key, attempt, member, reason)
-    _event(ctx.objects, stored, reason, message, warning=True)
-    return Outcome(changed=True, failed=True)
+    return give_back(ctx, key, attempt, reason=reason, message=message, ending=Ending(terminal=True))
 
 
 def finish(ctx: Context, key: str, uid: str, attempt: int, *, member: str) -> None:

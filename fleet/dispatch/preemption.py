@@ -34,16 +34,17 @@ from fleet.ascend import Condition
 from fleet.dispatch.context import Context
 from fleet.dispatch.handback import COMPONENT, give_back
 from fleet.jobs import (
+    Attempt,
     FleetReason,
     Phase,
+    Preempt,
     attempt_of,
     cluster_of,
-    current_state,
+    condition,
     last_condition,
     mutate_jobs,
     preempted_by_of,
-    set_state,
-    status_for_update,
+    transition,
     try_get_job,
 )
 from fleet.state import record_events
@@ -86,20 +87,10 @@ def mark_victims(
     key = f"{preemptor['metadata'].get('namespace')}/{preemptor['metadata']['name']}"
     message = f"preempted by {key} ({why})"
 
-    def change_for(uid: str, attempt: int) -> Any:
-        def change(obj: dict[str, Any]) -> dict[str, Any] | None:
-            if obj["metadata"].get("uid") != uid or attempt_of(obj) != attempt:
-                return None
-            if obj["metadata"].get("deletionTimestamp") or current_state(obj) not in RUNNING_STATES:
-                return None
-            status = status_for_update(obj)
-            status["preemptedBy"] = key
-            set_state(status, Phase.RESCHEDULING, FleetReason.PREEMPTED, message)
-            return obj
-
-        return change
-
-    changes = [(job.job, change_for(str(obj["metadata"]["uid"]), attempt_of(obj))) for job, obj in victims]
+    changes = [
+        (job.job, transition(Preempt(key, message), Attempt(str(obj["metadata"]["uid"]), attempt_of(obj))))
+        for job, obj in victims
+    ]
     stored = mutate_jobs(ctx.objects, changes, fence=fence, currents=[o for _, o in victims])
     marked = [
         (job, obj)
@@ -129,16 +120,12 @@ def requeued(ctx: Context, key: str, uid: str, attempt: int, *, member: str) -> 
         return False
     if cluster_of(obj) != member or not is_being_preempted(obj):
         return False
-    message = str((last_condition(obj) or {}).get("message") or "preempted")
+    message = str((condition(obj, Phase.RESCHEDULING) or {}).get("message") or "preempted")
     outcome = give_back(
         ctx,
         key,
-        uid,
-        attempt,
-        member=member,
+        Attempt(uid, attempt, member),
         reason=FleetReason.PREEMPTED,
         message=f"{message}; its copy in {member} is gone, waiting in its queue again",
-        exclude_for=0.0,
-        count_failure=False,
     )
     return outcome.changed

@@ -11,7 +11,8 @@ only composes them:
 :mod:`~fleet.dispatch.sync.observer`           which concern each reported copy is for
 :mod:`~fleet.dispatch.sync.mirror`             the current copy's status onto the fleet object
 :mod:`~fleet.dispatch.sync.gangs`              copies whose gang waits: since when, and why
-:mod:`~fleet.dispatch.sync.failover`           application, vanished-copy and cluster failover
+:mod:`~fleet.dispatch.sync.failover`           application and cluster failover
+:mod:`~fleet.dispatch.sync.audit`              each member's copies against the record: lost ones
 :mod:`~fleet.dispatch.sync.stale`              purging the copies jobs left behind, and held ones
 :mod:`~fleet.dispatch.sync.probes`             member health: probes and their records
 :mod:`~fleet.dispatch.sync.finalizers`         deletions: the finalizer held until the copy goes
@@ -70,12 +71,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from functools import partial
 from typing import Any
 
 from fleet.dispatch.context import MEMBERS_EVERY, Context
 from fleet.dispatch.ownership import Shards
 from fleet.dispatch.sync import (
     EXCLUDE_DOWN_SECONDS,
+    CopyAudit,
     CopyObserver,
     Failover,
     Finalizers,
@@ -110,8 +113,9 @@ class Syncer:
         self.shared = shared = Shared(ctx, self.settings, shards)
         self.stale = StaleCopies(shared)
         self.gangs = GangWaits(shared)
-        self.finalizers = Finalizers(shared)
+        self.finalizers = Finalizers(shared, self.stale)
         self.failover = Failover(shared, self.gangs, self.stale)
+        self.audit = CopyAudit(shared, self.finalizers)
         self.observer = CopyObserver(
             shared,
             mirror=StatusMirror(shared),
@@ -119,8 +123,10 @@ class Syncer:
             failover=self.failover,
             stale=self.stale,
             finalizers=self.finalizers,
+            audit=self.audit,
         )
-        self.probes = Probes(shared, self.observer, self.gangs)
+        self.audit.on_listed = partial(self.observer.observe, unmirrored_only=True)
+        self.probes = Probes(shared, self.observer, self.gangs, self.audit)
         #: Owned member -> the event that stops its probe loop.
         self._probing: dict[str, threading.Event] = {}
         self._threads: list[threading.Thread] = []
@@ -242,6 +248,7 @@ class Syncer:
             self.gangs.forget_member(name)
             self.stale.forget_member(name)
             self.finalizers.forget_member(name)
+            self.audit.forget_member(name)
         self.probes.unexport(name)
         self._threads = [t for t in self._threads if t.is_alive()]
 

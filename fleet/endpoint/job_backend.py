@@ -9,7 +9,9 @@ Forbidden naming the label and the node, its cause the label's field, as an admi
 refuses), resolves its priority through the fleet's PriorityClasses (:mod:`fleet.jobs.priority`;
 a class that does not exist is refused as Kubernetes' Priority admission plugin refuses a pod:
 403 Forbidden, ``no PriorityClass with name <name> was found``, after the field
-``spec.runPolicy.schedulingPolicy.priorityClass``, which the Status's causes name too) and sets
+``spec.runPolicy.schedulingPolicy.priorityClass``, which the Status's causes name too; a priority
+the job writes itself above the cap an admin set where it runs, or above 1,000,000,000, is a 403
+naming its field too: :func:`fleet.jobs.priority.check_written`) and sets
 its first status (``Queued``, the resolved priority) and the finalizer; the ledger's own argument
 checks (priority range, request) run too, so that nothing that the ledger would refuse is ever
 stored. Then the object is stored (``AsyncObjects``; ``AlreadyExists`` is a 409) and queued on its
@@ -29,7 +31,10 @@ through the API only an admin may (the authorizer refuses the subresource to use
 is what was queued and charged, so an update may change metadata but not the spec (delete and
 submit again), except for the switch of a kind that has one (T9k's pause, Kubeflow's suspend:
 :mod:`fleet.jobs.pause`: holding gives back the job's quota and member copy, releasing queues it
-again). ``delete``
+again). Of the metadata, what Fleet owns stays (:mod:`fleet.jobs.updates`: its finalizer, its
+labels and annotations, the quota label): an update that would change it is a 422 naming each
+field, whoever sends it; the job's owners may change the rest (their labels, annotations and
+finalizers), as RBAC's ``update`` allows. ``delete``
 marks the job (its finalizer holds it until the syncer has released its
 quota and purged its member copy, then the object goes).
 """
@@ -40,11 +45,11 @@ import asyncio
 import builtins
 import logging
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 import redis
 
-from fleet.apiserver import ApiError, Cause, NotFound, Obj, ResourceType, WatchEvent, update_target
+from fleet.apiserver import Cause, NotFound, Obj, ResourceType, Timeout, WatchEvent, update_target
 from fleet.endpoint.computed import waiting_fields, without_waiting_fields
 from fleet.endpoint.errors import invalid
 from fleet.endpoint.keys import DEFAULT_API_KEYS, ApiKeys
@@ -57,22 +62,22 @@ from fleet.jobs import (
     Phase,
     Prepared,
     PriorityClassNotFound,
+    PriorityNotAllowed,
     SpecChanged,
     apply_pause,
     current_state,
     mark_paused,
-    metadata_changed,
-    pausable,
+    metadata_refusals,
     pause_field,
     paused_at_submission,
     prepare,
     priority_classes,
     queue_accepted,
-    status_for_update,
+    queue_source,
     switched,
 )
 from fleet.state import AsyncObjects, Objects
-from fleet.workloads import InvalidWorkload, Pausable, QueueNaming, UnknownKind, adapter_for, job_ref
+from fleet.workloads import InvalidWorkload, Pausable, UnknownKind, adapter_for, job_ref
 from queues import InvalidRequest, Ledger, QuotaNotAvailable, UnboundJob, request_args, score_of
 
 __all__ = ["JobBackend"]
@@ -80,24 +85,17 @@ __all__ = ["JobBackend"]
 log = logging.getLogger("fleet.endpoint.job_backend")
 
 
-class Timeout(ApiError):
-    """504: the job was stored but its durability was not confirmed in time (it may exist)."""
-
-    code: ClassVar[int] = 504
-    reason: ClassVar[str] = "Timeout"
-
-
 def _quota_field(obj: Mapping[str, Any], error: UnboundJob) -> tuple[str, str]:
     """The field a quota refusal names, and its message: the namespace, the quota label, or, for
-    a kind that names its queue in its spec (:func:`fleet.jobs.submit.quota_labels`), that field
-    when the label came from it."""
+    a job that names its queue with Kueue's label or in its spec (:func:`fleet.jobs.queue_source`),
+    that label or field when the quota label came from it."""
     if error.label is None:
         return "metadata.namespace", str(error)
     own = (obj.get("metadata") or {}).get("labels") or {}
-    adapter = adapter_for(obj)
-    if error.label not in own and isinstance(adapter, QueueNaming):
-        named = f"={adapter.queue(obj)!r}" if adapter.queue(obj) else ""
-        return adapter.queue_field, f"{adapter.queue_field}{named} names the job's quota leaf: {error}"
+    source = queue_source(obj)
+    if error.label not in own and source is not None:
+        where, queue = source
+        return where, f"{where}={queue!r} names the job's quota leaf: {error}"
     return f"metadata.labels[{error.label}]", str(error)
 
 
@@ -127,6 +125,13 @@ class JobBackend:
 
     # --- submission ----------------------------------------------------------------------------
 
+    def admission(self, rt: ResourceType, obj: Mapping[str, Any]) -> Prepared:
+        """Every check a submission makes after the serving core's (the adapter's rules, the
+        quota leaf and label, the PriorityClass, the ledger's arguments), raising the same
+        errors, without storing anything: what the ``explain`` subresource asks
+        (:mod:`fleet.endpoint.explain`). Synchronous: call it in a worker thread."""
+        return self._prepare(rt, obj)
+
     def _prepare(self, rt: ResourceType, obj: Mapping[str, Any]) -> Prepared:
         try:
             prepared = prepare(obj, self.ledger, self.classes)
@@ -134,6 +139,10 @@ class JobBackend:
             name = str((obj.get("metadata") or {}).get("name") or "")
             reason = f"{error.field}: {error}"
             raise refused(rt, name, reason, [Cause(error.field, str(error), "FieldValueNotFound")]) from None
+        except PriorityNotAllowed as error:
+            name = str((obj.get("metadata") or {}).get("name") or "")
+            reason = f"{error.field}: {error}"
+            raise refused(rt, name, reason, [Cause(error.field, str(error), "FieldValueForbidden")]) from None
         except InvalidWorkload as error:
             raise invalid(rt, dict(obj), [Cause(e.path, e.message, e.reason) for e in error.errors]) from None
         except UnknownKind as error:
@@ -185,7 +194,7 @@ class JobBackend:
         adapter = adapter_for(prepared.obj)
         if isinstance(adapter, Pausable) and paused_at_submission(prepared.obj):
             # Stored held, not queued (fleet.jobs.pause).
-            mark_paused(status_for_update(prepared.obj), adapter)
+            mark_paused(prepared.obj, adapter)
         if dry_run:
             return await self.store.create(rt, prepared.obj, dry_run=True)
         stored = await self.store.create(rt, prepared.obj)
@@ -257,18 +266,9 @@ class JobBackend:
                         )
                     ],
                 ) from None
-            if pausable(current) and (field := metadata_changed(current, obj)) is not None:
-                raise invalid(
-                    rt,
-                    obj,
-                    [
-                        Cause(
-                            f"metadata.{field}",
-                            f"field is immutable: only {switch} may change after submission",
-                            "FieldValueForbidden",
-                        )
-                    ],
-                )
+            refusals = metadata_refusals(current, obj)
+            if refusals:
+                raise invalid(rt, obj, [Cause(r.field, r.message, "FieldValueForbidden") for r in refusals])
             if pause is not None and not dry_run:
                 stored = await asyncio.to_thread(
                     apply_pause, self.objects, self.ledger, rt, current, obj, pause=pause

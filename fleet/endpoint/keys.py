@@ -10,6 +10,10 @@ slot.
 ``api:durability-marker``
     String: written by a submission just before it waits for ``WAIT``/``WAITAOF``
     (:mod:`fleet.jobs.durability`), so the wait covers every write of the submission.
+
+``api:console-session:<sha256 of the session id>``
+    String with a TTL: the bearer token of one console session
+    (:mod:`fleet.endpoint.console.access`).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Final
 
-from queues import KeySpace, key
+from queues import KeyParts, KeySpace, key, key_function
 
 __all__ = ["DEFAULT_API_KEYS", "ApiKeys"]
 
@@ -37,6 +41,11 @@ class ApiKeys(KeySpace):
     def durability_marker(self) -> str:
         """String: the write a durable submission waits on (:mod:`fleet.jobs.durability`)."""
         return "durability-marker"
+
+    @key_function()
+    def console_session(self, digest: str) -> KeyParts:
+        """String (TTL): the token of the console session whose id hashes to ``digest``."""
+        return "console-session:", digest
 
 
 DEFAULT_API_KEYS: Final = ApiKeys()

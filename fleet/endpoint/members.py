@@ -35,25 +35,33 @@ the member not listed yet) the capacity fields are absent and the tables say ``<
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import redis.asyncio
 
-from fleet.apiserver import Obj
+from fleet.apiserver import Cause, MethodNotAllowed, Obj, ResourceType
+from fleet.apiserver import invalid as invalid_value
 from fleet.endpoint.computed import ComputedKind
+from fleet.endpoint.errors import invalid
 from fleet.kinds import MEMBER_CLUSTER
 from fleet.members import KubeconfigChanges, redact
 from fleet.state import (
     CAPACITY_OBSERVED,
     DEFAULT_DISPATCH_KEYS,
+    NO_EXECUTE,
+    NO_SCHEDULE,
     DispatchKeys,
     MemberHealth,
     parse_capacity,
     parse_health,
+    parse_taints,
+    scheduling,
 )
 from fleet.timestamps import rfc3339
 
@@ -118,9 +126,15 @@ def capacity_status(record: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def member_object(name: str, health: MemberHealth | None, capacity: Mapping[str, Any] | None = None) -> Obj:
-    """The MemberCluster of ``name`` from its health record (``None``: not probed yet) and its
-    capacity record (``None``: not seen yet)."""
+def member_object(
+    name: str,
+    health: MemberHealth | None,
+    capacity: Mapping[str, Any] | None = None,
+    taints: list[dict[str, str]] | None = None,
+) -> Obj:
+    """The MemberCluster of ``name`` from its health record (``None``: not probed yet), its
+    capacity record (``None``: not seen yet) and its taints (``fleet member cordon``/``drain``:
+    ``spec.taints`` as Karmada's Cluster has them, and ``status.scheduling``)."""
     ready = None if health is None else health.ready
     if ready is None:
         status, reason = "Unknown", "NotProbed"
@@ -141,12 +155,19 @@ def member_object(name: str, health: MemberHealth | None, capacity: Mapping[str,
             stamp = _timestamp(epoch)
             if stamp is not None:
                 condition[field] = stamp
-    return {
+    obj: Obj = {
         "apiVersion": MEMBER_CLUSTER.api_version,
         "kind": MEMBER_CLUSTER.kind,
         "metadata": {"name": name},
-        "status": {"conditions": [condition], **capacity_status(capacity)},
+        "status": {
+            "conditions": [condition],
+            "scheduling": scheduling(taints or []),
+            **capacity_status(capacity),
+        },
     }
+    if taints:
+        obj["spec"] = {"taints": taints}
+    return obj
 
 
 def _fingerprint(obj: Obj) -> Any:
@@ -156,7 +177,8 @@ def _fingerprint(obj: Obj) -> Any:
         for c in obj.get("status", {}).get("conditions", [])
     ]
     labels = obj.get("metadata", {}).get("labels")
-    return (labels, conditions, obj.get("status", {}).get("accelerators"))
+    status = obj.get("status", {})
+    return (labels, conditions, status.get("accelerators"), status.get("scheduling"))
 
 
 def member_kind(
@@ -176,13 +198,95 @@ def member_kind(
         async with client.pipeline(transaction=False) as pipe:
             pipe.hmget(keys.health, members)
             pipe.hmget(keys.capacity, members)
-            health, capacity = await pipe.execute()
+            pipe.hmget(keys.taints, members)
+            health, capacity, taints = await pipe.execute()
         return [
-            member_object(name, parse_health(h), parse_capacity(c))
-            for name, h, c in zip(members, health, capacity, strict=True)
+            member_object(name, parse_health(h), parse_capacity(c), parse_taints(t))
+            for name, h, c, t in zip(members, health, capacity, taints, strict=True)
         ]
 
-    return ComputedKind(MEMBER_CLUSTER, compute, version, fingerprint=_fingerprint, interval=interval)
+    return MemberClusterKind(
+        MEMBER_CLUSTER,
+        compute,
+        version,
+        fingerprint=_fingerprint,
+        interval=interval,
+        client=client,
+        keys=keys,
+    )
+
+
+class MemberClusterKind(ComputedKind):
+    """The MemberCluster kind, whose one writable field is ``spec.taints``, as on Karmada's
+    Cluster (``kubectl patch mc member-2 --type merge -p '{"spec":{"taints":[...]}}'``): taints
+    of effect ``NoSchedule`` or ``NoExecute`` keep new jobs away from the member (what ``fleet
+    member cordon`` and ``drain`` set, :mod:`fleet.state.member_taints`); everything else of the
+    object is computed, and a change to it is refused naming the field."""
+
+    def __init__(
+        self,
+        rt: ResourceType,
+        compute: Callable[[], Awaitable[list[Obj]]],
+        version: Callable[[], Awaitable[str]],
+        *,
+        client: redis.asyncio.Redis,
+        keys: DispatchKeys,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(rt, compute, version, **kwargs)
+        self._client = client
+        self._keys = keys
+
+    async def update(
+        self, rt: ResourceType, obj: Obj, *, subresource: str | None = None, dry_run: bool = False
+    ) -> Obj:
+        if subresource is not None:
+            raise MethodNotAllowed(f"the status of {rt.qualified} is computed by Fleet")
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        current = await self.get(rt, None, name)  # NotFound for a member the fleet does not have
+        spec = obj.get("spec") or {}
+        causes = [
+            Cause(f"spec.{field}", "Forbidden: only spec.taints may be set", "FieldValueForbidden")
+            for field in sorted(spec)
+            if field != "taints"
+        ]
+        taints = spec.get("taints") or []
+        if not isinstance(taints, list):
+            causes.append(invalid_value("spec.taints", taints, "must be a list of taints"))
+            taints = []
+        kept: list[dict[str, str]] = []
+        for i, taint in enumerate(taints):
+            where = f"spec.taints[{i}]"
+            if not isinstance(taint, dict) or not isinstance(taint.get("key"), str) or not taint.get("key"):
+                causes.append(
+                    invalid_value(
+                        f"{where}.key",
+                        (taint or {}).get("key") if isinstance(taint, dict) else taint,
+                        "a taint needs a key",
+                    )
+                )
+                continue
+            if taint.get("effect") not in (NO_SCHEDULE, NO_EXECUTE):
+                causes.append(
+                    invalid_value(
+                        f"{where}.effect",
+                        taint.get("effect"),
+                        f"supported values: {NO_SCHEDULE!r}, {NO_EXECUTE!r} (what keeps new jobs away)",
+                    )
+                )
+                continue
+            kept.append({k: str(v) for k, v in taint.items() if k in ("key", "value", "effect", "timeAdded")})
+        if causes:
+            raise invalid(rt, obj, causes)
+        if not dry_run:
+            if kept:
+                now = rfc3339(time.time())
+                for taint in kept:
+                    taint.setdefault("timeAdded", now)
+                await self._client.hset(self._keys.taints, name, json.dumps(kept))
+            else:
+                await self._client.hdel(self._keys.taints, name)
+        return await self.get(rt, None, name) if not dry_run else {**current, "spec": {"taints": kept}}
 
 
 def members_from(path: str | os.PathLike[str] | None) -> MemberNames:

@@ -22,7 +22,7 @@ from fleet import gc_tuning
 from fleet.apiserver import Server
 from fleet.connections import async_redis_from_url, mask_url, redis_from_url
 from fleet.endpoint.app import build_fleet_api
-from fleet.endpoint.auth import ADMIN_GROUP, load_token_file
+from fleet.endpoint.auth import ADMIN_GROUP, TokenFile
 from fleet.endpoint.members import members_from
 from fleet.jobs import Durability, check_server
 from queues import DEFAULT_SPACE, KeySpace
@@ -62,7 +62,7 @@ async def run_api(
         loop.add_signal_handler(signum, _stopper(stop, signum))
     logging.getLogger("fleet.apiserver").setLevel(logging.DEBUG)  # the per-request lines
     logging.getLogger("fleet.apiserver.serve").setLevel(logging.INFO)
-    tokens = load_token_file(token_file) if token_file is not None else None
+    tokens = TokenFile(token_file) if token_file is not None else None
     members = members_from(kubeconfig)
     log.info("event=connecting role=api redis=%s prefix=%s", mask_url(redis_url), space.prefix)
     client = redis_from_url(redis_url, retries=_RETRIES)
@@ -86,9 +86,13 @@ async def run_api(
                 "authentication; use this for local work only"
             )
         else:
-            admins = sum(1 for i in {t.user: t for t in tokens.values()}.values() if i.admin)
+            admins = sum(1 for i in tokens.users().values() if i.admin)
             log.info(
-                "event=auth_enabled tokens=%d admins=%d admin_group=%s", len(tokens), admins, ADMIN_GROUP
+                "event=auth_enabled tokens=%d admins=%d admin_group=%s reloaded_on_change=%s",
+                len(tokens.tokens()),
+                admins,
+                ADMIN_GROUP,
+                tokens.path,
             )
         if metrics_port is not None:
             start_http_server(metrics_port, addr=metrics_host, registry=replica.app.state.metrics_registry)

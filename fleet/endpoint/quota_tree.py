@@ -248,14 +248,16 @@ class TreeBackend:
                     ],
                 )
 
-    def _apply(self, tree: ElasticQuotaTree) -> int:
+    def _apply(self, tree: ElasticQuotaTree) -> tuple[int, builtins.list[Problem]]:
+        """Apply to the ledger: its version, and each ``max`` set below what is in use (applied
+        with a warning, as Kubernetes' ResourceQuota takes a hard limit below its use)."""
         try:
             applied = self.ledger.apply(tree)
         except TreeInvalid as error:  # checked before; the ledger checks again
             raise Conflict(str(error)) from None
         except ApplyRefused as error:
             raise Conflict(f"the quota ledger refused the tree: {error}") from None
-        return applied.version
+        return applied.version, applied.lowered
 
     @contextlib.asynccontextmanager
     async def _exclusive(self) -> AsyncIterator[None]:
@@ -279,7 +281,8 @@ class TreeBackend:
             await self._only_tree(rt, body)
             result = await self.store.create(rt, body, dry_run=True)
             if not dry_run:
-                version = await asyncio.to_thread(self._apply, tree)
+                version, lowered = await asyncio.to_thread(self._apply, tree)
+                warnings = [*warnings, *lowered]
                 result = await self.store.create(rt, body)
                 log.info("event=tree_applied version=%d nodes=%d", version, sum(1 for _ in tree.walk()))
         self._warn(warnings)
@@ -295,7 +298,8 @@ class TreeBackend:
         async with self._exclusive():
             result = await self.store.update(rt, body, dry_run=True)
             if not dry_run:
-                version = await asyncio.to_thread(self._apply, tree)
+                version, lowered = await asyncio.to_thread(self._apply, tree)
+                warnings = [*warnings, *lowered]
                 result = await self.store.update(rt, body)
                 log.info("event=tree_applied version=%d nodes=%d", version, sum(1 for _ in tree.walk()))
         self._warn(warnings)

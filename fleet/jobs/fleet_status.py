@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, MutableMapping
 from typing import Any, Final, TypedDict, cast
 
+from fleet.timestamps import epoch_of
+
 __all__ = [
     "WAITING_FIELDS",
     "FleetStatus",
@@ -76,16 +78,20 @@ class FleetStatus(WaitingFields, total=False):
     reservation: str
     attempt: int
     failures: int
-    #: Member -> until when (epoch seconds) it is avoided, giving way / never giving way.
-    excluded: dict[str, float]
-    excludedFirmly: dict[str, float]
+    #: Member -> until when (RFC 3339, to the microsecond) it is avoided, giving way / never
+    #: giving way.
+    excluded: dict[str, str]
+    excludedFirmly: dict[str, str]
     memberFailures: dict[str, int]
     #: Member -> what it said when it refused the job for a reason of its own.
     refused: dict[str, str]
-    #: Backoff: not placed again before then (epoch seconds).
-    notBefore: float
+    #: Backoff: not placed again before then (RFC 3339, to the microsecond).
+    notBefore: str
     #: The job key of the preemptor that evicted it last (:mod:`fleet.dispatch.preemption`).
     preemptedBy: str
+    #: The policy that governed its placement: apiVersion, kind, name (and namespace of a
+    #: PropagationPolicy), :func:`fleet.policy.policy_ref`.
+    propagationPolicy: dict[str, str]
     #: Resolved at submission (:mod:`fleet.jobs.priority`).
     priority: int
     priorityClassName: str
@@ -145,8 +151,8 @@ def failures_of(obj: Mapping[str, object]) -> int:
 
 
 def not_before_of(obj: Mapping[str, object]) -> float:
-    """When the job may be placed again after a failure (0: at once)."""
-    return float(status_of(obj).get("notBefore") or 0)
+    """When the job may be placed again after a failure, in epoch seconds (0: at once)."""
+    return epoch_of(status_of(obj).get("notBefore")) or 0.0
 
 
 def preempted_by_of(obj: Mapping[str, object]) -> str:
@@ -155,11 +161,15 @@ def preempted_by_of(obj: Mapping[str, object]) -> str:
 
 
 def exclusions_of(obj: Mapping[str, object], *, firm: bool = False) -> dict[str, float]:
-    """Member -> until when the job avoids it: the exclusions that give way, or the ``firm`` ones.
-    Every entry as written (those already over included); empty when the field is not a map."""
+    """Member -> until when (epoch seconds) the job avoids it: the exclusions that give way, or the
+    ``firm`` ones. Every entry written (those already over included; one unreadable is left
+    out); empty when the field is not a map."""
     status = status_of(obj)
     excluded = status.get("excludedFirmly") if firm else status.get("excluded")
-    return dict(excluded) if isinstance(excluded, Mapping) else {}
+    if not isinstance(excluded, Mapping):
+        return {}
+    out = {str(m): epoch_of(until) for m, until in excluded.items()}
+    return {m: t for m, t in out.items() if t is not None}
 
 
 def member_failures_of(obj: Mapping[str, object]) -> dict[str, int]:

@@ -26,7 +26,8 @@ fleet either:
 * a finished job keeps its state: the switch is stored and changes nothing.
 
 The switch is the only part of the spec an update may change (:func:`switched`); any other
-difference is refused as before, since the spec is what was queued and charged.
+difference is refused as before, since the spec is what was queued and charged. Metadata
+follows the rules of every job (:mod:`fleet.jobs.updates`).
 
 An update stores the switch, then the state, then gives back or takes the quota: three writes.
 A process that dies between them leaves a switch whose state does not match it, or a state
@@ -38,16 +39,17 @@ runs on held nor stays held once released.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 from fleet.apiserver import Obj, ResourceType
-from fleet.jobs.fleet_status import FleetStatus, attempt_of, last_cluster_of, status_for_update, status_of
-from fleet.jobs.phases import FINISHED, HELD, FleetReason, Phase
-from fleet.jobs.status import current_state, set_state
+from fleet.jobs.conditions import current_state
+from fleet.jobs.fleet_status import attempt_of, last_cluster_of, status_of
+from fleet.jobs.lifecycle import Hold, Resume, step
+from fleet.jobs.phases import FINISHED, HELD, FleetReason
 from fleet.jobs.store import job_kind
 from fleet.jobs.submit import COMPONENT, enqueue, job_key
 from fleet.state import DispatchKeys, Objects, record_event
-from fleet.workloads import MIRRORED_FIELDS, Pausable, adapter_for
+from fleet.workloads import Pausable, adapter_for
 from queues import Ledger
 
 __all__ = [
@@ -58,7 +60,6 @@ __all__ = [
     "held_entry",
     "held_message",
     "mark_paused",
-    "metadata_changed",
     "parse_held_entry",
     "pausable",
     "pause_field",
@@ -114,37 +115,23 @@ def pause_field(obj: Mapping[str, Any]) -> str | None:
     return adapter.pause_field if adapter is not None else None
 
 
-def metadata_changed(current: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
-    """The metadata field (``labels``, ``annotations``, ``finalizers``, ``ownerReferences``) an
-    update of a pausable job changes, or None: its owners may flip the switch and nothing else
-    (not the finalizer that holds its quota, not the labels it was queued by)."""
-    before, after = current.get("metadata") or {}, new.get("metadata") or {}
-    for field in ("labels", "annotations", "finalizers", "ownerReferences"):
-        old, now = before.get(field) or {}, after.get(field) or {}
-        if field == "annotations" and isinstance(old, Mapping) and isinstance(now, Mapping):
-            old = {k: v for k, v in old.items() if k != LAST_APPLIED}
-            now = {k: v for k, v in now.items() if k != LAST_APPLIED}
-        if old != now:
-            return field
-    return None
-
-
 def paused_at_submission(obj: Mapping[str, Any]) -> bool:
     """Whether a job being submitted is held by its switch (stored held, not queued)."""
     adapter = _pausable(obj)
     return adapter is not None and adapter.paused(obj)
 
 
-def mark_paused(status: FleetStatus, adapter: Pausable) -> None:
-    """Make a status held in ``adapter``'s kind's word, no longer naming a member (the copy's
-    attempt is over, and with it what the copy's status said: its phase, tasks and aggregate)."""
-    member = status.pop("cluster", None)
-    if member:
-        status["lastCluster"] = member
-    status.pop("reservation", None)
-    for key in MIRRORED_FIELDS:
-        cast(dict[str, Any], status).pop(key, None)  # the kind's own fields, named by the kind
-    set_state(status, adapter.held_state, adapter.held_reason, held_message(adapter))
+def hold(adapter: Pausable) -> Hold:
+    """The transition that holds a job in ``adapter``'s kind's word, no longer naming a member
+    (the copy's attempt is over, and with it what the copy's status said)."""
+    return Hold(adapter.held_state, adapter.held_reason, held_message(adapter))
+
+
+def mark_paused(obj: dict[str, Any], adapter: Pausable) -> None:
+    """Hold ``obj`` (a job being submitted, not stored yet) in its kind's word."""
+    status = step(obj, hold(adapter))
+    if status is not None:
+        obj["status"] = status
 
 
 def held_entry(member: str, key: str, uid: str, attempt: int) -> str:
@@ -212,18 +199,13 @@ def _follow_switch(
 
     def change(obj: dict[str, Any]) -> dict[str, Any] | None:
         acted.clear()
-        state = current_state(obj)
-        if obj["metadata"].get("uid") != uid or state in FINISHED or obj["metadata"].get("deletionTimestamp"):
+        if obj["metadata"].get("uid") != uid:
             return None
-        status = status_for_update(obj)
-        if pause and state not in HELD:
-            mark_paused(status, adapter)
-        elif not pause and state in HELD:
-            set_state(
-                status, Phase.QUEUED, FleetReason.RESUMED, f"resumed: waiting in queue {status.get('queue')}"
-            )
-        else:
+        event = hold(adapter) if pause else Resume(f"resumed: waiting in queue {status_of(obj).get('queue')}")
+        status = step(obj, event)
+        if status is None:
             return None
+        obj["status"] = status
         acted.append(last_cluster_of(obj) or "")
         return obj
 

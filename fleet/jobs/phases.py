@@ -1,12 +1,12 @@
 """The fleet-side states of a job and the reasons Fleet gives: one home for their names.
 
-A fleet job's ``status.conditions`` follows the AscendJob convention: the last entry is always
-the current state. Fleet writes its own states while the job is on the fleet side (``Queued``,
-``Admitted``, ``Dispatched``, ``Rescheduling``, and a terminal ``Failed`` when retries run out)
-and then mirrors the member's conditions (``Created``, ``Running``, ``Restarting``,
-``Succeeded``, ``Failed``, see :class:`fleet.ascend.Condition`) after them. A job deleted at
-the fleet while it has a member copy ends with ``Terminating`` until the copy is confirmed gone
-(:mod:`fleet.dispatch.deletion`).
+A fleet job's ``status.conditions`` has one condition per type, and its last one is the current
+state (:mod:`fleet.jobs.conditions`). Fleet writes its own states while the job is on the fleet
+side (``Queued``, ``Admitted``, ``Dispatched``, ``Rescheduling``, and a terminal ``Failed`` when
+retries run out) and mirrors the current copy's conditions (``Created``, ``Running``,
+``Restarting``, ``Succeeded``, ``Failed``, see :class:`fleet.ascend.Condition`) after them. A job
+deleted at the fleet while it has a member copy is ``Terminating`` until the copy is confirmed
+gone (:mod:`fleet.dispatch.deletion`). The transitions are :mod:`fleet.jobs.lifecycle`'s.
 """
 
 from __future__ import annotations
@@ -74,6 +74,9 @@ class FleetReason:
     PROPAGATION_FAILED: Final = "PropagationFailed"
     MEMBER_UNAVAILABLE: Final = "MemberUnavailable"
     CLUSTER_FAILOVER: Final = "ClusterFailover"
+    #: Its member no longer has the copy of the current attempt (rebuilt empty, restored from a
+    #: backup, the copy deleted while no syncer watched): queued again, the member not excluded.
+    COPY_LOST: Final = "CopyLost"
     #: A pending create handed back: its member's calls kept timing out past the toleration.
     MEMBER_DEGRADED: Final = "MemberDegraded"
     APPLICATION_FAILOVER: Final = "ApplicationFailover"

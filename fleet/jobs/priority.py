@@ -32,6 +32,24 @@ Where a job's priority comes from (:func:`resolve`, at submission only)
     even checked. (Kubernetes refuses a pod whose own ``priority`` disagrees with its class; the
     annotation is not the job's spec, so Fleet ignores it instead of refusing the job.)
 
+What a job may write itself (:func:`check_written`, at submission)
+    A PriorityClass is an admin's (only ``fleet:admins`` write them, and none above
+    1,000,000,000 but the system's), so a priority that comes from one is taken as it is, as in
+    Kubernetes. A priority a job writes as a number (rules 2 and 4: the annotation, T9k's raw
+    value) is the tenant's own, so it is accepted only within what an admin allows where the job
+    runs: at most the lowest ``fleet.io/max-priority`` attribute of the ElasticQuotaTree on the
+    job's leaf and its ancestors and on its namespace's leaf and its ancestors
+    (:func:`queues.priority_cap`), and never above 1,000,000,000 (Kubernetes'
+    ``HighestUserDefinablePriority``; above are the system's classes) where no node says less.
+    Above it the job is refused as an admission plugin refuses (403 Forbidden naming the field,
+    the value, the cap and the node that sets it; :class:`PriorityNotAllowed`) and nothing is
+    stored: a tenant sharing a leaf with another team cannot outrank it beyond its own cap, nor
+    preempt its jobs from above it. Kueue has no such number: a Workload's priority comes from
+    the ``WorkloadPriorityClass`` its job's label ``kueue.x-k8s.io/priority-class`` names, else
+    from its pods' PriorityClass, else the default (``pkg/util/priority``), all of them cluster
+    objects an admin creates; Fleet keeps the number for the tenants who write it and caps it
+    instead. A job accepted before a cap was set keeps its recorded priority.
+
 What is recorded (:meth:`JobPriority.record`)
     Priority is fixed at submission, as a pod's ``spec.priority`` is: the resolved priority is
     written into the fleet object's status when it is stored, ``status.priority`` (the integer),
@@ -68,8 +86,10 @@ from fleet.jobs.fleet_status import FleetStatus, status_of
 from fleet.kinds import PRIORITY_CLASS
 from fleet.state import Objects, kind_name, text
 from fleet.workloads import FieldError, InvalidWorkload, adapter_for
+from queues import HIGHEST_USER_PRIORITY, MAX_PRIORITY_ATTRIBUTE, ElasticQuotaTree, PriorityCap, priority_cap
 
 __all__ = [
+    "ANNOTATION_FIELD",
     "DEFAULT_PRIORITY",
     "HIGHEST_USER_DEFINABLE_PRIORITY",
     "NO_CLASSES",
@@ -85,7 +105,9 @@ __all__ = [
     "JobPriority",
     "PriorityClassNotFound",
     "PriorityClasses",
+    "PriorityNotAllowed",
     "annotation_priority",
+    "check_written",
     "global_default",
     "job_priority",
     "priority_classes",
@@ -105,8 +127,10 @@ PREEMPTION_POLICIES: Final = (PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER)
 #: (``scheduling.DefaultPriorityWhenNoDefaultClassExists``).
 DEFAULT_PRIORITY: Final = 0
 #: The largest value a user-defined class may have (``scheduling.HighestUserDefinablePriority``);
-#: larger ones are for the system classes.
-HIGHEST_USER_DEFINABLE_PRIORITY: Final = 1_000_000_000
+#: larger ones are for the system classes. Also the most a job may write as its own priority.
+HIGHEST_USER_DEFINABLE_PRIORITY: Final = HIGHEST_USER_PRIORITY
+#: Where the annotation's priority is written, as refusals name it.
+ANNOTATION_FIELD: Final = f"metadata.annotations[{PRIORITY_ANNOTATION}]"
 #: Names with this prefix are reserved for the system classes (``scheduling.SystemPriorityClassPrefix``).
 SYSTEM_PRIORITY_CLASS_PREFIX: Final = "system-"
 #: The system classes and their values (``pkg/apis/scheduling/helpers.go``): the only names with
@@ -116,6 +140,7 @@ SYSTEM_PRIORITY_CLASSES: Final[Mapping[str, int]] = {
     "system-node-critical": 2_000_001_000,
     "system-cluster-critical": 2_000_000_000,
 }
+
 
 @dataclass(frozen=True)
 class ClassInfo:
@@ -156,6 +181,9 @@ class JobPriority:
     value: int = DEFAULT_PRIORITY
     class_name: str = ""
     preemption_policy: str = PREEMPT_LOWER_PRIORITY
+    #: Where the job wrote the value itself (the annotation, T9k's raw field); ``""`` when it came
+    #: from a class, the default, or the record of a stored job. Not recorded.
+    written_at: str = field(default="", compare=False)
 
     @property
     def may_preempt(self) -> bool:
@@ -175,6 +203,36 @@ class JobPriority:
         else:
             status.pop("priorityClassName", None)
         status["preemptionPolicy"] = self.preemption_policy
+
+
+class PriorityNotAllowed(Exception):
+    """A job writes itself a priority above what it may (an admission refusal: 403 Forbidden)."""
+
+    def __init__(self, field: str, value: int, cap: PriorityCap, namespace: str) -> None:
+        if cap.node:
+            where = (
+                f"the most the ElasticQuotaTree allows jobs of namespace {namespace} there "
+                f"(attribute {MAX_PRIORITY_ATTRIBUTE} of quota node {cap.node!r})"
+            )
+        else:
+            where = "the highest priority a user may define (higher ones are the system's)"
+        super().__init__(
+            f"priority {value} is above {cap.value}, {where}; name a PriorityClass an admin created, "
+            "or write a lower value"
+        )
+        self.field = field
+        self.value = value
+        self.cap = cap
+
+
+def check_written(priority: JobPriority, tree: ElasticQuotaTree | None, namespace: str, leaf: str) -> None:
+    """Refuse a priority the job wrote itself above its cap (see the module docstring); a value
+    from a class, or a stored job's record, is never checked."""
+    if not priority.written_at:
+        return
+    cap = priority_cap(tree, namespace, leaf)
+    if priority.value > cap.value:
+        raise PriorityNotAllowed(priority.written_at, priority.value, cap, namespace)
 
 
 class PriorityClassNotFound(Exception):
@@ -331,12 +389,14 @@ def resolve(obj: Mapping[str, Any], classes: ClassLookup | None) -> JobPriority:
             raise PriorityClassNotFound(request.class_name, request.field)
         return JobPriority.of_class(found)
     if request.value is not None:
-        return JobPriority(request.value)
+        return JobPriority(request.value, written_at=request.field)
     default = classes.default() if classes is not None else None
     if default is not None:
         return JobPriority.of_class(default)
     annotated = annotation_priority(obj)
-    return JobPriority(DEFAULT_PRIORITY if annotated is None else annotated)
+    if annotated is None:
+        return JobPriority(DEFAULT_PRIORITY)
+    return JobPriority(annotated, written_at=ANNOTATION_FIELD)
 
 
 def job_priority(obj: Mapping[str, Any]) -> JobPriority:

@@ -18,6 +18,7 @@ from fleet.workloads import JobRef, WorkloadAdapter, job_ref
 from queues import Fence
 
 __all__ = [
+    "Change",
     "get_jobs",
     "job_kind",
     "list_jobs",
@@ -49,11 +50,12 @@ def _groups(refs: Sequence[JobRef]) -> dict[int, tuple[ResourceType, list[int]]]
 
 
 def get_jobs(objects: Objects, keys: Sequence[str]) -> list[Obj | None]:
-    """The stored jobs named by ``keys`` (None where there is none), one round trip per kind."""
+    """The stored jobs named by ``keys`` (None where there is none), in one round trip."""
     refs = [job_ref(key) for key in keys]
     out: list[Obj | None] = [None] * len(refs)
-    for rt, positions in _groups(refs).values():
-        found = objects.get_many(rt, [refs[i].names for i in positions])
+    groups = list(_groups(refs).values())
+    reads = [(rt, [refs[i].names for i in positions]) for rt, positions in groups]
+    for (_, positions), found in zip(groups, objects.get_many_kinds(reads), strict=True):
         for i, obj in zip(positions, found, strict=True):
             out[i] = obj
     return out

@@ -26,26 +26,28 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from fleet.connections import run_scripts
-from fleet.jobs.fleet_status import FleetStatus, job_queue_of
-from fleet.jobs.phases import FleetReason, Phase
+from fleet.jobs.fleet_status import job_queue_of
+from fleet.jobs.lifecycle import Submit, step
+from fleet.jobs.phases import FleetReason
 from fleet.jobs.priority import (
     PRIORITY_ANNOTATION,
     ClassesRead,
     JobPriority,
     PriorityClasses,
+    check_written,
     job_priority,
     priority_classes,
     resolve,
 )
-from fleet.jobs.status import set_state
 from fleet.jobs.store import job_kind
 from fleet.placement import Demand
 from fleet.state import Objects, event_call, record_event
-from fleet.workloads import QueueNaming, adapter_for, job_key, job_ref
+from fleet.workloads import DEFAULT_QUEUE, KUEUE_QUEUE_LABEL, QueueNaming, adapter_for, job_key, job_ref
 from queues import QUOTA_LABEL, ElasticQuotaTree, Ledger, leaf_in, queue_name
 
 __all__ = [
     "FINALIZER",
+    "KUEUE_QUEUE_LABEL",
     "PRIORITY_ANNOTATION",
     "Prepared",
     "enqueue",
@@ -54,6 +56,7 @@ __all__ = [
     "prepare",
     "queue_accepted",
     "queue_of",
+    "queue_source",
     "quota_labels",
     "quota_request",
     "split_key",
@@ -91,7 +94,8 @@ def node_of_queue(tree: ElasticQuotaTree | None, queue: str) -> str:
 
 def quota_labels(obj: Mapping[str, Any], tree: ElasticQuotaTree | None) -> dict[str, str]:
     """The labels the tree binds a job by (:meth:`queues.ElasticQuotaTree.leaf_for`): its own,
-    plus, for a kind that names its queue in its spec (:class:`~fleet.workloads.base.QueueNaming`:
+    plus, for a job that names its queue with Kueue's queue label or in its spec
+    (:func:`queue_source`: ``kueue.x-k8s.io/queue-name``; :class:`~fleet.workloads.base.QueueNaming`:
     ``runPolicy.schedulingPolicy.queue``, ``t9kScheduler.queue``), :data:`~queues.QUOTA_LABEL`
     naming the node that queue names (:func:`node_of_queue`).
 
@@ -104,10 +108,27 @@ def quota_labels(obj: Mapping[str, Any], tree: ElasticQuotaTree | None) -> dict[
     with no tree applied every job is in the implicit root, whatever it names."""
     meta = obj.get("metadata") or {}
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
-    adapter = adapter_for(obj)
-    if isinstance(adapter, QueueNaming) and QUOTA_LABEL not in labels and (queue := adapter.queue(obj)):
-        labels[QUOTA_LABEL] = node_of_queue(tree, queue)
+    source = queue_source(obj)
+    if QUOTA_LABEL not in labels and source is not None:
+        labels[QUOTA_LABEL] = node_of_queue(tree, source[1])
     return labels
+
+
+def queue_source(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    """Where a job without the quota label names its queue, and the name: Kueue's queue label
+    (:data:`KUEUE_QUEUE_LABEL`, ``metadata.labels[kueue.x-k8s.io/queue-name]``), else its kind's
+    queue field (:class:`~fleet.workloads.base.QueueNaming`); None when it names none (or
+    ``default``, Kueue's default LocalQueue and Volcano's and T9k's default queue: the namespace's
+    leaf). Labels come first, as the quota label does: a job written for Kueue keeps its kind's
+    fields for the kind's own scheduler (Volcano's ``spec.queue: default``, ...)."""
+    meta = obj.get("metadata") or {}
+    kueue = (meta.get("labels") or {}).get(KUEUE_QUEUE_LABEL)
+    if isinstance(kueue, str) and kueue and kueue != DEFAULT_QUEUE:
+        return f"metadata.labels[{KUEUE_QUEUE_LABEL}]", kueue
+    adapter = adapter_for(obj)
+    if isinstance(adapter, QueueNaming) and (queue := adapter.queue(obj)):
+        return adapter.queue_field, queue
+    return None
 
 
 def queue_of(tree: ElasticQuotaTree | None, leaf: str) -> str:
@@ -137,7 +158,9 @@ Classes = PriorityClasses | Objects | None
 def prepare(obj: Mapping[str, Any], ledger: Ledger, classes: Classes = None) -> Prepared:
     """Validate a job being submitted and derive its queueing, its priority resolved through
     ``classes`` (:func:`fleet.jobs.priority.resolve`) and recorded in the status it will be
-    stored with. Raises ``InvalidWorkload``, ``UnknownKind``, ``queues.UnboundJob`` (no quota
+    stored with. Raises ``InvalidWorkload``, ``UnknownKind``,
+    :class:`~fleet.jobs.priority.PriorityNotAllowed` (a priority it writes itself above its cap),
+    ``queues.UnboundJob`` (no quota
     node binds its namespace, or its quota label names no leaf), ``queues.QuotaNotAvailable``
     (its quota label names a leaf not available in its namespace:
     :meth:`queues.ElasticQuotaTree.leaf_for`) or
@@ -173,7 +196,9 @@ def _derive(
     obj: Mapping[str, Any], tree: ElasticQuotaTree | None, demand: Demand, priority: JobPriority
 ) -> Prepared:
     meta = obj.get("metadata") or {}
-    leaf = leaf_in(tree, str(meta.get("namespace") or "default"), quota_labels(obj, tree))
+    namespace = str(meta.get("namespace") or "default")
+    leaf = leaf_in(tree, namespace, quota_labels(obj, tree))
+    check_written(priority, tree, namespace, leaf)  # a stored job's record is never checked
     body = dict(obj)
     metadata = dict(meta)
     finalizers = list(metadata.get("finalizers") or [])
@@ -182,9 +207,9 @@ def _derive(
     metadata["finalizers"] = finalizers
     body["metadata"] = metadata
     queue = queue_of(tree, leaf)
-    status: FleetStatus = {"queue": queue, "attempt": 0}
+    body["status"] = {}
+    status = step(body, Submit(queue)) or {}
     priority.record(status)
-    set_state(status, Phase.QUEUED, FleetReason.SUBMITTED, f"waiting in queue {queue}")
     body["status"] = status
     return Prepared(body, job_key(body), leaf, quota_request(demand), priority.value, demand, priority)
 

@@ -10,8 +10,20 @@ group, a leash and a log file; :mod:`~fleet.local.readiness` when the fleet coun
 The face below is what the CLI uses; the modules are this package's own.
 """
 
-from fleet.local.kubeconfig import KubeconfigInTheWay
-from fleet.local.layout import StateDirBusy
+from fleet.local.kubeconfig import KubeconfigInTheWay, local_fleet
+from fleet.local.layout import Layout, StateDirBusy, running_redis_url
+from fleet.local.resumed import Resumed, resumed_state
 from fleet.local.up import LocalFleet, UpError, UpSettings
 
-__all__ = ["KubeconfigInTheWay", "LocalFleet", "StateDirBusy", "UpError", "UpSettings"]
+__all__ = [
+    "KubeconfigInTheWay",
+    "Layout",
+    "LocalFleet",
+    "Resumed",
+    "StateDirBusy",
+    "UpError",
+    "UpSettings",
+    "local_fleet",
+    "resumed_state",
+    "running_redis_url",
+]

@@ -7,7 +7,8 @@ What runs, in start order (see :mod:`fleet.local` for why each is a process of i
    members' kubeconfig once every port listens.
 3. The roles, with that kubeconfig: ``fleet syncer``, ``fleet worker``, ``fleet dispatcher``, and
    ``fleet api`` over HTTPS on ``--port`` (a free port when 0) with a token file holding one admin
-   token and a certificate of this run's own CA (see :mod:`~fleet.local.tls` for why HTTPS).
+   token and a certificate of this run's own CA (see :mod:`~fleet.local.tls` for why HTTPS); the
+   API serves the fleet console at ``/console/``, whose URL is printed with the API's.
 4. When every check of :mod:`~fleet.local.readiness` passes: the kubeconfig (``fleet`` current,
    the members copied, see :mod:`~fleet.local.kubeconfig`), ``prometheus.yml`` with this run's
    scrape targets, and what to try next, printed.
@@ -22,6 +23,7 @@ at ports nobody serves.
 
 from __future__ import annotations
 
+import csv
 import secrets
 import ssl
 import threading
@@ -38,7 +40,7 @@ import yaml
 from fleet.connections import mask_url
 from fleet.local.children import Child, fleet_command, free_port, stop_all
 from fleet.local.embedded import EmbeddedRedis, start_embedded_redis, wait_for_redis
-from fleet.local.kubeconfig import fleet_kubeconfig, remove_own, remove_stale
+from fleet.local.kubeconfig import TENANT, TENANT_NAMESPACE, fleet_kubeconfig, remove_own, remove_stale
 from fleet.local.layout import Layout
 from fleet.local.readiness import (
     Check,
@@ -49,6 +51,7 @@ from fleet.local.readiness import (
     redis_answers,
     worker_listens,
 )
+from fleet.local.resumed import resumed_state
 from fleet.local.tls import make_certificates
 from fleet.sim import CONTROL_EXTENSION, DEFAULT_TOPOLOGY, load_topology, write_atomically
 
@@ -57,6 +60,7 @@ __all__ = ["LocalFleet", "UpError", "UpSettings", "next_steps"]
 #: The roles, in start order; stopped together.
 ROLES: Final = ("syncer", "worker", "dispatcher", "api")
 _ADMIN_GROUP: Final = "fleet:admins"
+_ADMIN_USER: Final = "fleet-admin"
 _POLL: Final = 0.2
 
 
@@ -91,8 +95,29 @@ class Endpoints:
     metrics: dict[str, str] = field(default_factory=dict)
 
 
+def runnable_fleet() -> str:
+    """How to run ``fleet`` from here, as a user types it: ``fleet`` when that is the one on PATH,
+    else the virtualenv's (``.venv/bin/fleet`` relative to the current directory when inside it):
+    ``make up`` does not put the virtualenv on PATH."""
+    import os
+    import shutil
+    import sys
+
+    own = Path(sys.executable).parent / "fleet"
+    if not own.exists():
+        return "fleet"
+    on_path = shutil.which("fleet")
+    if on_path is not None and Path(on_path).resolve() == own.resolve():
+        return "fleet"
+    try:
+        return os.path.relpath(own) if own.resolve().is_relative_to(Path.cwd().resolve()) else str(own)
+    except ValueError:
+        return str(own)
+
+
 def next_steps(kubeconfig: Path) -> str:
     """What to try first: the README walkthrough's opening commands."""
+    fleet = runnable_fleet()
     return "\n".join(
         [
             "Try next (README.md, Walkthrough), from the repository root in another terminal:",
@@ -102,7 +127,8 @@ def next_steps(kubeconfig: Path) -> str:
             "  kubectl apply -f config/samples/pytorch_multinodes_acjob_910b.yaml",
             "  kubectl get acjob -w                    # Running on member-2, the one with card-910b-2 nodes",
             "  kubectl --context member-2 get acjob    # the copy on the member",
-            f"  fleet sim fault --kubeconfig {kubeconfig} member-2 down   # and watch the failover",
+            "  kubectl --context team-a get acjob      # the same fleet as a tenant of namespace default",
+            f"  {fleet} sim fault member-2 down   # and watch the failover",
             "Ctrl-C stops everything.",
         ]
     )
@@ -120,6 +146,7 @@ class LocalFleet:
         self.sim: Child | None = None
         self.roles: dict[str, Child] = {}
         self.token = secrets.token_urlsafe(24)
+        self.tenant_token = secrets.token_urlsafe(24)
         self.ready = threading.Event()
         self.certificates = make_certificates(settings.host)
 
@@ -138,6 +165,8 @@ class LocalFleet:
             self.layout.prepare(fresh=self.settings.fresh)
             stack.callback(self._stop)
             self._start_redis()
+            self._record_redis()
+            self._report_state()
             if stop.is_set():
                 return
             self._start_sim(stop)
@@ -167,6 +196,31 @@ class LocalFleet:
         self.endpoints.redis_url = self.redis.url
         self.endpoints.redis_description = self.redis.description
         self.echo(f"redis      {self.redis.description}")
+
+    def _record_redis(self) -> None:
+        """The Redis URL in the state directory, owner-only, for the admin commands run here."""
+        path = self.layout.redis_url
+        path.touch(mode=0o600)
+        path.chmod(0o600)
+        path.write_text(self.endpoints.redis_url + "\n")
+
+    def _report_state(self) -> None:
+        """Say whether the run resumed an earlier run's state, and how much (issue 33, req. 1)."""
+        client = redis.Redis.from_url(
+            self.endpoints.redis_url, socket_connect_timeout=2.0, socket_timeout=5.0
+        )
+        try:
+            found = resumed_state(client)
+        except redis.RedisError as error:
+            self.echo(f"state      not counted ({error})")
+            return
+        finally:
+            client.close()
+        if self.settings.redis_url:
+            hint = "empty the Redis given with --redis"
+        else:
+            hint = "make up FRESH=1, or fleet up --fresh"
+        self.echo(found.describe(hint))
 
     def _topology_file(self) -> Path:
         """The topology ``fleet sim`` runs: the given one, or a copy with ``--job-seconds`` applied."""
@@ -258,9 +312,10 @@ class LocalFleet:
         return ssl.create_default_context(cadata=self.certificates.ca.decode())
 
     def _write_tokens(self) -> None:
-        self.layout.tokens.touch(mode=0o600)
-        self.layout.tokens.chmod(0o600)
-        self.layout.tokens.write_text(f'{self.token},fleet-admin,fleet-admin,"{_ADMIN_GROUP}"\n')
+        """This run's admin and tenant tokens, and every line a user added to the file before
+        (kept: the API reads the file again when it changes, so a token added while the fleet runs
+        works at once, and at the next start too)."""
+        write_tokens(self.layout.tokens, self.token, self.tenant_token)
 
     def _checks(self, client: redis.Redis) -> Sequence[Check]:
         return (
@@ -307,11 +362,22 @@ class LocalFleet:
                 members,
                 state_dir=self.layout.root,
                 ca_data=self.certificates.ca_data,
+                tenant_token=self.tenant_token,
             ),
         )
         self.ready.set()
-        contexts = ", ".join(["fleet (current)", *self.endpoints.members])
+        contexts = ", ".join(
+            [
+                "fleet (current)",
+                f"{TENANT} (a tenant of namespace {TENANT_NAMESPACE})",
+                *self.endpoints.members,
+            ]
+        )
         self.echo(f"fleet API  {self.endpoints.api_url}")
+        self.echo(
+            f"console    {self.endpoints.api_url}/console/ (sign in with the fleet context's token; "
+            "the browser must trust this run's CA, or be told to proceed)"
+        )
         self.echo(f"kubeconfig {self.settings.kubeconfig} (contexts {contexts})")
         self.echo(f"metrics    scrape targets in {self.layout.prometheus}")
         self.echo("")
@@ -375,11 +441,42 @@ class LocalFleet:
     def _stop(self) -> None:
         if self.ready.is_set():
             remove_own(self.settings.kubeconfig)
+        self.layout.redis_url.unlink(missing_ok=True)
         stop_all(self.roles.values())
         if self.sim is not None:
             stop_all([self.sim])
         if self.redis is not None:
             self.redis.stop()
+
+
+#: The first line of the token file: what it is, and that added lines stay.
+_TOKENS_HEADER: Final = (
+    "# token,user,uid,groups: fleet up rewrites its own two lines (fleet-admin, team-a) on every "
+    "start; lines you add stay, and the running API reads them within a second"
+)
+
+
+def write_tokens(path: Path, admin_token: str, tenant_token: str) -> None:
+    """The token file: this run's ``fleet-admin`` and ``team-a`` lines, then every other line of
+    the file as it was (a user's tokens), owner-only."""
+    kept: list[str] = []
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            cells = next(csv.reader([line]), [])
+            if line.startswith("# token,user,uid,groups:"):
+                continue
+            if len(cells) > 1 and cells[1].strip() in (_ADMIN_USER, TENANT):
+                continue
+            kept.append(line)
+    lines = [
+        _TOKENS_HEADER,
+        f'{admin_token},{_ADMIN_USER},{_ADMIN_USER},"{_ADMIN_GROUP}"',
+        f'{tenant_token},{TENANT},{TENANT},"namespace:{TENANT_NAMESPACE}"',
+        *kept,
+    ]
+    path.touch(mode=0o600)
+    path.chmod(0o600)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def _control_url(members: dict[str, Any]) -> str:

@@ -49,52 +49,111 @@ The parts, each in its own module:
 Log lines are ``key=value`` on the ``fleet.members`` loggers (``member=... kind=... event=...``).
 """
 
-from fleet.members.access import Member, Probe
-from fleet.members.changes import KubeconfigChanges, MemberChanges
-from fleet.members.clients import (
-    FLEET_CONTEXT,
-    MEMBER_EXTENSION,
-    ClientFactory,
-    KubeconfigClients,
-    MemberConfigError,
-    load_members,
-    member_labels,
-)
-from fleet.members.errors import (
-    Conflict,
-    MemberError,
-    MemberRefused,
-    MemberUnavailable,
-    NotFound,
-    redact,
-    safe_message,
-)
-from fleet.members.guard import BulkheadFull
-from fleet.members.guard import State as BreakerState
-from fleet.members.guard import Transition as BreakerTransition
-from fleet.members.refusals import Scope, scope_of
-from fleet.members.refusals import describe as describe_refusal
-from fleet.members.resource import NODES, PODS, Listing, Resource
-from fleet.members.rights import member_manifest
-from fleet.members.secret import (
-    MemberSecret,
-    SecretError,
-    member_entry,
-    members_of,
-    with_member,
-    without_member,
-)
-from fleet.members.settings import MemberSettings, SettingsError
-from fleet.members.watch import (
-    ADDED,
-    DELETED,
-    MODIFIED,
-    SYNC,
-    BatchCallback,
-    EventCallback,
-    Watcher,
-    WatchEvent,
-)
+from typing import TYPE_CHECKING, Final
+
+from fleet.lazy_face import lazy_face
+
+if TYPE_CHECKING:
+    from fleet.members.access import Member, Probe
+    from fleet.members.changes import KubeconfigChanges, MemberChanges
+    from fleet.members.clients import (
+        MEMBER_EXTENSION,
+        ClientFactory,
+        KubeconfigClients,
+        MemberConfigError,
+        load_members,
+        member_labels,
+    )
+    from fleet.members.errors import (
+        Conflict,
+        MemberError,
+        MemberRefused,
+        MemberUnavailable,
+        NotFound,
+        redact,
+        safe_message,
+    )
+    from fleet.members.guard import BulkheadFull
+    from fleet.members.guard import State as BreakerState
+    from fleet.members.guard import Transition as BreakerTransition
+    from fleet.members.names import FLEET_CONTEXT
+    from fleet.members.refusals import Scope, scope_of
+    from fleet.members.refusals import describe as describe_refusal
+    from fleet.members.resource import NODES, PODS, Listing, Resource
+    from fleet.members.rights import member_manifest
+    from fleet.members.secret import (
+        MemberSecret,
+        SecretError,
+        member_entry,
+        members_of,
+        with_member,
+        without_member,
+    )
+    from fleet.members.settings import MemberSettings, SettingsError
+    from fleet.members.watch import (
+        ADDED,
+        DELETED,
+        MODIFIED,
+        SYNC,
+        BatchCallback,
+        EventCallback,
+        Watcher,
+        WatchEvent,
+    )
+
+# The face is lazy (PEP 562): a name is imported from its module when first used, so that
+# importing one name does not import the whole package (the CLI starts fast, issue 33).
+_FACE: Final[dict[str, tuple[str, str]]] = {
+    "Member": ("fleet.members.access", "Member"),
+    "Probe": ("fleet.members.access", "Probe"),
+    "KubeconfigChanges": ("fleet.members.changes", "KubeconfigChanges"),
+    "MemberChanges": ("fleet.members.changes", "MemberChanges"),
+    "FLEET_CONTEXT": ("fleet.members.names", "FLEET_CONTEXT"),
+    "MEMBER_EXTENSION": ("fleet.members.clients", "MEMBER_EXTENSION"),
+    "ClientFactory": ("fleet.members.clients", "ClientFactory"),
+    "KubeconfigClients": ("fleet.members.clients", "KubeconfigClients"),
+    "MemberConfigError": ("fleet.members.clients", "MemberConfigError"),
+    "load_members": ("fleet.members.clients", "load_members"),
+    "member_labels": ("fleet.members.clients", "member_labels"),
+    "Conflict": ("fleet.members.errors", "Conflict"),
+    "MemberError": ("fleet.members.errors", "MemberError"),
+    "MemberRefused": ("fleet.members.errors", "MemberRefused"),
+    "MemberUnavailable": ("fleet.members.errors", "MemberUnavailable"),
+    "NotFound": ("fleet.members.errors", "NotFound"),
+    "redact": ("fleet.members.errors", "redact"),
+    "safe_message": ("fleet.members.errors", "safe_message"),
+    "BulkheadFull": ("fleet.members.guard", "BulkheadFull"),
+    "BreakerState": ("fleet.members.guard", "State"),
+    "BreakerTransition": ("fleet.members.guard", "Transition"),
+    "Scope": ("fleet.members.refusals", "Scope"),
+    "scope_of": ("fleet.members.refusals", "scope_of"),
+    "describe_refusal": ("fleet.members.refusals", "describe"),
+    "NODES": ("fleet.members.resource", "NODES"),
+    "PODS": ("fleet.members.resource", "PODS"),
+    "Listing": ("fleet.members.resource", "Listing"),
+    "Resource": ("fleet.members.resource", "Resource"),
+    "member_manifest": ("fleet.members.rights", "member_manifest"),
+    "MemberSecret": ("fleet.members.secret", "MemberSecret"),
+    "SecretError": ("fleet.members.secret", "SecretError"),
+    "member_entry": ("fleet.members.secret", "member_entry"),
+    "members_of": ("fleet.members.secret", "members_of"),
+    "with_member": ("fleet.members.secret", "with_member"),
+    "without_member": ("fleet.members.secret", "without_member"),
+    "MemberSettings": ("fleet.members.settings", "MemberSettings"),
+    "SettingsError": ("fleet.members.settings", "SettingsError"),
+    "ADDED": ("fleet.members.watch", "ADDED"),
+    "DELETED": ("fleet.members.watch", "DELETED"),
+    "MODIFIED": ("fleet.members.watch", "MODIFIED"),
+    "SYNC": ("fleet.members.watch", "SYNC"),
+    "BatchCallback": ("fleet.members.watch", "BatchCallback"),
+    "EventCallback": ("fleet.members.watch", "EventCallback"),
+    "Watcher": ("fleet.members.watch", "Watcher"),
+    "WatchEvent": ("fleet.members.watch", "WatchEvent"),
+}
+
+
+lazy_face(__name__, _FACE)
+
 
 __all__ = [
     "ADDED",

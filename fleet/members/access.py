@@ -45,6 +45,7 @@ __all__ = ["Member", "Probe", "safe_server"]
 
 log = logging.getLogger("fleet.members")
 
+
 @dataclass(frozen=True)
 class Probe:
     """One health probe: ``error`` says what went wrong when not ``healthy``, fit for a status

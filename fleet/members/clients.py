@@ -21,6 +21,7 @@ from kubernetes.config import kube_config
 from kubernetes.config.config_exception import ConfigException
 
 from fleet.members.access import Member
+from fleet.members.names import FLEET_CONTEXT
 from fleet.members.settings import MemberSettings
 
 __all__ = [
@@ -33,8 +34,6 @@ __all__ = [
     "member_labels",
 ]
 
-#: The kubeconfig context that names the fleet endpoint itself, never a member.
-FLEET_CONTEXT = "fleet"
 #: The context extension holding a member's labels, ``{"labels": {...}}``: what a Karmada Cluster
 #: object's labels and ``provider``/``region``/``zone`` say, kept where Fleet's members are
 #: defined (kubectl and the ``kubernetes`` client keep extensions and ignore them).
@@ -76,11 +75,18 @@ class KubeconfigClients:
         except (ConfigException, OSError, ValueError) as exc:
             raise MemberConfigError(f"kubeconfig {self.path}: cannot read contexts ({exc})") from None
         names: list[str] = []
+        # The fleet endpoint under another user (``fleet up``'s tenant context, team-a) is no member.
+        fleet_clusters = {
+            (context.get("context") or {}).get("cluster")
+            for context in contexts or ()
+            if isinstance(context, dict) and context.get("name") == self.fleet_context
+        } - {None}
         for context in contexts or ():
             name = context.get("name") if isinstance(context, dict) else None
             if not isinstance(name, str) or not name:
                 raise MemberConfigError(f"kubeconfig {self.path}: contexts[].name: every context needs one")
-            if name != self.fleet_context:
+            cluster = (context.get("context") or {}).get("cluster")
+            if name != self.fleet_context and cluster not in fleet_clusters:
                 names.append(name)
         return names
 

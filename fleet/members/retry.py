@@ -189,6 +189,12 @@ class Caller:
         except MemberError:
             REQUESTS.labels(self.member, operation, "error").inc()
             raise
+        except (RecursionError, TypeError):
+            # The request could not be built (the client's serialisation of a body nested past
+            # Python's recursion limit, or holding what JSON cannot say): the caller's, not the
+            # member's, so not MemberUnavailable, which would send the same body again for ever.
+            REQUESTS.labels(self.member, operation, "error").inc()
+            raise
         except Exception as exc:
             self._failed(operation, exc)
         if replay is not None:

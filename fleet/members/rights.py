@@ -10,7 +10,9 @@ there, not with a 403 in someone's member.
 - nodes, pods: ``list``, ``watch``: the capacity summary (pods across all namespaces).
 - the job kinds (every kind of the registry, :data:`fleet.workloads.KINDS`, which the caller
   passes: this layer does not know the kinds): ``create``, ``get``, ``delete`` (by uid
-  precondition), ``list``, ``watch``: propagation, adoption, purge and status mirroring. No
+  precondition), ``list``, ``watch``: propagation, adoption, purge and status mirroring (the
+  namespaced objects a job needs first, Kubeflow Trainer's TrainingRuntime, are created by the
+  same calls, so the caller passes them with the job kinds). No
   ``update``/``patch``: Fleet never changes a member's copy, it deletes it and creates another.
 - configmaps, secrets, services: ``get``, ``create``, ``update``, ``delete``: the objects a job
   references, made beside it with ``propagateDeps`` and kept as the fleet's copies change
@@ -67,6 +69,8 @@ _CORE: Final = (
 def rights(job_kinds: Iterable[tuple[str, str]]) -> tuple[Right, ...]:
     """Every right Fleet needs, with ``job_kinds`` as (API group, plural) of each job kind."""
     return (*_CORE, *(Right(group, plural, JOB_VERBS) for group, plural in job_kinds))
+
+
 #: Non-resource URLs Fleet reads (the health probe).
 PROBE_URLS: Final = ("/readyz",)
 

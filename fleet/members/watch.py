@@ -12,8 +12,10 @@ the reflector pattern of client-go:
    down or answers 503) it **resumes** from the last resourceVersion, after an exponential
    backoff with jitter when the end was a failure: nothing is missed and nothing is listed again.
 4. When the member answers **410 Gone** (the resourceVersion left its history window, e.g. after
-   a long outage), it lists again and delivers a ``SYNC``; objects deleted while it was away come
-   back as ``vanished``, so the consumer can replace its state rather than patch it.
+   a long outage), or **Too large resource version** (one it has not reached: it was rebuilt or
+   restored from an older backup), it lists again and delivers a ``SYNC``; objects deleted while
+   it was away come back as ``vanished``, so the consumer can replace its state rather than
+   patch it.
 
 A consumer that writes somewhere per event can take them in groups (``on_batch``): the changes
 that arrived in one read of the stream, in order, in one call (``SYNC`` still goes to the
@@ -29,7 +31,7 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -72,6 +74,19 @@ class WatchEvent:
 EventCallback = Callable[[WatchEvent], None]
 #: Takes the ADDED, MODIFIED and DELETED events of one read of the stream, in order.
 BatchCallback = Callable[[list[WatchEvent]], None]
+
+
+#: What kube-apiserver says of a resourceVersion it has not reached (a member restored from an
+#: older backup, or rebuilt): client-go's reflector lists again from the latest on it
+#: (``isTooLargeResourceVersionError``: the cause ``ResourceVersionTooLarge``, or this message).
+_TOO_LARGE: Final = "Too large resource version"
+
+
+def _too_large(status: Mapping[str, Any]) -> bool:
+    causes = (status.get("details") or {}).get("causes") or []
+    return any(c.get("reason") == "ResourceVersionTooLarge" for c in causes if isinstance(c, Mapping)) or (
+        _TOO_LARGE in str(status.get("message") or "")
+    )
 
 
 class _Gone(Exception):
@@ -289,7 +304,7 @@ class Watcher:
             except _CallbackFailed:
                 cause, need_list = "callback-error", True
             except MemberRefused as error:
-                if error.code == 410:
+                if error.code == 410 or (error.code == 504 and _TOO_LARGE in str(error)):
                     cause, need_list = "gone", True
                     self._log(logging.INFO, "gone", resource_version=self._resource_version)
                 else:
@@ -459,7 +474,7 @@ class Watcher:
         if kind == "BOOKMARK":
             return None, _resource_version(obj) or resource_version
         if kind == "ERROR":
-            if obj.get("code") == 410:
+            if obj.get("code") == 410 or _too_large(obj):
                 raise _Gone()
             raise _StreamError(f"{obj.get('code')} {obj.get('reason')}: {obj.get('message')}")
         if kind not in (ADDED, MODIFIED, DELETED):

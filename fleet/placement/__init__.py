@@ -17,6 +17,9 @@ Pipeline of one decision (:meth:`Placer.place`; the dispatcher decides a round's
    the hold expires, so two decisions from one stale snapshot never take the same NPUs.
 5. :mod:`~fleet.placement.explain`: when no member fits, the nearest miss per member in words.
 
+:mod:`~fleet.placement.snapshot` writes a summary as a record, node by node, and reads it back,
+so that the fleet API explains a job with the same fit on the capacity the dispatcher sees.
+
 Fleet's rule is per node: summed free capacity is never enough (sixteen nodes with one free NPU
 do not run a job of two 8-NPU pods). The fit works on classes, so its cost follows the number of
 distinct node kinds and occupancy levels, not the number of nodes; :class:`Placer` caches fits
@@ -29,16 +32,70 @@ are bound. A dispatcher may pin a member copy to the chosen placement
 exactly the held nodes.
 """
 
-from fleet.placement.capacity import MemberCapacity, NodeClass, job_pod_key
-from fleet.placement.demand import Demand, DemandError, PodShape, ReplicaTemplate, build_demand, pod_requests
-from fleet.placement.explain import NEVER, explain_member, explain_members, never_fits
-from fleet.placement.feeder import CapacityFeeder
-from fleet.placement.fit import Placement, Strategy, choose, fit_member
-from fleet.placement.keys import MemberReservationKeys, ReservationKeys
-from fleet.placement.placer import Decision, Placer, PlaceRequest
-from fleet.placement.redis_store import RedisReservations
-from fleet.placement.reservations import MemoryReservations, Reservation, ReservationStore
-from fleet.placement.view import capacity_view
+from typing import TYPE_CHECKING, Final
+
+from fleet.lazy_face import lazy_face
+
+if TYPE_CHECKING:
+    from fleet.placement.capacity import MemberCapacity, NodeClass, job_pod_key
+    from fleet.placement.demand import (
+        Demand,
+        DemandError,
+        PodShape,
+        ReplicaTemplate,
+        build_demand,
+        pod_requests,
+    )
+    from fleet.placement.explain import NEVER, explain_member, explain_members, never_fits, say_avoided
+    from fleet.placement.feeder import CapacityFeeder
+    from fleet.placement.fit import Placement, Strategy, choose, fit_member
+    from fleet.placement.keys import MemberReservationKeys, ReservationKeys
+    from fleet.placement.placer import Decision, Placer, PlaceRequest
+    from fleet.placement.redis_store import RedisReservations
+    from fleet.placement.reservations import MemoryReservations, Reservation, ReservationStore
+    from fleet.placement.snapshot import NodesRecord, dump_nodes, load_nodes
+    from fleet.placement.view import capacity_view
+
+# The face is lazy (PEP 562): a name is imported from its module when first used, so that
+# importing one name does not import the whole package (the CLI starts fast, issue 33).
+_FACE: Final[dict[str, tuple[str, str]]] = {
+    "MemberCapacity": ("fleet.placement.capacity", "MemberCapacity"),
+    "NodeClass": ("fleet.placement.capacity", "NodeClass"),
+    "job_pod_key": ("fleet.placement.capacity", "job_pod_key"),
+    "Demand": ("fleet.placement.demand", "Demand"),
+    "DemandError": ("fleet.placement.demand", "DemandError"),
+    "PodShape": ("fleet.placement.demand", "PodShape"),
+    "ReplicaTemplate": ("fleet.placement.demand", "ReplicaTemplate"),
+    "build_demand": ("fleet.placement.demand", "build_demand"),
+    "pod_requests": ("fleet.placement.demand", "pod_requests"),
+    "NEVER": ("fleet.placement.explain", "NEVER"),
+    "explain_member": ("fleet.placement.explain", "explain_member"),
+    "explain_members": ("fleet.placement.explain", "explain_members"),
+    "never_fits": ("fleet.placement.explain", "never_fits"),
+    "say_avoided": ("fleet.placement.explain", "say_avoided"),
+    "CapacityFeeder": ("fleet.placement.feeder", "CapacityFeeder"),
+    "Placement": ("fleet.placement.fit", "Placement"),
+    "Strategy": ("fleet.placement.fit", "Strategy"),
+    "choose": ("fleet.placement.fit", "choose"),
+    "fit_member": ("fleet.placement.fit", "fit_member"),
+    "MemberReservationKeys": ("fleet.placement.keys", "MemberReservationKeys"),
+    "ReservationKeys": ("fleet.placement.keys", "ReservationKeys"),
+    "Decision": ("fleet.placement.placer", "Decision"),
+    "Placer": ("fleet.placement.placer", "Placer"),
+    "PlaceRequest": ("fleet.placement.placer", "PlaceRequest"),
+    "RedisReservations": ("fleet.placement.redis_store", "RedisReservations"),
+    "MemoryReservations": ("fleet.placement.reservations", "MemoryReservations"),
+    "Reservation": ("fleet.placement.reservations", "Reservation"),
+    "ReservationStore": ("fleet.placement.reservations", "ReservationStore"),
+    "NodesRecord": ("fleet.placement.snapshot", "NodesRecord"),
+    "dump_nodes": ("fleet.placement.snapshot", "dump_nodes"),
+    "load_nodes": ("fleet.placement.snapshot", "load_nodes"),
+    "capacity_view": ("fleet.placement.view", "capacity_view"),
+}
+
+
+lazy_face(__name__, _FACE)
+
 
 __all__ = [
     "NEVER",
@@ -50,6 +107,7 @@ __all__ = [
     "MemberReservationKeys",
     "MemoryReservations",
     "NodeClass",
+    "NodesRecord",
     "PlaceRequest",
     "Placement",
     "Placer",
@@ -63,10 +121,13 @@ __all__ = [
     "build_demand",
     "capacity_view",
     "choose",
+    "dump_nodes",
     "explain_member",
     "explain_members",
     "fit_member",
     "job_pod_key",
+    "load_nodes",
     "never_fits",
     "pod_requests",
+    "say_avoided",
 ]

@@ -18,7 +18,7 @@ the fit cache keys on.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,7 @@ __all__ = [
     "NodeClass",
     "NodeInfo",
     "job_pod_key",
+    "node_info",
 ]
 
 #: Labels that differ on every node; they are left out of the class key (a selector naming them
@@ -137,6 +138,32 @@ def _quantities(values: Any) -> dict[str, int]:
     return out
 
 
+def node_info(
+    name: str,
+    labels: dict[str, str],
+    *,
+    taints: tuple[Taint, ...],
+    allocatable: dict[str, int],
+    npu_capacity: int,
+    why_unusable: str,
+) -> NodeInfo:
+    """What the summary keeps of a node (its hardware and interconnect groups derived here)."""
+    info = NodeInfo(
+        name=name,
+        labels=labels,
+        taints=taints,
+        allocatable=allocatable,
+        npu_capacity=npu_capacity,
+        usable=not why_unusable,
+        why_unusable=why_unusable,
+    )
+    info.hardware = node_hardware(labels)
+    hw = info.hardware
+    if hw is not None and hw.group > 0 and hw.layout != "any":
+        info.groups = npu_capacity // hw.group
+    return info
+
+
 def _unusable_reason(node: Mapping[str, Any]) -> str:
     spec = node.get("spec") or {}
     if spec.get("unschedulable"):
@@ -159,6 +186,10 @@ class MemberCapacity:
         #: fits it. A feed starts a member unlisted (:meth:`mark_listed` once both lists came).
         self.listed = listed
         self.version = 0
+        #: Changes only when what the member could ever hold changes (a node added, removed, or
+        #: changed in what a fit reads of it but its usage; the member listed): what a job that
+        #: can never fit waits for (:meth:`emptied`).
+        self.shape = 0
         self._touch()
         self._nodes: dict[str, NodeInfo] = {}
         self._classes: dict[NodeClass, set[str]] = {}
@@ -169,7 +200,12 @@ class MemberCapacity:
         self._pods: dict[str, tuple[str, dict[str, int], str | None]] = {}  # key -> node, req, job
         # node -> pod key -> (device ids from the pod's annotation, the pod's NPUs)
         self._devices: dict[str, dict[str, tuple[tuple[int, ...], int]]] = {}
+        # node -> job key -> bound pods, of a summary restored from a record (no pods of its own).
+        self._node_jobs: dict[str, dict[str, int]] = {}
         self._job_pods: dict[str, int] = {}
+        # node -> free NPUs per interconnect group before holds, for a summary restored from a
+        # record (:meth:`restore_node`), which has the groups' counts but not the pods' devices.
+        self._restored_groups: dict[str, list[int]] = {}
         self._free_total: dict[str, int] = {}
         # The member as it could ever be (see :meth:`emptied`), kept until a node changes.
         self._emptied: MemberCapacity | None = None
@@ -256,6 +292,19 @@ class MemberCapacity:
     def held(self, node: str) -> Mapping[str, int]:
         return self._held.get(node, {})
 
+    def used(self, node: str) -> Mapping[str, int]:
+        """What the node's bound, unfinished pods request (holds not included)."""
+        return self._used.get(node, {})
+
+    def node_jobs(self) -> dict[str, dict[str, int]]:
+        """Node -> job key (:func:`job_pod_key`) -> the job's live pods bound there."""
+        out: dict[str, dict[str, int]] = {n: dict(j) for n, j in self._node_jobs.items()}
+        for node, _requests, job in self._pods.values():
+            if job:
+                on_node = out.setdefault(node, {})
+                on_node[job] = on_node.get(job, 0) + 1
+        return out
+
     def bound_pods(self, key: str) -> int:
         """Live pods bound to a node that carry the job key (see :func:`job_pod_key`)."""
         return self._job_pods.get(key, 0)
@@ -266,6 +315,7 @@ class MemberCapacity:
         """The member's nodes and pods have both been listed: its capacity counts from now."""
         if not self.listed:
             self.listed = True
+            self._reshape()
             self._touch()
 
     def upsert_node(self, node: Mapping[str, Any]) -> None:
@@ -278,11 +328,9 @@ class MemberCapacity:
         npu_capacity = _quantities(status.get("capacity")).get(NPU_RESOURCE) or allocatable.get(
             NPU_RESOURCE, 0
         )
-        why = _unusable_reason(node)
-        old = self._nodes.get(name)
-        info = NodeInfo(
-            name=name,
-            labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+        info = node_info(
+            name,
+            {str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
             taints=tuple(
                 t
                 for t in parse_taints((node.get("spec") or {}).get("taints"))
@@ -290,23 +338,46 @@ class MemberCapacity:
             ),
             allocatable=allocatable,
             npu_capacity=npu_capacity,
-            usable=not why,
-            why_unusable=why,
+            why_unusable=_unusable_reason(node),
         )
-        info.hardware = node_hardware(info.labels)
-        hw = info.hardware
-        if hw is not None and hw.group > 0 and hw.layout != "any":
-            info.groups = npu_capacity // hw.group
+        self._put_node(info)
+
+    def _put_node(self, info: NodeInfo) -> None:
+        old = self._nodes.get(info.name)
         if old is not None:
             self._unclass(old)
-        self._nodes[name] = info
-        self._emptied = None
+        self._nodes[info.name] = info
+        if old is None or _static(old) != _static(info):
+            self._reshape()
         self._reclass(info)
+
+    def restore_node(
+        self,
+        info: NodeInfo,
+        *,
+        used: Mapping[str, int],
+        groups: Sequence[int] = (),
+        held: Mapping[str, int] | None = None,
+        jobs: Mapping[str, int] | None = None,
+    ) -> None:
+        """Put back a node as a record of the summary has it (:mod:`fleet.placement.snapshot`):
+        its requests in use, its groups' free NPUs before holds, its holds and its jobs' bound
+        pods (job key -> pods), instead of the pods themselves."""
+        if used:
+            self._used[info.name] = dict(used)
+        if groups:
+            self._restored_groups[info.name] = list(groups)
+        if held:
+            self._held[info.name] = dict(held)
+        for job, pods in (jobs or {}).items():
+            self._job_pods[job] = self._job_pods.get(job, 0) + pods
+            self._node_jobs.setdefault(info.name, {})[job] = pods
+        self._put_node(info)
 
     def remove_node(self, name: str) -> None:
         info = self._nodes.pop(name, None)
         if info is not None:
-            self._emptied = None
+            self._reshape()
             self._unclass(info)
             self._touch()
 
@@ -384,7 +455,7 @@ class MemberCapacity:
             return {}
         hw = info.hardware
         size = hw.group
-        left = [size] * info.groups
+        left = list(self._restored_groups.get(info.name) or [size] * info.groups)
         guessed: list[int] = []
         for _pod, (ids, npus) in sorted(self._devices.get(info.name, {}).items()):
             if not ids:
@@ -410,6 +481,10 @@ class MemberCapacity:
 
     def _touch(self) -> None:
         self.version = next(_COUNTER)
+
+    def _reshape(self) -> None:
+        self._emptied = None
+        self.shape = next(_COUNTER)
 
     def _add_used(self, node: str, requests: Mapping[str, int], sign: int) -> None:
         info = self._nodes.get(node)
@@ -459,3 +534,9 @@ class MemberCapacity:
         info.cls = cls
         for r, a in free:
             self._free_total[r] = self._free_total.get(r, 0) + max(a, 0)
+
+
+def _static(info: NodeInfo) -> tuple[object, ...]:
+    """What a fit reads of a node, but its usage and its readiness: a node whose heartbeat or
+    usage changed holds what it could ever hold."""
+    return (info.labels, info.taints, info.allocatable, info.npu_capacity, info.hardware, info.groups)

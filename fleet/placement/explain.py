@@ -26,7 +26,7 @@ from fleet.placement.node_constraints import BLOCKING_EFFECTS, tolerates_all
 from fleet.policy import ClusterAffinity
 from queues import format_quantity
 
-__all__ = ["NEVER", "explain_member", "explain_members", "never_fits"]
+__all__ = ["NEVER", "explain_member", "explain_members", "never_fits", "say_avoided"]
 
 
 def _nodes(n: int) -> str:
@@ -211,3 +211,23 @@ def never_fits(lines: Iterable[str]) -> bool:
     """Whether every member's line says the job can never fit it (and there is at least one)."""
     found = list(lines)
     return bool(found) and all(line.partition(": ")[2].startswith(NEVER) for line in found)
+
+
+def say_avoided(
+    line: str,
+    down: Collection[str],
+    refused: Mapping[str, str],
+    slow: Collection[str] = (),
+    cordoned: Collection[str] = (),
+) -> str:
+    """A member avoided because it is NotReady, degraded or cordoned (drained), or because it
+    refused the job, says so, not that the job failed there (the dispatcher's pending reasons and
+    the API's explanations word it alike)."""
+    member = line.split(":", 1)[0]
+    if member in cordoned:
+        return f"{member}: cordoned (spec.taints: cluster.karmada.io/unschedulable), takes no new jobs"
+    if member in refused:
+        return f"{member}: refused the job ({refused[member]})"
+    if member in slow:
+        return f"{member}: degraded (its calls keep timing out)"
+    return f"{member}: NotReady (failing its health probes)" if member in down else line

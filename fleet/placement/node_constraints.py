@@ -30,6 +30,7 @@ __all__ = [
 #: Taint effects that keep a pod off a node (``PreferNoSchedule`` only lowers its score).
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
+
 class SelectorError(ValueError):
     """A malformed selector, toleration or taint; the message names the field."""
 

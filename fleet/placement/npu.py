@@ -6,18 +6,20 @@ The rules themselves (sizes, groups, layouts, the schedule-policy vocabulary) ar
 
 * **which hardware it means** (:func:`job_hardware`), as MindCluster's volcano plugin picks a
   handler (``component/ascend-for-volcano/internal/npu/factory.go``, ``get910CardHandlerName``):
-  its ``huawei.com/schedule_policy`` first; else the ``accelerator-type`` its pods select; else the
+  its ``huawei.com/schedule_policy`` first (its rules, on any node: a policy never compares the
+  node's ``accelerator-type``); else the ``accelerator-type`` its pods select; else the
   ``ring-controller.atlas`` label (``ascend-910`` or ``ascend-910b``) limits it to that family's
   node types. A job that says none of these is placed by the rules of each node it may land on
   (the plugin would apply its 910 ``module`` rules to it: Fleet warns and does not guess);
-* **whether a node can take a pod** (:func:`rule_failure`): the hardware's node types and whole
-  node size, the NPU count single-node or distributed;
+* **whether a node can take a pod** (:func:`rule_failure`): the node types the pods select, the
+  handler's largest node (a policy never compares the node's ``accelerator-type``: see
+  :data:`fleet.ascend.SCHEDULE_POLICIES`), the NPU count single-node or distributed;
 * **which groups a pod's NPUs come from** (:func:`take`), on the free NPUs per group the capacity
   summary keeps per node class, in the order MindCluster's documents give (for 910 rings the
   "1, then 3, then 2, then 4 free" table; elsewhere the fullest group that still fits).
 
 Where MindCluster is ambiguous Fleet chooses and says so in a warning (:attr:`JobHardware.warnings`):
-a policy whose hardware contradicts the selected ``accelerator-type``, an ``sp-block`` (logical
+an ``sp-block`` (logical
 SuperPoD placement stays the member's), a soft-share request that differs from its aicoreQuota.
 """
 
@@ -120,17 +122,9 @@ def job_hardware(
     if hardware is None and selected is not None and len(selected) == 1:
         (only,) = selected
         hardware = node_hardware({ACCELERATOR_TYPE_LABEL: only})
-    if hardware is not None and hardware.accelerator_types:
-        if selected is not None and not selected & hardware.accelerator_types:
-            warnings.append(
-                f"{path}: {policy} is {hardware.name} (accelerator-type "
-                f"{', '.join(sorted(hardware.accelerator_types))}), but the pods select accelerator-type "
-                f"{', '.join(sorted(selected))}: no node can be both, so the job will not fit"
-            )
-        types = hardware.accelerator_types if selected is None else selected & hardware.accelerator_types
+    # A policy never compares the node's accelerator-type (fleet.ascend.SCHEDULE_POLICIES): only the
+    # pods' own nodeSelector narrows the node types.
     types_from = "the pods' nodeSelector"
-    if hardware is not None and policy is not None and SCHEDULE_POLICIES[policy] is hardware:
-        types_from = f"schedule policy {policy}"
     family = labels.get(RING_CONTROLLER_LABEL)
     if family in FAMILY_TYPES and hardware is None and selected is None:
         types = FAMILY_TYPES[family]
@@ -219,10 +213,12 @@ def rule_failure(
         return None
     if hardware is SOFT_SHARE and not shared:
         return f"schedule policy chip1-softShareDev needs nodes labelled {SOFT_SHARE_NODE_LABEL}=true"
-    if job.hardware is not None and hardware.node_npus and node_npus not in (None, hardware.node_npus):
+    largest = hardware.node_npus
+    if job.hardware is not None and largest and node_npus is not None and node_npus > largest:
+        source = f"schedule policy {job.policy}" if job.policy else "the pods' accelerator-type"
         return (
-            f"schedule policy {job.policy} ({hardware.name}) needs nodes of {hardware.node_npus} NPUs, "
-            f"these have {node_npus}"
+            f"{source} ({hardware.name}) takes nodes of at most {hardware.node_npus} NPUs "
+            f"(MindCluster's MaxNodeNPUNum), these have {node_npus}"
         )
     sizes = hardware.sizes(pods_in_job)
     if npus not in sizes:

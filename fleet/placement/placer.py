@@ -355,6 +355,35 @@ class Placer:
             self._own_write(member)
         return done
 
+    def shape(self) -> int:
+        """A number that changes whenever what some member could ever hold changes (a member
+        added, removed or relabelled, a node added, removed or changed, a member first listed):
+        what a job that can never fit waits for (:meth:`could_ever_fit`)."""
+        return hash(
+            tuple(
+                (cap.name, cap.shape, cap.listed, tuple(sorted(cap.labels.items())))
+                for cap in self._members.values()
+            )
+        )
+
+    def could_ever_fit(
+        self,
+        demand: Demand,
+        *,
+        affinity: ClusterAffinity | None = None,
+        member_labels: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> bool:
+        """Whether some member the job may go to (``affinity``) could hold it if every job there
+        ended (:meth:`MemberCapacity.emptied`), or is not listed yet: False means no release,
+        failover or wait will let it run, only a change of the fleet (:meth:`shape`)."""
+        for cap in self._members.values():
+            labels = (member_labels or {}).get(cap.name, cap.labels)
+            if affinity is not None and not affinity.allows(cap.name, labels):
+                continue
+            if not cap.listed or fit_member(cap.emptied(), demand) is not None:
+                return True
+        return False
+
     def explain(
         self,
         demand: Demand,

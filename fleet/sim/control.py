@@ -1,7 +1,7 @@
 """The simulator's control endpoint: fault injection and ``/metrics``, on a port of its own.
 
 ``POST /members/{member}/faults`` with ``{"fault": "down"|"up"|"503"|"ok"|"slow"|"node-notready"|
-"node-ready"|"fail-job"|"refuse-create", "ms": N, "node": NAME, "job": "NS/NAME", "always": bool,
+"node-ready"|"fail-job"|"refuse-create"|"wipe", "ms": N, "node": NAME, "job": "NS/NAME", "always": bool,
 "refusal": "invalid"|"forbidden"|"webhook"|"policy"|"no-crd", "probes": bool}`` applies one fault
 (``slow`` with ``"probes": false`` leaves the health endpoints fast) (``refuse-create``
 refuses the creates of ``job``, or of every job without one) and answers the member's fault state;
@@ -69,6 +69,9 @@ async def apply_fault(member: SimMember, body: Mapping[str, Any]) -> dict[str, A
             raise FaultRequestError(f"job: {job!r} must be NAMESPACE/NAME")
         member.operator.fail_job(namespace, name, always=bool(body.get("always")))
         member.t9k.fail_job(namespace, name)
+        member.jobsets.fail_job(namespace, name)
+        member.volcano.fail_job(namespace, name)
+        member.batch.fail_job(namespace, name)
     elif fault == "refuse-create":
         refusal = body.get("refusal")
         if refusal not in REFUSALS:
@@ -83,6 +86,8 @@ async def apply_fault(member: SimMember, body: Mapping[str, Any]) -> dict[str, A
         await member.down()
     elif fault == "up":
         await member.up()
+    elif fault == "wipe":
+        await member.wipe()
     elif fault == "503":
         member.faults.unavailable = True
     else:  # ok

@@ -9,8 +9,8 @@ stays an independent judge of Fleet's placements:
   ``huawei.com/schedule_policy``, else the ``accelerator-type`` its node selector names, else the
   node's own ``accelerator-type`` (the simulated plugin uses each node's own handler where a
   real one would fall back to its 910 module handler; Fleet documents the same choice);
-* which counts the handler takes single-node and distributed, and which node types and sizes a
-  policy's handler serves;
+* which counts the handler takes single-node and distributed, and the largest node a policy's
+  handler serves (``MaxNodeNPUNum``; no handler compares the node's ``accelerator-type`` label);
 * how it picks ids: 910 modules (``module910x8``) by HCCS ring (0-3, 4-7) in the order
   1, 3, 2, 4 free for one NPU, 2, 4, 3 for two, 4 for four, the whole node for eight; 910B x16
   (``module910bx16``) inside one 8-NPU ring, fullest first, 10/12/14 half in each ring; A3
@@ -60,7 +60,9 @@ class Handler:
     pick: str
     single: frozenset[int]
     multi: frozenset[int]
-    #: Node accelerator-types a policy's handler serves (empty: any) and its node size (0: any).
+    #: The node accelerator-types that select this handler by label (documentation only: a
+    #: policy's handler never reads the node's label) and the most NPUs a node may offer it
+    #: (``MaxNodeNPUNum``; 0: any).
     types: frozenset[str] = frozenset()
     node_size: int = 0
 
@@ -75,7 +77,7 @@ _HANDLERS: Final[dict[str, Handler]] = {
         "module", "hccs", frozenset({1, 2, 4, 8}), frozenset({1, 2, 4, 8}), frozenset({"module"}), 8
     ),
     "half": Handler("half", "hccs", frozenset({1, 2, 4}), frozenset({1, 2, 4}), frozenset({"half"}), 4),
-    "card": Handler("card", "flat", _r(1, 8), _r(1, 8)),
+    "card": Handler("card", "flat", _r(1, 8), _r(1, 8), node_size=8),
     "module-910b-8": Handler("module-910b-8", "flat", _r(1, 8), _r(1, 8), frozenset({"module-910b-8"}), 8),
     "module-910b-16": Handler(
         "module-910b-16",
@@ -87,7 +89,7 @@ _HANDLERS: Final[dict[str, Handler]] = {
     ),
     "module-a3-16": Handler("module-a3-16", "die", _EVEN16 | {1}, _EVEN16, frozenset({"module-a3-16"}), 16),
     "a3-8": Handler(
-        "a3-8", "die", _r(2, 8, 2) | {1}, _r(2, 8, 2), frozenset({"module-a3-8", "module-a3-8-super-pod"}), 8
+        "a3-8", "die", _r(2, 8, 2) | {1}, _r(2, 8, 2), frozenset({"module-a3-8", "module-a3-8-super-pod"}), 16
     ),
     "a3-16-sp": Handler("a3-16-sp", "die", _EVEN16 | {1}, _EVEN16, frozenset({"module-a3-16-super-pod"}), 16),
     "a3-8-sp": Handler(
@@ -101,11 +103,10 @@ _HANDLERS: Final[dict[str, Handler]] = {
     "950-sp": Handler("950-sp", "flat", _r(1, 8), frozenset({8}), node_size=8),
     "soft-share": Handler("soft-share", "share", _r(1, 100), _r(1, 100)),
 }
-_CARD_2 = Handler("card-2", "flat", _r(1, 8), _r(1, 8), node_size=2)
 
 #: common/util/constants.go's schedule_policy values -> factory.go's handler.
 _BY_POLICY: Final[dict[str, Handler | None]] = {
-    "chip1-node2": _CARD_2,
+    "chip1-node2": _HANDLERS["card"],
     "chip4-node4": _HANDLERS["half"],
     "chip8-node8": _HANDLERS["module-910b-8"],
     "chip8-node16": _HANDLERS["module-910b-16"],
@@ -159,9 +160,9 @@ def policy_reason(policy: str | None, node_labels: Mapping[str, str], node_npus:
         if node_labels.get(_SHARE_LABEL) != "true":
             return f"node(s) are not open to soft sharing ({_SHARE_LABEL})"
         return None
-    if handler.types and node_labels.get("accelerator-type") not in handler.types:
-        return f"node(s) didn't match huawei.com/schedule_policy {policy}"
-    if handler.node_size and node_npus != handler.node_size:
+    # The handler reads the node's devices, never its accelerator-type label: a node is refused
+    # only when it offers more NPUs than the handler's MaxNodeNPUNum (base/node.go).
+    if handler.node_size and node_npus > handler.node_size:
         return f"node(s) didn't match huawei.com/schedule_policy {policy}"
     return None
 

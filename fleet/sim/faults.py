@@ -7,6 +7,9 @@ an API server whose storage is slow still answers those from memory),
 and, while ``unavailable``, answered ``503`` with a Kubernetes ``Status`` (reason
 ``ServiceUnavailable``), as an API server behind a failing load balancer or etcd would.
 
+``wipe`` rebuilds the member empty (:meth:`fleet.sim.member.SimMember.wipe`): its nodes come back,
+every other object is gone and its resourceVersions start over, as a member restored from nothing.
+
 ``refuse-create`` makes the member refuse creates of custom resources (``POST /apis/<group>/
 <version>/namespaces/<ns>/<plural>``), of every job or of one (``NS/NAME``), with the ``Status``
 a real API server sends for that kind of refusal (:data:`REFUSALS`): its own validation of the
@@ -36,6 +39,7 @@ FAULTS: Final = {
     "node-ready": "NODE",
     "fail-job": "NS/NAME",
     "refuse-create": "REFUSAL",
+    "wipe": None,
 }
 
 #: The refusals ``refuse-create`` can answer with, each as the API server words it.

@@ -33,7 +33,7 @@ from typing import Any, Final
 from fleet import kubeflow
 from fleet.apiserver import COMPANION_KINDS, EVENT, NAMESPACE, NODE, POD, Registry, ResourceType, with_reviews
 from fleet.ascend import JOB_NAME_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL, Reason
-from fleet.workloads import ASCENDJOB, KINDS, MPIJOB, PYTORCHJOB, TFJOB
+from fleet.workloads import ASCENDJOB, KINDS, MPIJOB, PYTORCHJOB, RUNTIME_KINDS, TFJOB
 
 __all__ = [
     "SERVED",
@@ -45,7 +45,10 @@ __all__ = [
 ]
 
 #: The job kinds' resources, served by every simulated member.
-SERVED: Final[tuple[ResourceType, ...]] = tuple(adapter.resource for adapter in KINDS)
+SERVED: Final[tuple[ResourceType, ...]] = (
+    *(adapter.resource for adapter in KINDS),
+    *RUNTIME_KINDS,  # Kubeflow Trainer's runtimes, which its TrainJobs name
+)
 
 _KUBEFLOW_LABELS: Final = (kubeflow.JOB_NAME_LABEL, kubeflow.REPLICA_TYPE_LABEL, kubeflow.REPLICA_INDEX_LABEL)
 #: The MPI operator labels pods by role (``launcher``, ``worker``), not by replica type.

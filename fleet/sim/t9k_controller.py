@@ -5,7 +5,9 @@ It follows the state machine of the T9k seeds (``t9k-tensorflowtrainingjob.zh.tx
 
 * pods per replica: ``<job>-<type>-<index>`` for each ``spec.replicaSpecs`` entry; an MPIJob
   gets ``<job>-launcher`` (which requests nothing:
-  :func:`fleet.t9k.launcher_template`) and its workers;
+  :func:`fleet.t9k.launcher_template`; in the current shape, a launcher entry whose template has
+  a pod spec is that pod) and its workers, from ``spec.worker`` or from the ``type: worker``
+  entry of ``spec.replicaSpecs`` (T9k's tutorial repository's shape: :func:`_mpi_replicas`);
   ``Initialized`` once they exist, phase ``Pending``;
 * the pods are bound as a gang (all of them, or none) by the simulator's own scheduler
   (:func:`fleet.sim.scheduler.schedule_pods`, never Fleet's placement code); bound: ``Running``;
@@ -103,10 +105,8 @@ def replicas_of(job: Obj) -> list[tuple[str, int, Mapping[str, Any], str]]:
     """``(type, count, template, restartPolicy)`` per replica type, the main replica first."""
     spec = _spec(job)
     if job.get("kind") == T9K_MPIJOB.kind:
-        worker = spec.get("worker") or {}
-        template = worker.get("template") or {}
-        count = worker.get("replicas", 1)
-        return [(LAUNCHER, 1, launcher_template(template), "Never"), (WORKER, int(count), template, "Never")]
+        launcher, template, count = _mpi_replicas(spec)
+        return [(LAUNCHER, 1, launcher, "Never"), (WORKER, count, template, "Never")]
     out = []
     for replica in spec.get("replicaSpecs") or []:
         rtype = str(replica.get("type"))
@@ -120,6 +120,33 @@ def replicas_of(job: Obj) -> list[tuple[str, int, Mapping[str, Any], str]]:
         )
     order = {CHIEF: 0, WORKER: 1}
     return sorted(out, key=lambda r: order.get(r[0], 2))
+
+
+def _mpi_replicas(spec: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any], int]:
+    """An MPIJob's launcher template, worker template and worker count, in either shape.
+
+    The older shape (the seed ``t9k-mpijob.zh.txt``): one ``spec.worker``; the launcher is made
+    from its template. The current one (``t9k/tutorial-examples``
+    ``job/mpijob/horovod-torch/job.yaml``, ``horovod-keras/job.yaml``, ...): a ``spec.replicaSpecs``
+    list whose ``type: worker`` entry holds the workers and whose ``type: launcher`` entry
+    (``template: {}`` in every tutorial) leaves the launcher's pod to the controller unless its
+    template has a pod spec. A spec that writes both shapes, or lists no worker, cannot run
+    (the pass fails it ``InvalidSpec``)."""
+    entries = spec.get("replicaSpecs")
+    if entries is None:
+        worker = spec.get("worker") or {}
+        template = worker.get("template") or {}
+        return launcher_template(template), template, int(worker.get("replicas", 1))
+    if "worker" in spec:
+        raise ValueError("spec.worker and spec.replicaSpecs are two shapes of an MPIJob: write one")
+    by_type = {str(e.get("type")): e for e in entries if isinstance(e, Mapping)}
+    if WORKER not in by_type:
+        raise ValueError("spec.replicaSpecs lists no worker")
+    worker = by_type[WORKER]
+    template = worker.get("template") or {}
+    own = (by_type.get(LAUNCHER) or {}).get("template")
+    launcher = own if isinstance(own, Mapping) and own.get("spec") else launcher_template(template)
+    return launcher, template, int(worker.get("replicas", 1))
 
 
 def main_replica(job: Obj) -> str:
@@ -165,6 +192,22 @@ def build_pods(job: Obj) -> list[Obj]:
             pod_meta["ownerReferences"] = [owner]
             pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec})
     return pods
+
+
+def _replicas_if_valid(job: Obj) -> list[tuple[str, int, Mapping[str, Any], str]]:
+    """:func:`replicas_of`, or none for a spec that cannot run (failed ``InvalidSpec``)."""
+    try:
+        return replicas_of(job)
+    except (KeyError, TypeError, ValueError):
+        return []
+
+
+def _pods_if_valid(job: Obj) -> list[Obj]:
+    """:func:`build_pods`, or none for a spec that cannot run (failed ``InvalidSpec``)."""
+    try:
+        return build_pods(job)
+    except (KeyError, TypeError, ValueError):
+        return []
 
 
 def restarts(policy: str, code: int) -> bool:
@@ -276,7 +319,9 @@ class T9kController:
             self._active.pop(key, None)
             if (tracked := self._jobs.get(key)) is not None and tracked.uid == meta.get("uid"):
                 self._jobs.pop(key, None)
-            await self._delete_pods(event.object, [p["metadata"]["name"] for p in build_pods(event.object)])
+            await self._delete_pods(
+                event.object, [p["metadata"]["name"] for p in _pods_if_valid(event.object)]
+            )
 
     async def _watch_capacity(self, rt: ResourceType) -> None:
         async for _ in self.store.watch(rt, None, resource_version=None):
@@ -438,7 +483,7 @@ class T9kController:
         message: str,
     ) -> None:
         tracked = tracked or _Tracked(uid=str(job["metadata"].get("uid")))
-        wanted = build_pods(job)
+        wanted = _pods_if_valid(job)
         pods = await self._pods(job, wanted)
         policy = clean_up_policy(job)
         doomed = [
@@ -590,7 +635,7 @@ class T9kController:
         tasks: list[dict[str, Any]] = []
         replicas_key = "status" if job.get("kind") == T9K_MPIJOB.kind else "replicas"
         name = job["metadata"]["name"]
-        for rtype, count, _, _ in replicas_of(job):
+        for rtype, count, _, _ in _replicas_if_valid(job):
             entries: list[dict[str, Any]] = []
             for index in range(count):
                 pname = pod_name(name, rtype, index)

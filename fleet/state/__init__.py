@@ -92,38 +92,102 @@ The roles' own records
     (:mod:`fleet.state.member_capacity`).
 """
 
-from fleet.state.async_objects import AsyncObjects
-from fleet.state.dispatch_keys import (
-    DEFAULT_DISPATCH_KEYS,
-    EVICT_QUEUE,
-    PROPAGATE_QUEUE,
-    PURGE_QUEUE,
-    DispatchKeys,
-)
-from fleet.state.events import (
-    delete_events_for,
-    event_call,
-    event_name,
-    events_for,
-    record_event,
-    record_events,
-)
-from fleet.state.keys import DEFAULT_STATE_KEYS, StateKeys, kind_name
-from fleet.state.member_capacity import OBSERVED as CAPACITY_OBSERVED
-from fleet.state.member_capacity import parse_capacity
-from fleet.state.member_health import MemberHealth, read_health, write_health
-from fleet.state.member_health import parse as parse_health
-from fleet.state.objects import Objects
-from fleet.state.wire import text
+from typing import TYPE_CHECKING, Final
+
+from fleet.lazy_face import lazy_face
+
+if TYPE_CHECKING:
+    from fleet.state.async_objects import AsyncObjects
+    from fleet.state.copies import Copies, CopyEntry
+    from fleet.state.dispatch_keys import (
+        DEFAULT_DISPATCH_KEYS,
+        EVICT_QUEUE,
+        PROPAGATE_QUEUE,
+        PURGE_QUEUE,
+        DispatchKeys,
+    )
+    from fleet.state.events import (
+        delete_events_for,
+        event_call,
+        event_name,
+        events_for,
+        record_event,
+        record_events,
+    )
+    from fleet.state.keys import DEFAULT_STATE_KEYS, StateKeys, kind_name
+    from fleet.state.member_capacity import OBSERVED as CAPACITY_OBSERVED
+    from fleet.state.member_capacity import parse_capacity, parse_capacity_nodes
+    from fleet.state.member_health import MemberHealth, read_health, write_health
+    from fleet.state.member_health import parse as parse_health
+    from fleet.state.member_taints import (
+        NO_EXECUTE,
+        NO_SCHEDULE,
+        UNSCHEDULABLE_TAINT,
+        parse_taints,
+        read_taints,
+        scheduling,
+        unschedulable,
+        write_taints,
+    )
+    from fleet.state.objects import Objects
+    from fleet.state.wire import text
+
+# The face is lazy (PEP 562): a name is imported from its module when first used, so that
+# importing one name does not import the whole package (the CLI starts fast, issue 33).
+_FACE: Final[dict[str, tuple[str, str]]] = {
+    "NO_EXECUTE": ("fleet.state.member_taints", "NO_EXECUTE"),
+    "NO_SCHEDULE": ("fleet.state.member_taints", "NO_SCHEDULE"),
+    "UNSCHEDULABLE_TAINT": ("fleet.state.member_taints", "UNSCHEDULABLE_TAINT"),
+    "parse_taints": ("fleet.state.member_taints", "parse_taints"),
+    "read_taints": ("fleet.state.member_taints", "read_taints"),
+    "scheduling": ("fleet.state.member_taints", "scheduling"),
+    "unschedulable": ("fleet.state.member_taints", "unschedulable"),
+    "write_taints": ("fleet.state.member_taints", "write_taints"),
+    "AsyncObjects": ("fleet.state.async_objects", "AsyncObjects"),
+    "Copies": ("fleet.state.copies", "Copies"),
+    "CopyEntry": ("fleet.state.copies", "CopyEntry"),
+    "DEFAULT_DISPATCH_KEYS": ("fleet.state.dispatch_keys", "DEFAULT_DISPATCH_KEYS"),
+    "EVICT_QUEUE": ("fleet.state.dispatch_keys", "EVICT_QUEUE"),
+    "PROPAGATE_QUEUE": ("fleet.state.dispatch_keys", "PROPAGATE_QUEUE"),
+    "PURGE_QUEUE": ("fleet.state.dispatch_keys", "PURGE_QUEUE"),
+    "DispatchKeys": ("fleet.state.dispatch_keys", "DispatchKeys"),
+    "delete_events_for": ("fleet.state.events", "delete_events_for"),
+    "event_call": ("fleet.state.events", "event_call"),
+    "event_name": ("fleet.state.events", "event_name"),
+    "events_for": ("fleet.state.events", "events_for"),
+    "record_event": ("fleet.state.events", "record_event"),
+    "record_events": ("fleet.state.events", "record_events"),
+    "DEFAULT_STATE_KEYS": ("fleet.state.keys", "DEFAULT_STATE_KEYS"),
+    "StateKeys": ("fleet.state.keys", "StateKeys"),
+    "kind_name": ("fleet.state.keys", "kind_name"),
+    "CAPACITY_OBSERVED": ("fleet.state.member_capacity", "OBSERVED"),
+    "parse_capacity": ("fleet.state.member_capacity", "parse_capacity"),
+    "parse_capacity_nodes": ("fleet.state.member_capacity", "parse_capacity_nodes"),
+    "MemberHealth": ("fleet.state.member_health", "MemberHealth"),
+    "read_health": ("fleet.state.member_health", "read_health"),
+    "write_health": ("fleet.state.member_health", "write_health"),
+    "parse_health": ("fleet.state.member_health", "parse"),
+    "Objects": ("fleet.state.objects", "Objects"),
+    "text": ("fleet.state.wire", "text"),
+}
+
+
+lazy_face(__name__, _FACE)
+
 
 __all__ = [
     "CAPACITY_OBSERVED",
     "DEFAULT_DISPATCH_KEYS",
     "DEFAULT_STATE_KEYS",
     "EVICT_QUEUE",
+    "NO_EXECUTE",
+    "NO_SCHEDULE",
     "PROPAGATE_QUEUE",
     "PURGE_QUEUE",
+    "UNSCHEDULABLE_TAINT",
     "AsyncObjects",
+    "Copies",
+    "CopyEntry",
     "DispatchKeys",
     "MemberHealth",
     "Objects",
@@ -134,10 +198,16 @@ __all__ = [
     "events_for",
     "kind_name",
     "parse_capacity",
+    "parse_capacity_nodes",
     "parse_health",
+    "parse_taints",
     "read_health",
+    "read_taints",
     "record_event",
     "record_events",
+    "scheduling",
     "text",
+    "unschedulable",
     "write_health",
+    "write_taints",
 ]

@@ -50,6 +50,7 @@ import redis.asyncio
 from fleet.apiserver import (
     ADDED,
     DELETED,
+    FRESH_WAIT_SECONDS,
     MODIFIED,
     AlreadyExists,
     Conflict,
@@ -65,6 +66,7 @@ from fleet.apiserver import (
     new_object,
     not_found,
     parse_resource_version,
+    too_large,
     too_old,
     update_target,
     updated_object,
@@ -137,10 +139,13 @@ class AsyncObjects:
         *,
         history: int = 10_000,
         block_ms: int = 1000,
+        fresh_wait: float = FRESH_WAIT_SECONDS,
     ) -> None:
         if history < 1:
             raise ValueError("history must be at least 1 change")
         self.client = client
+        #: How long a watch from a version not reached yet waits for it (then 504, too_large).
+        self.fresh_wait = fresh_wait
         self.keys = keys
         self.history = history
         self.block_ms = block_ms
@@ -354,6 +359,7 @@ class AsyncObjects:
             if start is None:
                 backlog, seen = await self._snapshot(rt)
             else:
+                await self._reached(start)
                 backlog, seen = await self._since(rt, start), start
             for change in backlog:
                 seen = max(seen, change.rv)
@@ -381,6 +387,19 @@ class AsyncObjects:
                     yield event
         finally:
             self._unsubscribe(pump, queue)
+
+    async def _reached(self, start: int) -> None:
+        """Return once the store's version is at least ``start``; after :attr:`fresh_wait` without
+        it, raise :func:`~fleet.apiserver.store.too_large` (the watch ends with that Status)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.fresh_wait
+        while True:
+            current = int(await self.client.get(self.keys.version) or 0)
+            if current >= start:
+                return
+            if loop.time() >= deadline:
+                raise too_large(start, current)
+            await asyncio.sleep(min(0.1, max(0.0, deadline - loop.time())))
 
     async def _snapshot(self, rt: ResourceType) -> tuple[builtins.list[Change], int]:
         pipe = self.client.pipeline(transaction=True)

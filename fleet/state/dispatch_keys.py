@@ -46,6 +46,13 @@ class DispatchKeys(KeySpace):
         return "inflight"
 
     @key()
+    def copies(self) -> str:
+        """Sorted set, all at score 0: ``member|job key|uid|attempt`` of every member copy that
+        may exist, from the moment its attempt is sent until the copy is known gone
+        (:mod:`fleet.state.copies`): what the syncer checks each member's copies against."""
+        return "copies"
+
+    @key()
     def left(self) -> str:
         """Set: ``member|uid|attempt`` of the member copies that deleted jobs left in place
         (purgeMode Never): never purged as orphans; an entry goes when its copy does."""
@@ -65,10 +72,23 @@ class DispatchKeys(KeySpace):
         return "health"
 
     @key()
+    def taints(self) -> str:
+        """Hash: member -> JSON list of its taints (``[{key, effect}]``, as Karmada's Cluster
+        ``spec.taints``): ``fleet member cordon`` and ``drain`` set them
+        (:mod:`fleet.state.member_taints`)."""
+        return "taints"
+
+    @key()
     def capacity(self) -> str:
         """Hash: member -> JSON of its capacity view as the dispatcher's feed last saw it
         (:mod:`fleet.dispatch.capacity_publisher`)."""
         return "capacity"
+
+    @key()
+    def capacity_nodes(self) -> str:
+        """Hash: member -> JSON of its capacity node by node, as the dispatcher's feed last saw
+        it (:mod:`fleet.placement.snapshot`): what the API explains jobs with."""
+        return "capacity-nodes"
 
     @key()
     def syncers(self) -> str:

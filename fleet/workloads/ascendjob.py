@@ -13,9 +13,10 @@ The operator's own rules are ``validateJob`` in MindCluster's ascend-operator
   (``validateLeader``); a pytorch or tensorflow job always has its leader, a mindspore job
   without a Scheduler only when its workers take at most one NPU in all (``checkReplicaSpecs``:
   ``jobTotalRequest``, the ``huawei.com/`` request of each Worker's ``ascend`` container);
-* replica counts lie in 1..:data:`MAX_REPLICAS` (``validateReplicas``: at most ``maxReplicas``;
-  Fleet also refuses 0, which earlier operators refused and a job of no pod cannot be placed),
-  ``minAvailable`` in 1..total replicas;
+* replica counts lie in 0..:data:`MAX_REPLICAS` (``validateReplicas`` refuses only a negative
+  count and more than ``maxReplicas``: a type with ``replicas: 0`` is accepted and makes no pod;
+  Fleet refuses a job whose types are all 0, a gang of no pod it cannot place), ``minAvailable``
+  in 1..total replicas;
 * every template has a container named ``ascend`` (``validateContainer``);
 * ``spec.successPolicy`` is ``""`` or ``AllWorkers`` (``validateBasicInfo``); a
   ``scaleout-type`` label, when set, is RoCE or UBoE in any case (``CheckAcJobScaleOutTypeLabel``,
@@ -334,8 +335,11 @@ class AscendJobAdapter(ReplicaSpecAdapter):
                 )
             if rtype == leader and spec.replicas != 1:
                 errors.append(FieldError(f"{path}.replicas", f"must be 1 for the {framework} leader"))
-            elif not 1 <= spec.replicas <= MAX_REPLICAS:
-                errors.append(FieldError(f"{path}.replicas", f"must be between 1 and {MAX_REPLICAS}"))
+            elif spec.replicas < 0:
+                errors.append(FieldError(f"{path}.replicas", f"can not be negative, but got {spec.replicas}"))
+            elif spec.replicas > MAX_REPLICAS:
+                why = f"can not be larger than {MAX_REPLICAS}, but got {spec.replicas}"
+                errors.append(FieldError(f"{path}.replicas", why))
             if spec.restart_policy is not None and spec.restart_policy not in RESTART_POLICIES:
                 errors.append(
                     FieldError(
@@ -350,9 +354,12 @@ class AscendJobAdapter(ReplicaSpecAdapter):
             errors += [FieldError(c.field, c.message, c.reason) for c in causes]
         errors += _leader_errors(framework, leader, specs, raw)
         total = sum(s.replicas for s in specs.values())
-        counts_ok = bool(specs) and all(1 <= s.replicas <= MAX_REPLICAS for s in specs.values())
+        counts_ok = bool(specs) and all(0 <= s.replicas <= MAX_REPLICAS for s in specs.values())
+        if counts_ok and total == 0:
+            why = "must ask for at least one pod (every replicas is 0)"
+            errors.append(FieldError("spec.replicaSpecs", why))
         min_available = job.min_available
-        if counts_ok and min_available is not None and not 1 <= min_available <= total:
+        if counts_ok and total and min_available is not None and not 1 <= min_available <= total:
             errors.append(
                 FieldError(
                     "spec.runPolicy.schedulingPolicy.minAvailable",

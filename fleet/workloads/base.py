@@ -13,22 +13,24 @@ adapter (and its simulated controller) and one line there, not touching them.
 
 from __future__ import annotations
 
-import copy
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 
-from fleet.apiserver import ResourceType, label_value
+from fleet.apiserver import ResourceType, clone, label_value
+from fleet.jobset import JOBSET_STATUS_FIELDS
 from fleet.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
 from fleet.members import Resource
 from fleet.placement import Demand
 
 __all__ = [
     "DEFAULT_QUEUE",
+    "KUEUE_QUEUE_LABEL",
     "MIRRORED_FIELDS",
     "RUN_POLICY_PRIORITY_CLASS",
     "RUN_POLICY_QUEUE",
+    "Dependent",
     "FieldError",
     "InvalidWorkload",
     "Outcome",
@@ -92,7 +94,32 @@ class UnknownKind(LookupError):
 
 #: The ``status`` fields besides conditions that some kind mirrors from its member copy; the fleet
 #: object drops one its member copy no longer has.
-MIRRORED_FIELDS: Final = ("phase", "tasks", "aggregate")
+MIRRORED_FIELDS: Final = (
+    "phase",
+    "tasks",
+    "aggregate",
+    *JOBSET_STATUS_FIELDS,
+    "jobsStatus",
+    # Volcano's Job (fleet.workloads.volcano_jobs.MIRRORED_STATUS)
+    "state",
+    "minAvailable",
+    "taskStatusCount",
+    "pending",
+    "running",
+    "succeeded",
+    "failed",
+    "terminating",
+    "unknown",
+    "retryCount",
+    "version",
+    "runningDuration",
+    # Kubernetes' batch/v1 Job (fleet.workloads.batch_jobs.MIRRORED_STATUS)
+    "active",
+    "ready",
+    "completedIndexes",
+    "failedIndexes",
+    "uncountedTerminatedPods",
+)
 
 
 class Outcome(enum.Enum):
@@ -268,6 +295,26 @@ class Pausable(Protocol):
 
 
 @runtime_checkable
+class Dependent(Protocol):
+    """A kind whose member copy needs other objects in the member first (a Kubeflow TrainJob its
+    training runtime): the dispatcher creates each before the copy, as ``propagateDeps`` sends a
+    ConfigMap, and leaves one the member already has as it is."""
+
+    def dependencies(self, obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The bodies to create in the member (each with apiVersion, kind, namespaced metadata)."""
+        ...
+
+    def resolve(
+        self,
+        obj: dict[str, Any],
+        lookup: Callable[[ResourceType, str | None, str], Mapping[str, Any] | None],
+    ) -> None:
+        """At submission, record on ``obj`` what it depends on as ``lookup`` finds it at the fleet
+        (its demand and :meth:`dependencies` are made of that record)."""
+        ...
+
+
+@runtime_checkable
 class PodEvidence(Protocol):
     """A kind whose operator may never say on the job that its gang waits (Kubeflow's training
     and MPI operators leave that to the scheduler): when ``reads_pods``, the syncer reads a
@@ -301,6 +348,11 @@ class QueueNaming(Protocol):
 #: so at the fleet it means "the leaf of the job's namespace", as naming no queue does (the
 #: samples of every kind name it).
 DEFAULT_QUEUE: Final = "default"
+
+#: Kueue's queue label (``constants.QueueLabel`` in kubernetes-sigs/kueue ``pkg/controller/constants``):
+#: a job written for Kueue names its LocalQueue here, on any kind Kueue integrates. At the fleet it
+#: names the job's quota leaf (:func:`fleet.jobs.submit.queue_source`).
+KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 
 #: Where AscendJob and the Kubeflow kinds name their queue (``RunPolicy.SchedulingPolicy.Queue``
 #: of kubeflow/common, copied into the PodGroup's ``spec.queue``).
@@ -390,7 +442,7 @@ def fleet_label_errors(obj: Mapping[str, Any]) -> list[FieldError]:
 
 def member_metadata(obj: Mapping[str, Any], fleet_uid: str, attempt: int) -> dict[str, Any]:
     """The fleet object's metadata minus server-owned fields, plus :func:`fleet_labels`."""
-    meta = copy.deepcopy(dict(obj.get("metadata") or {}))
+    meta = clone(dict(obj.get("metadata") or {}))
     for name in _SERVER_FIELDS:
         meta.pop(name, None)
     meta["namespace"] = meta.get("namespace") or "default"

@@ -60,14 +60,13 @@ still waiting to run is classified from its pods (:attr:`WorkloadStatus.unschedu
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, ClassVar, Final
 
 from pydantic import Field, StrictBool, StrictStr, ValidationError
 
-from fleet.apiserver import PrinterColumn, ResourceType, dns1035_label, validate_pod_template
+from fleet.apiserver import PrinterColumn, ResourceType, clone, dns1035_label, validate_pod_template
 from fleet.kubeflow import (
     CLEAN_POD_POLICIES,
     GROUP,
@@ -105,7 +104,6 @@ __all__ = [
     "pytorchjob",
     "tfjob",
 ]
-
 
 
 def _resource(kind: str, version: str, short_names: tuple[str, ...] = ()) -> ResourceType:
@@ -237,7 +235,7 @@ class KubeflowAdapter(ReplicaSpecAdapter):
         """The spec without ``runPolicy.suspend`` (a ``runPolicy`` left empty by it goes too:
         adding ``suspend: false`` where there was none changes nothing else)."""
         raw = obj.get("spec")
-        spec = copy.deepcopy(dict(raw)) if isinstance(raw, Mapping) else {}
+        spec = clone(dict(raw)) if isinstance(raw, Mapping) else {}
         run = spec.get("runPolicy")
         if isinstance(run, dict):
             run.pop("suspend", None)

@@ -17,13 +17,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from fleet.apiserver import ResourceType
 from fleet.workloads.ascendjob import ascendjob
 from fleet.workloads.base import UnknownKind, WorkloadAdapter
+from fleet.workloads.batch_jobs import batch_job
+from fleet.workloads.jobset import jobset
 from fleet.workloads.kubeflow_jobs import mpijob, pytorchjob, tfjob
+from fleet.workloads.mpijob_v1 import MPIJOB_V1
 from fleet.workloads.t9k_jobs import t9k_mpijob, t9k_tfjob
+from fleet.workloads.trainjob import CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME, trainjob
+from fleet.workloads.volcano_jobs import vcjob
 
 __all__ = [
     "KINDS",
+    "OTHER_VERSIONS",
+    "RUNTIME_KINDS",
     "JobRef",
     "adapter_by_resource",
     "adapter_for",
@@ -33,7 +41,9 @@ __all__ = [
     "ref_for",
 ]
 
-#: Every job kind, one line each. The first one's keys carry no kind (see the module doc).
+#: Every job kind, one line each. The first one's keys carry no kind (see the module doc). The
+#: order is discovery's: Kubernetes' batch/v1 Job before Volcano's, as kube-apiserver lists its own
+#: groups before CRDs', so ``kubectl get jobs`` (and ``jobs.batch``) is Kubernetes' Job.
 KINDS: Final[tuple[WorkloadAdapter, ...]] = (
     ascendjob,
     pytorchjob,
@@ -41,7 +51,20 @@ KINDS: Final[tuple[WorkloadAdapter, ...]] = (
     mpijob,
     t9k_tfjob,
     t9k_mpijob,
+    jobset,
+    trainjob,
+    batch_job,
+    vcjob,
 )
+
+#: Other served versions of a kind of :data:`KINDS`, one line each: stored at the kind's own
+#: version (``storage_version``), converted on the way in and out by the API.
+OTHER_VERSIONS: Final[tuple[ResourceType, ...]] = (MPIJOB_V1,)
+
+#: Kinds a job kind depends on, served and stored at the fleet, never queued; one line each:
+#: Kubeflow Trainer's runtimes. A member gets one before a job that needs it
+#: (:class:`fleet.workloads.base.Dependent`), so it serves the namespaced ones.
+RUNTIME_KINDS: Final[tuple[ResourceType, ...]] = (TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME)
 
 _BY_RESOURCE: Final = {(a.resource.group, a.resource.plural): a for a in KINDS}
 _BY_TYPE: Final = {(a.api_version, a.kind): a for a in KINDS}

@@ -19,11 +19,10 @@ and keeps the rest. What they share:
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from fleet.apiserver import ResourceType
+from fleet.apiserver import ResourceType, clone
 from fleet.placement import ReplicaTemplate
 from fleet.workloads.base import (
     RUN_POLICY_QUEUE,
@@ -165,7 +164,7 @@ class ReplicaSpecAdapter:
             "apiVersion": obj.get("apiVersion"),
             "kind": obj.get("kind"),
             "metadata": member_metadata(obj, fleet_uid, attempt),
-            "spec": copy.deepcopy(dict(obj.get("spec") or {})),
+            "spec": clone(dict(obj.get("spec") or {})),
         }
         labels = fleet_labels(obj, fleet_uid, attempt)
         for rtype, spec in self.replica_specs(body["spec"]):

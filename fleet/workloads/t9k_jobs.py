@@ -6,10 +6,24 @@ reference (``t9k/user-docs``, ``docs/reference/api/build-console/jobs/``) descri
 * a TensorFlowTrainingJob lists its replicas in ``spec.replicaSpecs`` (``type``: chief, worker,
   ps or evaluator, each once; ``replicas``, default 1; ``restartPolicy``: Never (default),
   OnFailure, Always or ExitCode; a pod ``template``); the chief, else worker 0, decides success;
-* an MPIJob has one ``spec.worker`` (``replicas``, ``cmd``, ``extraMPIArgs``, a template with a
-  container named ``mpi-worker``), plus ``mca``, ``ssh``, ``mpiHome``; its controller adds one
-  launcher pod that runs ``mpirun`` (it requests nothing:
-  :func:`fleet.t9k.launcher_template`);
+* an MPIJob is written in one of two shapes, never both (:meth:`MPIJobAdapter._check`):
+
+  - the older: one ``spec.worker`` (``replicas``, ``cmd``, ``extraMPIArgs``, a template with a
+    container named ``mpi-worker``; T9k's later documents, ``t9k/user-manuals``
+    ``src/modules/workflows/workflowtemplate.md``, write the processes a worker runs as
+    ``processesPerWorker`` and in-place process restarts as ``processRecovery: {enable, limit}``
+    instead of ``extraMPIArgs`` ``-N`` and ``--enable-recovery --max-restarts``: both are
+    accepted and passed to the member as written), plus ``mca``, ``ssh``, ``mpiHome``; its
+    controller adds one launcher pod that runs ``mpirun`` (it requests nothing:
+    :func:`fleet.t9k.launcher_template`);
+  - the current, as T9k's tutorial repository writes every MPIJob since August 2025
+    (``t9k/tutorial-examples`` ``job/mpijob/horovod-torch/job.yaml``, ``job_gpu.yaml``;
+    ``horovod-keras/job.yaml``, ``job_gpu.yaml``, ``job_gpu_t9ksched.yaml``; commit 3557344):
+    ``spec.mpiConfig`` (``mca``, ``home``, ``extraArgs``, ``script``: what ``mpirun`` runs,
+    required) and a ``spec.replicaSpecs`` list of ``type: worker`` (required; ``replicas``, a
+    template with a container named ``worker``) and ``type: launcher`` (one replica; its
+    ``template: {}`` there leaves the launcher to the controller, as in the older shape: it
+    requests nothing; a launcher template with a pod spec of its own is counted as written);
 * ``spec.runPolicy``: ``backoffLimit`` (restarts shared by all replicas), ``activeDeadlineSeconds``
   and the clean-up policy; ``spec.scheduler.t9kScheduler``: ``queue`` (required) and ``priority``
   (0 to 100); ``spec.runMode``: ``debug`` and ``pause``.
@@ -26,7 +40,6 @@ retried elsewhere) unless the main replica was killed by its environment
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Annotated, Any, Final
@@ -37,6 +50,7 @@ from fleet.apiserver import (
     DNS1035_LABEL_MAX_LENGTH,
     PrinterColumn,
     ResourceType,
+    clone,
     dns1035_label,
     validate_pod_template,
 )
@@ -46,7 +60,11 @@ from fleet.t9k import (
     CHIEF,
     CLEAN_UP_POLICIES,
     LAUNCHER,
+    MPI_REPLICA_SPECS_SHAPE_FIELDS,
+    MPI_REPLICA_TYPES,
     MPI_WORKER_CONTAINER,
+    MPI_WORKER_SHAPE_FIELDS,
+    REPLICA_SPECS_WORKER_CONTAINER,
     REPLICA_TYPE_LABEL,
     RESTART_POLICIES,
     T9K_GROUP,
@@ -217,9 +235,17 @@ class _TfJob(_Open):
     spec: _TfSpec
 
 
+class _ProcessRecovery(_Open):
+    enable: StrictBool | None = None
+    limit: Int32 | None = None
+
+
 class _MpiWorker(_Open):
     replicas: Int32 = 1
     extra_mpi_args: list[StrictStr] = Field(default_factory=list, alias="extraMPIArgs")
+    #: The later docs' spelling of ``-N <n>`` and ``--enable-recovery --max-restarts <n>``.
+    processes_per_worker: Int32 | None = Field(default=None, alias="processesPerWorker")
+    process_recovery: _ProcessRecovery | None = Field(default=None, alias="processRecovery")
     cmd: list[StrictStr] = Field(min_length=1)
     template: _Template
 
@@ -236,19 +262,51 @@ class _MpiRunPolicy(_Open):
     clean_up_workers: StrictBool | StrictStr | None = Field(default=None, alias="cleanUpWorkers")
 
 
-class _MpiSpec(_Open):
-    worker: _MpiWorker
-    mca: dict[str, StrictStr] = Field(default_factory=dict)
+class _MpiCommon(_Open):
+    """What both MPIJob shapes write alike."""
+
     ssh: _Ssh | None = None
-    mpi_home: StrictStr | None = Field(default=None, alias="mpiHome")
     run_policy: _MpiRunPolicy | None = Field(default=None, alias="runPolicy")
     scheduler: _Scheduler | None = None
     run_mode: _RunMode | None = Field(default=None, alias="runMode")
 
 
+class _MpiSpec(_MpiCommon):
+    worker: _MpiWorker
+    mca: dict[str, StrictStr] = Field(default_factory=dict)
+    mpi_home: StrictStr | None = Field(default=None, alias="mpiHome")
+
+
 class _MpiJob(_Open):
     metadata: _Metadata
     spec: _MpiSpec
+
+
+class _MpiConfig(_Open):
+    """``spec.mpiConfig`` of the current shape: what the older one wrote as ``spec.mca``,
+    ``spec.mpiHome``, ``worker.extraMPIArgs`` and ``worker.cmd``."""
+
+    mca: dict[str, StrictStr] = Field(default_factory=dict)
+    home: StrictStr | None = None
+    extra_args: list[StrictStr] = Field(default_factory=list, alias="extraArgs")
+    script: list[StrictStr] = Field(min_length=1)
+
+
+class _MpiReplica(_Open):
+    type: StrictStr
+    replicas: Int32 = 1
+    #: The launcher's is ``{}`` in T9k's tutorials (the controller makes its pod).
+    template: dict[str, Any] = Field(default_factory=dict)
+
+
+class _MpiReplicaSpecsSpec(_MpiCommon):
+    replica_specs: list[_MpiReplica] = Field(alias="replicaSpecs")
+    mpi_config: _MpiConfig = Field(alias="mpiConfig")
+
+
+class _MpiReplicaSpecsJob(_Open):
+    metadata: _Metadata
+    spec: _MpiReplicaSpecsSpec
 
 
 def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -400,7 +458,7 @@ class T9kAdapter(ReplicaSpecAdapter):
     def without_pause_switch(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """The spec without ``runMode.pause.enabled`` (``enable``): T9k lets a user flip it at any
         time, and nothing else (not even ``resumeSpecs``)."""
-        spec = copy.deepcopy(dict(_spec(obj)))
+        spec = clone(dict(_spec(obj)))
         run_mode = spec.get("runMode")
         pause = run_mode.get("pause") if isinstance(run_mode, dict) else None
         if isinstance(run_mode, dict) and isinstance(pause, dict):
@@ -438,7 +496,7 @@ class T9kAdapter(ReplicaSpecAdapter):
                 **({"lastTransitionTime": stamp} if stamp else {}),
             }
             conditions = [c for c in native if c.get("type") != state] + [last]
-        extra = {k: copy.deepcopy(status[k]) for k in MIRRORED_FIELDS if k in status}
+        extra = {k: clone(status[k]) for k in MIRRORED_FIELDS if k in status}
         return WorkloadStatus(
             state=state,
             reason=reason,
@@ -590,17 +648,55 @@ class TensorFlowTrainingJobAdapter(T9kAdapter):
 
 
 class MPIJobAdapter(T9kAdapter):
+    """T9k's MPIJob in either of its shapes (the module's docstring): ``spec.worker`` or
+    ``spec.mpiConfig`` with ``spec.replicaSpecs``. Both make the same pods: one launcher (the
+    main replica) and the workers, placed as one gang."""
+
     resource = T9K_MPIJOB
 
     def replica_specs(self, spec: Mapping[str, Any]) -> list[tuple[str, Any]]:
-        """One ``spec.worker``; the launcher is the controller's, not written in the spec."""
+        """The older shape: one ``spec.worker`` (the launcher is the controller's, not written).
+        The current: the ``spec.replicaSpecs`` entries by ``type``; a launcher whose template has
+        no pod spec (``template: {}``) is left out, as the controller makes that pod from the
+        worker's template (labels and node affinity included)."""
+        if _is_replica_specs_shape(spec):
+            out = []
+            for entry in spec.get("replicaSpecs") or []:
+                if not isinstance(entry, Mapping):
+                    continue
+                rtype = str(entry.get("type"))
+                if rtype == LAUNCHER and not _has_pod_spec(entry.get("template")):
+                    continue
+                out.append((rtype, entry))
+            return out
         worker = spec.get("worker")
         return [(WORKER, worker)] if isinstance(worker, Mapping) else []
 
     def replica_path(self, rtype: str) -> str:
-        return "spec.worker"
+        return "spec.worker" if rtype == WORKER else f"spec.replicaSpecs[type={rtype}]"
 
     def _check(self, obj: Mapping[str, Any]) -> tuple[list[ReplicaTemplate], list[FieldError]]:
+        spec = obj.get("spec")
+        spec = spec if isinstance(spec, Mapping) else {}
+        older = [f for f in MPI_WORKER_SHAPE_FIELDS if f in spec]
+        current = [f for f in MPI_REPLICA_SPECS_SHAPE_FIELDS if f in spec]
+        if older and current:
+            return [], [
+                FieldError(
+                    f"spec.{field}",
+                    f"may not be set with spec.{older[0]}: an MPIJob is written either with "
+                    "spec.worker (and spec.mca, spec.mpiHome) or with spec.replicaSpecs and "
+                    "spec.mpiConfig (T9k's current shape), not both",
+                    "FieldValueForbidden",
+                )
+                for field in current
+            ]
+        # The older shape's rules where only its fields are written; the current shape's
+        # otherwise (with neither written, what the user is told is required is today's shape).
+        return self._check_worker(obj) if older else self._check_replica_specs(obj)
+
+    def _check_worker(self, obj: Mapping[str, Any]) -> tuple[list[ReplicaTemplate], list[FieldError]]:
+        """The older shape: ``spec.worker``."""
         try:
             job = _MpiJob.model_validate(obj)
         except ValidationError as exc:
@@ -612,26 +708,15 @@ class MPIJobAdapter(T9kAdapter):
         worker = spec.worker
         if worker.replicas < 1:
             errors.append(FieldError("spec.worker.replicas", "must be at least 1"))
-        containers = worker.template.spec.get("containers")
-        names = (
-            [c.get("name") for c in containers if isinstance(c, Mapping)]
-            if isinstance(containers, list)
-            else []
+        if worker.processes_per_worker is not None and worker.processes_per_worker < 1:
+            errors.append(FieldError("spec.worker.processesPerWorker", "must be at least 1"))
+        recovery = worker.process_recovery
+        if recovery is not None and recovery.limit is not None and recovery.limit < 0:
+            errors.append(FieldError("spec.worker.processRecovery.limit", "must be non-negative"))
+        errors += _container_error(worker.template.spec, MPI_WORKER_CONTAINER, "spec.worker.template")
+        errors += _absolute_path_errors(
+            (spec.ssh.sshd_path if spec.ssh else None, "spec.ssh.sshdPath"), (spec.mpi_home, "spec.mpiHome")
         )
-        if MPI_WORKER_CONTAINER not in names:
-            errors.append(
-                FieldError(
-                    "spec.worker.template.spec.containers",
-                    f"must have a container named {MPI_WORKER_CONTAINER}: it runs the MPI processes",
-                    "FieldValueRequired",
-                )
-            )
-        for key, path in (
-            (spec.ssh.sshd_path if spec.ssh else None, "spec.ssh.sshdPath"),
-            (spec.mpi_home, "spec.mpiHome"),
-        ):
-            if key is not None and not key.startswith("/"):
-                errors.append(FieldError(path, f"{key!r} must be an absolute path"))
         errors += _pod_name_error(job.metadata.name, WORKER, worker.replicas, "spec.worker")
         raw = obj["spec"]["worker"]["template"]
         errors += _template_errors(raw, "spec.worker.template")
@@ -639,8 +724,123 @@ class MPIJobAdapter(T9kAdapter):
         workers = ReplicaTemplate(WORKER, max(worker.replicas, 0), raw, "spec.worker.template")
         return [launcher, workers], errors
 
+    def _check_replica_specs(self, obj: Mapping[str, Any]) -> tuple[list[ReplicaTemplate], list[FieldError]]:
+        """The current shape (``t9k/tutorial-examples`` ``job/mpijob/horovod-torch/job.yaml``...):
+        ``spec.mpiConfig`` and ``spec.replicaSpecs``. A worker entry is required (at least one
+        replica, a pod template with a container named ``worker``); a launcher entry may be
+        left out (the controller makes it either way) and has exactly one replica. The demand:
+        the launcher (nothing but a pod slot unless its template has a pod spec of its own,
+        then that pod's requests), then every worker by its template."""
+        try:
+            job = _MpiReplicaSpecsJob.model_validate(obj)
+        except ValidationError as exc:
+            return [], pydantic_errors(exc)
+        spec = job.spec
+        errors = _common_errors(job.metadata, spec.run_policy, spec.run_mode, [LAUNCHER, WORKER])
+        if spec.run_policy is not None:
+            errors += _clean_up_error(spec.run_policy.clean_up_workers, "spec.runPolicy.cleanUpWorkers")
+        errors += _absolute_path_errors(
+            (spec.ssh.sshd_path if spec.ssh else None, "spec.ssh.sshdPath"),
+            (spec.mpi_config.home, "spec.mpiConfig.home"),
+        )
+        raw = obj["spec"]["replicaSpecs"]
+        found: dict[str, int] = {}
+        for i, replica in enumerate(spec.replica_specs):
+            path = f"spec.replicaSpecs[{i}]"
+            if replica.type not in MPI_REPLICA_TYPES:
+                errors.append(
+                    FieldError(
+                        f"{path}.type",
+                        f"{replica.type!r} is not a replica type of an MPIJob "
+                        f"({', '.join(MPI_REPLICA_TYPES)})",
+                        "FieldValueNotSupported",
+                    )
+                )
+                continue
+            if replica.type in found:
+                errors.append(
+                    FieldError(f"{path}.type", f"{replica.type!r} is listed twice", "FieldValueDuplicate")
+                )
+                continue
+            found[replica.type] = i
+            if replica.type == WORKER:
+                if replica.replicas < 1:
+                    errors.append(FieldError(f"{path}.replicas", "must be at least 1"))
+                if not _has_pod_spec(replica.template):
+                    errors.append(
+                        FieldError(
+                            f"{path}.template.spec",
+                            "is required: the workers' pod template runs the MPI processes",
+                            "FieldValueRequired",
+                        )
+                    )
+                    continue
+                errors += _container_error(
+                    replica.template["spec"], REPLICA_SPECS_WORKER_CONTAINER, f"{path}.template"
+                )
+                errors += _pod_name_error(job.metadata.name, WORKER, replica.replicas, path)
+            elif replica.replicas != 1:
+                errors.append(
+                    FieldError(f"{path}.replicas", "must be 1: an MPIJob has one launcher, which runs mpirun")
+                )
+            if _has_pod_spec(replica.template):
+                errors += _template_errors(raw[i]["template"], f"{path}.template")
+        if WORKER not in found:
+            errors.append(
+                FieldError(
+                    "spec.replicaSpecs",
+                    "must list the workers (an entry of type: worker): they run the MPI processes",
+                    "FieldValueRequired",
+                )
+            )
+            return [], errors
+        w = found[WORKER]
+        worker_path = f"spec.replicaSpecs[{w}].template"
+        worker_raw = raw[w].get("template") or {}
+        at = found.get(LAUNCHER)
+        if at is not None and _has_pod_spec(raw[at].get("template")):
+            launcher = ReplicaTemplate(LAUNCHER, 1, raw[at]["template"], f"spec.replicaSpecs[{at}].template")
+        else:
+            launcher = ReplicaTemplate(LAUNCHER, 1, launcher_template(worker_raw), worker_path)
+        count = max(spec.replica_specs[w].replicas, 0)
+        return [launcher, ReplicaTemplate(WORKER, count, worker_raw, worker_path)], errors
+
     def main_replica(self, types: Sequence[str]) -> str:
         return LAUNCHER
+
+
+def _is_replica_specs_shape(spec: Mapping[str, Any]) -> bool:
+    return any(f in spec for f in MPI_REPLICA_SPECS_SHAPE_FIELDS) and "worker" not in spec
+
+
+def _has_pod_spec(template: object) -> bool:
+    """Whether a replica's template writes a pod spec (T9k's tutorials give the launcher ``{}``)."""
+    return isinstance(template, Mapping) and isinstance(template.get("spec"), Mapping)
+
+
+def _container_error(pod_spec: Mapping[str, Any], name: str, template_path: str) -> list[FieldError]:
+    """The worker's MPI container, found by its name."""
+    containers = pod_spec.get("containers")
+    names = (
+        [c.get("name") for c in containers if isinstance(c, Mapping)] if isinstance(containers, list) else []
+    )
+    if name in names:
+        return []
+    return [
+        FieldError(
+            f"{template_path}.spec.containers",
+            f"must have a container named {name}: it runs the MPI processes",
+            "FieldValueRequired",
+        )
+    ]
+
+
+def _absolute_path_errors(*paths: tuple[str | None, str]) -> list[FieldError]:
+    return [
+        FieldError(path, f"{value!r} must be an absolute path")
+        for value, path in paths
+        if value is not None and not value.startswith("/")
+    ]
 
 
 #: The T9k adapters (listed in :mod:`fleet.workloads.registry`).

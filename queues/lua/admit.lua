@@ -107,14 +107,21 @@ if mode == 'pending' then
   local strict, out = ARGV[4] == '1', {}
   local jobs = {}
   for i = 5, #ARGV do jobs[#jobs + 1] = ARGV[i] end
-  local recs = {}
+  local recs, parked = {}, {}
   for i = 1, #jobs, 1000 do
-    local part = redis.call('HMGET', K_PENDING, unpack(jobs, i, math.min(i + 999, #jobs)))
-    for k = 1, #part do recs[i + k - 1] = part[k] end
+    local last = math.min(i + 999, #jobs)
+    local part = redis.call('HMGET', K_PENDING, unpack(jobs, i, last))
+    local out_of_line = redis.call('HMGET', K_PARKED, unpack(jobs, i, last))
+    for k = 1, #part do
+      recs[i + k - 1] = part[k]
+      parked[i + k - 1] = out_of_line[k]
+    end
   end
   for i, job in ipairs(jobs) do
     local rec = recs[i]
-    if rec and not TAKEN[job] then
+    if rec and parked[i] then
+      out[i] = '-1\tjob ' .. escaped(job) .. ' is parked: out of line until what refuses it changes'
+    elseif rec and not TAKEN[job] then
       out[i] = decide(job, rec, true, strict)
     else
       out[i] = admitted_on(job) or '-1\tjob ' .. escaped(job) .. ' is neither pending nor admitted'

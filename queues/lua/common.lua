@@ -468,8 +468,9 @@ end
 -- Returns derived[node] = {field = decimal string} (zeros left out),
 -- queued[leaf] = {score, member, ...}, classes[leaf][class] = {score, member, ...} and
 -- running[leaf] = {job, ...}; or nil and {kind, leaf, job} for the first job whose leaf
--- has no node.
-local function derive(names, chain_fn, info_fn, governed, limit_fn)
+-- has no node. `parked` (job -> true, park.lua) leaves those jobs out of every queue and count.
+local function derive(names, chain_fn, info_fn, governed, limit_fn, parked)
+  parked = parked or {}
   local used, pending, queued, classes, running, want = {}, {}, {}, {}, {}, {}
   local admitted = redis.call('HGETALL', K_ADMITTED)
   for i = 1, #admitted, 2 do
@@ -496,7 +497,8 @@ local function derive(names, chain_fn, info_fn, governed, limit_fn)
     local leaf, score, seq, req = parse_record(records[i + 1])
     local chain = chain_fn(leaf)
     if not chain then return nil, {'pending', leaf, records[i]} end
-    local counted = true  -- as fits_ever, under the tree being derived for
+    -- A parked job (park.lua) is in no queue and counted nowhere.
+    local counted = not parked[records[i]]  -- and as fits_ever, under the tree derived for
     for k = 1, #req, 2 do
       local r, amount = req[k], req[k + 1]
       if counted and amount > 0 and governed[r] then
@@ -519,18 +521,20 @@ local function derive(names, chain_fn, info_fn, governed, limit_fn)
         end
       end
     end
-    local q = queued[leaf]
-    if not q then q = {}; queued[leaf] = q end
-    local member = member_of(seq, records[i])
-    q[#q + 1] = score
-    q[#q + 1] = member
-    local by_class = classes[leaf]
-    if not by_class then by_class = {}; classes[leaf] = by_class end
-    local cls = class_of(req, governed)
-    local c = by_class[cls]
-    if not c then c = {}; by_class[cls] = c end
-    c[#c + 1] = score
-    c[#c + 1] = member
+    if not parked[records[i]] then
+      local q = queued[leaf]
+      if not q then q = {}; queued[leaf] = q end
+      local member = member_of(seq, records[i])
+      q[#q + 1] = score
+      q[#q + 1] = member
+      local by_class = classes[leaf]
+      if not by_class then by_class = {}; classes[leaf] = by_class end
+      local cls = class_of(req, governed)
+      local c = by_class[cls]
+      if not c then c = {}; by_class[cls] = c end
+      c[#c + 1] = score
+      c[#c + 1] = member
+    end
   end
   local derived, due, parents, mins_by, children = {}, {}, {}, {}, {}
   for _, n in ipairs(names) do

@@ -8,6 +8,9 @@ local names = redis.call('SMEMBERS', K_NODES)
 if #names == 0 then names = {IMPLICIT_ROOT} end
 local chains = {}
 local limits = {}
+local parked = {}
+local parked_all = redis.call('HGETALL', K_PARKED)
+for i = 1, #parked_all, 2 do parked[parked_all[i]] = true end
 local derived, queued, classes, running = derive(names, function(leaf)
   if chains[leaf] == nil then chains[leaf] = chain_of(leaf) or false end
   return chains[leaf] or nil
@@ -26,7 +29,7 @@ end, governed_set(redis.call('HGET', K_META, 'resources')), function(name, resou
     limits[key] = limit
   end
   return limit or nil
-end)
+end, parked)
 if not derived then
   return {-1, 'job ' .. queued[3] .. ' is ' .. queued[1] .. ' on ' .. queued[2] ..
               ', which the tree does not hold'}

@@ -108,14 +108,18 @@ def test_each_role_runs_with_arguments_its_parser_accepts(rendered: list[Doc], t
                 stand_in.touch()
                 value = str(stand_in)
             local.append(f"{name}={value}" if value else name)
-        command = main.commands[role]
+        command = main.get_command(click.Context(main), role)
+        assert command is not None
         try:
             context = command.make_context(f"fleet {role}", local)
         except click.UsageError as error:  # BadParameter and NoSuchOption are UsageErrors
             pytest.fail(f"{deployment['metadata']['name']}: fleet {role} {' '.join(args)}: {error}")
         ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-        assert context.params["metrics_port"] == ports["metrics"]
-        assert context.params["metrics_host"] == "0.0.0.0"
+        if role == "api":  # its /metrics is on its HTTPS port, for a metrics reader's token only
+            assert context.params["metrics_port"] is None and "metrics" not in ports
+        else:
+            assert context.params["metrics_port"] == ports["metrics"]
+            assert context.params["metrics_host"] == "0.0.0.0"
         if role == "api":
             assert context.params["port"] == ports["https"]
             assert context.params["tls_cert_file"] is not None and context.params["token_file"] is not None
@@ -159,14 +163,32 @@ def test_the_roles_are_highly_available_and_budgeted(rendered: list[Doc]) -> Non
     )
 
 
+def _selects(selector: Doc, labels: dict[str, str]) -> bool:
+    """Whether a label selector (matchLabels, matchExpressions In/NotIn) selects ``labels``."""
+    if not selector.get("matchLabels", {}).items() <= labels.items():
+        return False
+    for rule in selector.get("matchExpressions", []):
+        inside = labels.get(rule["key"]) in rule["values"]
+        if inside != (rule["operator"] == "In"):
+            return False
+    return True
+
+
 def test_prometheus_scrapes_every_role_and_grafana_gets_the_dashboard(rendered: list[Doc]) -> None:
-    monitor = next(d for d in rendered if d["kind"] == "PodMonitor")
-    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
-    selector = monitor["spec"]["selector"]["matchLabels"]
-    endpoints = {e["port"] for e in monitor["spec"]["podMetricsEndpoints"]}
+    monitors = [d for d in rendered if d["kind"] == "PodMonitor"]
+    assert {m["apiVersion"] for m in monitors} == {"monitoring.coreos.com/v1"}
     for deployment, container in _fleet_containers(rendered):
-        assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
-        assert endpoints <= {p["name"] for p in container["ports"]}
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        scraping = [m for m in monitors if _selects(m["spec"]["selector"], labels)]
+        assert len(scraping) == 1, deployment["metadata"]["name"]
+        [endpoint] = scraping[0]["spec"]["podMetricsEndpoints"]
+        assert endpoint["port"] in {p["name"] for p in container["ports"]}
+        if container["args"][0] == "api":  # the API's /metrics needs a metrics reader's token
+            assert (endpoint["port"], endpoint["scheme"]) == ("https", "https")
+            assert endpoint["authorization"]["credentials"] == {
+                "name": "fleet-metrics-reader",
+                "key": "token",
+            }
     maps = [d for d in rendered if d["kind"] == "ConfigMap"]
     dashboard = next(d for d in maps if "grafana_dashboard" in d["metadata"]["labels"])
     on_disk = (DEPLOY / "base" / "grafana" / "fleet-dashboard.json").read_text()
@@ -185,3 +207,27 @@ def test_the_evaluation_overlay_brings_a_redis_and_points_the_roles_at_it() -> N
     assert url == f"redis://{service['metadata']['name']}:{service['spec']['ports'][0]['port']}/0"
     redis_args = _deployments(docs)["fleet-redis"]["spec"]["template"]["spec"]["containers"][0]["args"]
     assert redis_args[redis_args.index("--appendfsync") + 1] == "always"
+
+
+def test_metrics_ports_stay_inside_the_namespace(rendered: list[Doc]) -> None:
+    """Issue 34: every role's plain metrics port is reachable from its namespace (and from the
+    namespaces labelled as Prometheus'), nothing else of a role is open; the API's HTTPS port is
+    the endpoint, open to all (each request is authenticated)."""
+    policies = [d for d in rendered if d["kind"] == "NetworkPolicy"]
+    for deployment, container in _fleet_containers(rendered):
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        covering = [p for p in policies if _selects(p["spec"]["podSelector"], labels)]
+        assert covering and all(p["spec"]["policyTypes"] == ["Ingress"] for p in covering)
+        rules = [rule for p in covering for rule in p["spec"].get("ingress", [])]
+        opened = {port["port"] for rule in rules for port in rule["ports"]}
+        names = {p["name"] for p in container["ports"]}
+        assert opened & names == names, deployment["metadata"]["name"]
+        for rule in rules:
+            ports = {port["port"] for port in rule["ports"]}
+            if "metrics" in ports:
+                sources = rule["from"]
+                assert {"podSelector": {}} in sources  # the namespace's own pods
+                assert all(set(s) <= {"podSelector", "namespaceSelector"} for s in sources)
+                assert not any("ipBlock" in s for s in sources)
+            else:
+                assert ports == {"https"} and container["args"][0] == "api", rule

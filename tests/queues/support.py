@@ -23,12 +23,16 @@ def make_tree(root: dict[str, Any]) -> ElasticQuotaTree:
     return tree
 
 
-def assert_invariants(ledger: Ledger) -> None:
+def assert_invariants(ledger: Ledger, lowered: dict[tuple[str, str], int] | None = None) -> None:
     """DESIGN.md invariants 1 and 2, computed from the job records without the engine's code.
 
-    1. no node uses more than a max it names (max-jobs included);
+    1. no node uses more than a max it names (max-jobs included), except where a tree applied
+    lowered that max below what was in use (issue 33, req. 4, as Kubernetes' ResourceQuota):
+    ``lowered`` holds those (node, resource) with the use seen then, and there use may only fall
+    until it is within the max again (the dict is updated: the checks see a run of steps);
     2. every counter equals the sum over the admitted jobs (pending counts, over the pending jobs
-    that could ever be admitted, and queues likewise), and no job is both pending and admitted.
+    that could ever be admitted and are not parked out of line, and queues likewise), and no job
+    is both pending and admitted.
     """
     tree = ledger.tree()
     ancestors: dict[str, list[str]] = {IMPLICIT_ROOT: [IMPLICIT_ROOT]}
@@ -46,8 +50,10 @@ def assert_invariants(ledger: Ledger) -> None:
                 up = parents[up]
             ancestors[name] = chain
     admitted = ledger.records()
-    pending = ledger.pending.records()
+    parked = ledger.parked()
+    pending = {job: r for job, r in ledger.pending.records().items() if job not in parked}
     assert not set(admitted) & set(pending), "a job is both pending and admitted"
+    assert set(parked) <= set(ledger.pending.records()), "a parked job that is not pending"
     expected: dict[str, dict[str, int]] = {name: {} for name in ancestors}
     waiting: dict[str, int] = {}
     for record in admitted.values():
@@ -66,7 +72,13 @@ def assert_invariants(ledger: Ledger) -> None:
         assert usages[name] == expected[name], f"invariant 2 broken at {name}"
         for resource, limit in limits.get(name, {}).items():
             used = usages[name].get(resource, 0)
-            assert used <= limit, f"invariant 1 broken at {name}: {resource} {used} > {limit}"
+            allowed = (lowered or {}).get((name, resource), limit)
+            assert used <= max(limit, allowed), f"invariant 1 broken at {name}: {resource} {used} > {limit}"
+            if lowered is not None:
+                if used > limit:
+                    lowered[(name, resource)] = used
+                else:
+                    lowered.pop((name, resource), None)
     assert {n: c for n, c in ledger.pending_counts().items() if c} == waiting
     if tree is not None:
         assert set(ledger.nodes()) == set(ancestors)
@@ -76,6 +88,22 @@ def assert_invariants(ledger: Ledger) -> None:
     for leaf in ancestors:
         assert ledger.pending.peek(leaf, 10**6) == queued.get(leaf, [])
     assert ledger.rebuild() == []
+
+
+def over_max(ledger: Ledger) -> dict[tuple[str, str], int]:
+    """(node, resource) -> use, where use is above the node's max (a tree lowered it)."""
+    tree = ledger.tree()
+    if tree is None:
+        return {}
+    usages = ledger.usages([node.name for _, _, node in tree.walk()])
+    out = {}
+    for _, _, node in tree.walk():
+        for resource in node.max:
+            limit = node.limit(resource)
+            used = usages.get(node.name, {}).get(resource, 0)
+            if limit is not None and used > limit:
+                out[(node.name, resource)] = used
+    return out
 
 
 def pending_wants(ledger: Ledger) -> dict[str, dict[str, int]]:
@@ -90,7 +118,10 @@ def pending_wants(ledger: Ledger) -> dict[str, dict[str, int]]:
     }
     governed = {r for _, _, node in tree.walk() for r in (*node.max, *node.min)}
     out: dict[str, dict[str, int]] = {}
-    for record in ledger.pending.records().values():
+    parked = ledger.parked()
+    for job, record in ledger.pending.records().items():
+        if job in parked:
+            continue
         chain = [record.leaf]
         while chain[-1] in parents:
             chain.append(parents[chain[-1]])

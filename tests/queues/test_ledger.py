@@ -339,17 +339,39 @@ def test_apply_refuses_to_lose_jobs_or_break_limits(ledger: Ledger, redis_client
     without_b = {"name": "root", "children": [{"name": "a", "namespaces": ["team-a"]}]}
     with pytest.raises(ApplyRefused, match=r"^root/b: still has pending job b-1; a node with pending"):
         ledger.apply(make_tree(without_b))
-    smaller_a = two_teams()
-    smaller_a["children"][0] = {"name": "a", "max": {"cpu": 3}, "namespaces": ["team-a"]}
-    with pytest.raises(ApplyRefused, match=r"^root/a: max.cpu 3 is below the 4 in use; release jobs first$"):
-        ledger.apply(make_tree(smaller_a))
-    with pytest.raises(ApplyRefused, match=r"^root: max.kube-queue/max-jobs 0 is below the 1 in use"):
-        ledger.apply(make_tree(two_teams(**{MAX_JOBS: 0})))
     with pytest.raises(VersionConflict, match="the applied tree is version 1, not 7"):
         ledger.apply(make_tree(two_teams(root_cpu=12)), expected_version=7)
     assert {key: redis_client.dump(key) for key in sorted(redis_client.keys("*"))} == before
     assert ledger.apply(make_tree(two_teams(root_cpu=12)), expected_version=1).version == 2
     assert_invariants(ledger)
+
+
+def test_a_max_lowered_below_use_is_applied_with_a_warning_and_holds_new_jobs(ledger: Ledger) -> None:
+    """As Kubernetes' ResourceQuota takes a hard limit below its use (issue 33, req. 4)."""
+    ledger.apply(make_tree(two_teams()))
+    assert ledger.admit("a-1", "a", {"cpu": 4 * CPU}).admitted
+    smaller_a = two_teams(**{MAX_JOBS: 1})
+    smaller_a["children"][0] = {"name": "a", "max": {"cpu": 3}, "namespaces": ["team-a"]}
+    applied = ledger.apply(make_tree(smaller_a))
+    assert (applied.version, applied.changed) == (2, True)
+    assert [str(w) for w in applied.lowered] == [
+        "root/a: max.cpu 3 is below the 4 in use: the admitted jobs keep running, new ones wait until "
+        "use falls below it"
+    ]
+    assert ledger.state("a-1") is JobState.ADMITTED
+    assert ledger.usage("a") == {"cpu": 4 * CPU, MAX_JOBS: 1}
+    refused = ledger.admit("a-2", "a", {"cpu": CPU})
+    assert not refused.admitted and refused.refusal is not None
+    assert refused.reason == "quota root/a: cpu 4 used + 1 requested exceeds max 3"
+    # max-jobs likewise: a second job waits for the first while the root allows one.
+    assert not ledger.admit("b-1", "b", {"cpu": CPU}).admitted
+    ledger.release("a-1")
+    assert ledger.admit("a-2", "a", {"cpu": 3 * CPU}).admitted
+    fewer = ledger.apply(make_tree(two_teams(**{MAX_JOBS: 0})))
+    assert [str(w) for w in fewer.lowered] == [
+        "root: max.kube-queue/max-jobs 0 is below the 1 in use: the admitted jobs keep running, new ones "
+        "wait until use falls below it"
+    ]
 
 
 def test_unbound_namespace_and_unknown_node_change_nothing(ledger: Ledger, redis_client: redis.Redis) -> None:

@@ -20,7 +20,7 @@ from queues import (
     RefusalKind,
 )
 from queues.quantity import MAX_JOBS
-from tests.queues.support import assert_invariants, expected_refusal, make_tree, pending_wants
+from tests.queues.support import assert_invariants, expected_refusal, make_tree, over_max, pending_wants
 
 RESOURCES = ("cpu", "huawei.com/Ascend910")
 NAMES = [f"n{i}" for i in range(8)]
@@ -80,6 +80,7 @@ class LedgerMachine(RuleBasedStateMachine):
         self.client.flushall()
         self.ledger = Ledger(self.client)
         self.accepted: set[str] = set()
+        self.lowered: dict[tuple[str, str], int] = {}
         self.serial = 0
 
     def leaves(self) -> list[str]:
@@ -114,10 +115,25 @@ class LedgerMachine(RuleBasedStateMachine):
             if decision.admitted:
                 self.accepted.add(job)
 
+    @rule(data=st.data(), why=st.sampled_from(["fleet", "quota"]))
+    def park(self, data: st.DataObject, why: str) -> None:
+        pending = sorted(set(self.ledger.pending.records()) - set(self.ledger.parked()))
+        if pending:
+            job = data.draw(st.sampled_from(pending))
+            assert self.ledger.park([job], why) == 1
+            assert self.ledger.parked()[job][1] == why
+
+    @rule(why=st.sampled_from(["", "fleet", "quota"]))
+    def unpark(self, why: str) -> None:
+        parked = self.ledger.parked()
+        back = self.ledger.unpark(why)
+        assert back == len([j for j, (_, w) in parked.items() if not why or w == why])
+
     @rule(data=st.data(), strict=st.booleans(), tries=st.integers(1, 6))
     def admit_pending(self, data: st.DataObject, strict: bool, tries: int) -> None:
         for _ in range(tries):
-            pending = sorted(self.ledger.pending.records().items())
+            parked = self.ledger.parked()
+            pending = sorted((j, r) for j, r in self.ledger.pending.records().items() if j not in parked)
             if not pending:
                 return
             job, record = data.draw(st.sampled_from(pending))
@@ -178,10 +194,12 @@ class LedgerMachine(RuleBasedStateMachine):
             assert self.ledger.version() == version
         else:
             assert applied.version == version + (1 if applied.changed else 0)
+            # A max lowered below use is applied (issue 33, req. 4): use may only fall there.
+            self.lowered.update(over_max(self.ledger))
 
     @invariant()
     def invariants_hold(self) -> None:
-        assert_invariants(self.ledger)
+        assert_invariants(self.ledger, self.lowered)
         states = {job: self.ledger.state(job) for job in self.accepted}
         assert JobState.ABSENT not in states.values(), "an accepted job was lost"
 

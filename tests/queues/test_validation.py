@@ -392,3 +392,38 @@ def test_an_attribute_fleet_does_not_know_is_a_warning_naming_it() -> None:
 def test_a_dotted_name_must_still_be_a_dns_subdomain(name: str) -> None:
     with pytest.raises(TreeInvalid, match="must be a DNS-1123 subdomain"):
         load(doc(root({"name": name})))
+
+
+def test_a_priority_cap_is_an_integer_no_user_may_exceed() -> None:
+    """``fleet.io/max-priority`` (issue 34): an integer up to 1,000,000,000, else an error naming
+    the node and the attribute; the lowest cap of the job's leaf chain and its namespace's chain
+    holds, so two teams sharing a leaf keep their own."""
+    from queues import HIGHEST_USER_PRIORITY, MAX_PRIORITY_ATTRIBUTE, PriorityCap, priority_cap
+
+    for bad in ("high", "2000000000", "1.5"):
+        source = doc(root({"name": "a", "namespaces": ["a"], "attributes": {MAX_PRIORITY_ATTRIBUTE: bad}}))
+        with pytest.raises(TreeInvalid) as caught:
+            load(source)
+        assert [str(p) for p in caught.value.problems] == [
+            f"root/a: attributes.{MAX_PRIORITY_ATTRIBUTE}: {bad!r} is not an integer from -2147483648 to "
+            "1000000000 (the highest priority a user may define; higher ones are the system's)"
+        ]
+    shared = {
+        "name": "shared",
+        "attributes": {"fleet.io/available-in-namespaces": "team-a,team-b", MAX_PRIORITY_ATTRIBUTE: "5000"},
+    }
+    tree, _ = load(
+        doc(
+            root(
+                {"name": "a", "namespaces": ["team-a"], "attributes": {MAX_PRIORITY_ATTRIBUTE: "100"}},
+                {"name": "b", "namespaces": ["team-b"], "attributes": {MAX_PRIORITY_ATTRIBUTE: "1000"}},
+                {"name": "c", "namespaces": ["team-c"]},
+                shared,
+            )
+        )
+    )
+    assert priority_cap(tree, "team-a", "shared") == PriorityCap(100, "a")
+    assert priority_cap(tree, "team-b", "shared") == PriorityCap(1000, "b")
+    assert priority_cap(tree, "team-c", "c") == PriorityCap(HIGHEST_USER_PRIORITY, "")
+    assert priority_cap(tree, "team-b", "b") == PriorityCap(1000, "b")
+    assert priority_cap(None, "team-a", "root") == PriorityCap(HIGHEST_USER_PRIORITY, "")

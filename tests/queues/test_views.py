@@ -223,9 +223,10 @@ def test_a_waiting_job_knows_its_place_and_its_exact_blocker(ledger: Ledger) -> 
         high.blocker("queued in root-team-a-a2") == f"quota root: {NPU} 32 used + 8 requested exceeds max 32"
     )
     huge = job_wait(ledger, "b/huge")
-    assert huge is not None and huge.never == Refusal(RefusalKind.MAX, "root/b", NPU, 0, 40, 32)
+    # The ledger's figures: what root/b uses now (its admitted jobs), not an empty tree's 0.
+    assert huge is not None and huge.never == Refusal(RefusalKind.MAX, "root/b", NPU, 20, 40, 32)
     assert huge.blocker("x") == (
-        f"can never be admitted: quota root/b: {NPU} 0 used + 40 requested exceeds max 32; "
+        f"can never be admitted: quota root/b: {NPU} 20 used + 40 requested exceeds max 32; "
         "it waits for the tree to change"
     )
     # Not pending: admitted or unknown.

@@ -11,10 +11,11 @@ from typing import Any
 
 import redis
 
+from fleet.jobs import Wait, step
 from fleet.jobs.phases import FleetReason, Phase
-from fleet.jobs.status import set_state
 from fleet.state import Objects, record_event
 from queues import Ledger
+from tests.support.job_states import admit
 from tests.support.kinds import FLEET_ASCENDJOB
 
 __all__ = ["dispatch_once"]
@@ -32,10 +33,9 @@ def dispatch_once(client: redis.Redis, keys: list[str], *, member: str = "member
             state, reason, message = Phase.QUEUED, FleetReason.QUOTA_EXCEEDED, str(decision.refusal)
 
         def change(obj: dict[str, Any], s: str = state, r: str = reason, m: str = message) -> dict[str, Any]:
-            status = obj.setdefault("status", {})
             if s == Phase.ADMITTED:
-                status.update(cluster=member, attempt=1)
-            set_state(status, s, r, m)
+                return admit(obj, member, attempt=1, message=m)
+            obj["status"] = step(obj, Wait(r, m)) or obj["status"]
             return obj
 
         stored = objects.mutate(FLEET_ASCENDJOB, namespace, name, change)

@@ -52,8 +52,11 @@ class FleetApiThread:
         poll_interval: float = 0.2,
         bookmark_interval: float = 0.5,
         tls: bool = False,
+        fresh_wait: float = 3.0,
     ) -> None:
         self.client = client
+        #: How long a list or watch from a version not reached waits (kube-apiserver: 3 s).
+        self._fresh_wait = fresh_wait
         #: With ``tls``, served over HTTPS with a private CA's certificate (kubectl sends bearer
         #: tokens only over HTTPS); ``kubeconfig()`` then carries the CA.
         self.certificates = make_certificates("127.0.0.1") if tls else None
@@ -89,6 +92,7 @@ class FleetApiThread:
             poll_interval=self._poll_interval,
             bookmark_interval=self._bookmark_interval,
             block_ms=100,
+            fresh_wait=self._fresh_wait,
         )
         files = None
         if self.certificates is not None:

@@ -115,8 +115,12 @@ CARD_POOL: dict[str, Any] = {
 
 
 def _topology_file(topology: Topology | Mapping[str, Any] | Path | None, directory: Path) -> Path:
-    if topology is None:
-        return DEFAULT_TOPOLOGY
+    if topology is None:  # the default fleet, its jobs 30 s long as the tests have always run them
+        data = yaml.safe_load(DEFAULT_TOPOLOGY.read_text())
+        data["simulation"]["jobDurationSeconds"] = 30
+        path = directory / "topology.yaml"
+        path.write_text(yaml.safe_dump(data))
+        return path
     if isinstance(topology, Path):
         return topology
     data = (

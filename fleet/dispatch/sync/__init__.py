@@ -5,6 +5,7 @@ is handed, by the composer, the concerns it calls; the composer's docstring says
 which thread, what they share and why, and the order of a round.
 """
 
+from fleet.dispatch.sync.audit import CopyAudit
 from fleet.dispatch.sync.companion_changes import follow_companions
 from fleet.dispatch.sync.copies import MemberCopy, Seen
 from fleet.dispatch.sync.failover import EXCLUDE_DOWN_SECONDS, Failover
@@ -18,6 +19,7 @@ from fleet.dispatch.sync.stale import StaleCopies
 
 __all__ = [
     "EXCLUDE_DOWN_SECONDS",
+    "CopyAudit",
     "CopyObserver",
     "Failover",
     "Finalizers",

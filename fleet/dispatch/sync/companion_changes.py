@@ -14,6 +14,7 @@ from rq import Retry
 from fleet.apiserver import COMPANION_KINDS, Gone
 from fleet.dispatch.context import Context
 from fleet.dispatch.sync.shared import log
+from fleet.dispatch.tasks import resync_companions, sync_companion
 from fleet.members import DELETED
 
 __all__ = ["follow_companions"]
@@ -21,13 +22,13 @@ __all__ = ["follow_companions"]
 
 def follow_companions(ctx: Context, stop: threading.Event) -> None:
     """Follow the companions' change stream from the moment the syncer starts, when one resync
-    (``fleet.dispatch.tasks.resync_companions``) brings up to date what changed while no syncer
+    (:func:`fleet.dispatch.tasks.resync_companions`) brings up to date what changed while no syncer
     followed; until ``stop`` is set."""
     since: dict[str, str] = {}
     while not stop.is_set():
         try:
             if not since:  # (again) from now: what changed before is brought up to date once
-                ctx.queue.enqueue("fleet.dispatch.tasks.resync_companions", job_timeout=600, failure_ttl=3600)
+                ctx.queue.enqueue(resync_companions, job_timeout=600, failure_ttl=3600)
             for rt in COMPANION_KINDS:
                 if rt.kind not in since:
                     since[rt.kind] = ctx.objects.resource_version()
@@ -37,7 +38,7 @@ def follow_companions(ctx: Context, stop: threading.Event) -> None:
                     if event.type == DELETED or not meta.get("name"):
                         continue
                     ctx.queue.enqueue(
-                        "fleet.dispatch.tasks.sync_companion",
+                        sync_companion,
                         rt.kind,
                         meta.get("namespace"),
                         meta["name"],

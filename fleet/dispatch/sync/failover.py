@@ -9,8 +9,8 @@ failover), each ends the attempt and hands the job back to be placed again
   for exponentially longer), or whose gang waited in ``PodGroupPending`` longer than the policy's
   toleration (``Blame.MEMBER``: the member could not really run it, avoided from the first
   time). Its copy is purged by the policy's ``purgeMode`` (:mod:`fleet.dispatch.sync.stale`).
-* **The copy vanished** (deleted in the member by someone else): handed back, counted as a
-  failure (an evicted job's is requeued instead).
+* A copy that is gone is not a failure of the job: :mod:`~fleet.dispatch.sync.audit` ends its
+  attempt (``CopyLost``).
 * **Cluster failover**: a member NotReady longer than a job's ``tolerationSeconds`` (counted
   from its health record's ``since``, and only once a probe of this syncer confirmed the
   record) loses that job, handed back without counting as a failure; its copy is purged when the
@@ -25,14 +25,17 @@ from typing import Any, Final
 from prometheus_client import Counter
 
 from fleet.dispatch.context import policy_for
-from fleet.dispatch.handback import Blame, give_back
-from fleet.dispatch.preemption import is_being_preempted, requeued
+from fleet.dispatch.handback import give_back
+from fleet.dispatch.preemption import is_being_preempted
 from fleet.dispatch.sync.copies import MemberCopy
 from fleet.dispatch.sync.gangs import GangWaits
 from fleet.dispatch.sync.shared import Shared, log
 from fleet.dispatch.sync.stale import StaleCopies
 from fleet.jobs import (
     FINISHED,
+    Attempt,
+    Blame,
+    Ending,
     FleetReason,
     Phase,
     attempt_of,
@@ -79,13 +82,10 @@ class Failover:
         outcome = give_back(
             self.ctx,
             ident.key,
-            ident.uid,
-            ident.attempt,
-            member=ident.member,
+            Attempt(ident.uid, ident.attempt, ident.member),
             reason=FleetReason.APPLICATION_FAILOVER,
             message=message,
-            count_failure=True,
-            blame=blame,
+            ending=Ending(count_failure=True, blame=blame),
             last_seen=seen,
         )
         with self.shared.lock:
@@ -122,32 +122,6 @@ class Failover:
                     blame=Blame.MEMBER,
                 )
 
-    def vanished(self, ident: MemberCopy, obj: dict[str, Any] | None) -> None:
-        """The copy ``ident`` went from its member (``obj``: its fleet job, read after): hand the
-        job back if that was its current attempt, running there."""
-        member = ident.member
-        if obj is None or obj["metadata"].get("uid") != ident.uid or obj["metadata"].get("deletionTimestamp"):
-            return
-        if attempt_of(obj) != ident.attempt or cluster_of(obj) != member or current_state(obj) in FINISHED:
-            return
-        if current_state(obj) == Phase.ADMITTED:
-            return  # an older copy of this attempt's name went; the worker is creating ours
-        if is_being_preempted(obj):
-            requeued(self.ctx, ident.key, ident.uid, ident.attempt, member=member)
-            return
-        give_back(
-            self.ctx,
-            ident.key,
-            ident.uid,
-            ident.attempt,
-            member=member,
-            reason=FleetReason.APPLICATION_FAILOVER,
-            message=f"the copy in {member} was deleted there",
-            exclude_for=0.0,
-            count_failure=True,
-        )
-        FAILOVERS.labels("vanished", member, ident.ref.adapter.kind).inc()
-
     def cluster(self) -> None:
         """Hand back the jobs of the owned members NotReady past each job's toleration."""
         wall = time.time()
@@ -179,13 +153,10 @@ class Failover:
             outcome = give_back(
                 self.ctx,
                 job_key(obj),
-                str(obj["metadata"]["uid"]),
-                attempt,
-                member=member,
+                Attempt(str(obj["metadata"]["uid"]), attempt, member),
                 reason=FleetReason.CLUSTER_FAILOVER,
                 message=f"{member} has been NotReady for {down[member]:.0f}s (toleration {toleration:g}s)",
-                exclude_for=EXCLUDE_DOWN_SECONDS,
-                count_failure=False,
+                ending=Ending(exclude_for=EXCLUDE_DOWN_SECONDS),
             )
             if outcome.changed:
                 FAILOVERS.labels("cluster", member, adapter_for(obj).kind).inc()

@@ -20,10 +20,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleet.apiserver import Gone, ResourceType
+from fleet.dispatch.context import policy_for
 from fleet.dispatch.deletion import complete, is_deleting, left_entry, terminating
 from fleet.dispatch.sync.copies import MemberCopy
 from fleet.dispatch.sync.shared import Shared, log
-from fleet.dispatch.sync.stale import PURGES
+from fleet.dispatch.sync.stale import PURGES, StaleCopies
+from fleet.dispatch.tasks import delete_copy
 from fleet.jobs import (
     FleetReason,
     Phase,
@@ -31,12 +33,14 @@ from fleet.jobs import (
     cluster_of,
     current_state,
     job_key,
+    last_cluster_of,
     try_get_job,
     walk_jobs,
 )
 from fleet.kinds import FLEET_JOB_KINDS
 from fleet.members import DELETED
 from fleet.policy import PurgeMode
+from fleet.state import CopyEntry
 
 __all__ = ["Finalizers"]
 
@@ -44,9 +48,10 @@ __all__ = ["Finalizers"]
 class Finalizers:
     """The deletes sent and not yet confirmed; its table under ``shared.lock``."""
 
-    def __init__(self, shared: Shared) -> None:
+    def __init__(self, shared: Shared, stale: StaleCopies) -> None:
         self.shared = shared
         self.ctx = shared.ctx
+        self.stale = stale
         #: Copies of deleted jobs not yet confirmed gone -> (last delete sent, wait before the next).
         self._deleting: dict[MemberCopy, tuple[float, float]] = {}
 
@@ -68,7 +73,9 @@ class Finalizers:
                     )
                     moved = moved or since[rt] != before
                     for event in events:
-                        if event.type != DELETED and event.object is not None:
+                        if event.type == DELETED:
+                            self.orphaned(event.object)
+                        else:
                             self.maybe_delete(event.object)
                 if moved:  # the streams moved: let more changes gather before the next read
                     stop.wait(max(0.0, began + self.shared.settings.deletions_every - time.monotonic()))
@@ -120,7 +127,27 @@ class Finalizers:
                 f"delete {namespace}/{name} there yourself", keep=True,
             )  # fmt: skip
             return
-        if current_state(obj) != Phase.TERMINATING:
+        down = self._down_for(member)
+        if down is not None:
+            toleration = policy_for(obj, self.shared.policy_list()).spec.cluster_failover_seconds()
+            if down > toleration:  # declared failed: the deletion goes on without it
+                self._forget_deletion(ident)
+                complete(
+                    self.ctx, key, uid, attempt=attempt, member=member, why="member failed",
+                    left=f"{member} has been NotReady for {down:.0f}s (toleration {toleration:g}s): the "
+                    f"deletion did not wait for it; the copy of attempt {attempt} there is deleted when "
+                    "it answers again", purge_later=True,
+                )  # fmt: skip
+                return
+            terminating(
+                self.ctx,
+                key,
+                uid,
+                reason=FleetReason.WAITING_FOR_MEMBER,
+                message=f"waiting for {member}, NotReady, to delete the copy of attempt {attempt}; the "
+                f"deletion completes without it once it has been NotReady for {toleration:g}s",
+            )
+        elif current_state(obj) != Phase.TERMINATING:
             terminating(
                 self.ctx,
                 key,
@@ -129,6 +156,26 @@ class Finalizers:
                 message=f"deleting the copy of attempt {attempt} in {member}; the job goes once it is gone",
             )
         self._send_delete(ident, soon=soon)
+
+    def _down_for(self, member: str) -> float | None:
+        """How long ``member`` has been NotReady by a probe of this syncer's (None: it is not)."""
+        with self.shared.lock:
+            health = self.shared.health.get(member)
+            if health is None or member not in self.shared.probed:
+                return None
+            return health.not_ready_for(time.time())
+
+    def orphaned(self, obj: Mapping[str, Any]) -> None:
+        """A fleet job is gone: a copy of it that may still run (recorded as one that may exist:
+        its deletion did not confirm it gone, its finalizer was dropped by someone else) no job
+        expects any more, so it is purged at once (its quota stays counted until it is gone)."""
+        member = cluster_of(obj) or last_cluster_of(obj)
+        if member is None or not self.shared.mine(member):
+            return
+        ident = MemberCopy.of_job(member, obj)
+        entry = CopyEntry(member, ident.key, ident.uid, ident.attempt)
+        if self.ctx.copies.recorded([entry]) == [True] and not self.left_in_place(ident):
+            self.stale.purge(ident, "orphan")
 
     def left_in_place(self, ident: MemberCopy) -> bool:
         """Whether ``ident`` is a copy a deleted job left in place (purgeMode Never)."""
@@ -186,7 +233,7 @@ class Finalizers:
                 wait = initial if soon else min(wait * 2, most)
             self._deleting[ident] = (now, wait)
         self.ctx.purge_queue.enqueue(
-            "fleet.dispatch.tasks.delete_copy",
+            delete_copy,
             ident.member,
             ident.namespace,
             ident.name,
@@ -203,9 +250,14 @@ class Finalizers:
         )  # fmt: skip
 
     def retry(self, now: float) -> None:
-        """Send again the deletes whose copies are not confirmed gone after their wait."""
+        """Send again the deletes whose copies are not confirmed gone after their wait; look at
+        those waiting for a NotReady member every round (it may be declared failed now)."""
         with self.shared.lock:
-            due = [i for i, (sent, wait) in self._deleting.items() if self._delete_due(i, sent, wait, now)]
+            due = [
+                i
+                for i, (sent, wait) in self._deleting.items()
+                if self._delete_due(i, sent, wait, now) or self.shared.not_ready(i.member)
+            ]
         for ident in due:
             obj = try_get_job(self.ctx.objects, ident.key)
             if obj is None or not is_deleting(obj, ident.uid) or not self.is_deleted_copy(ident, obj):

@@ -17,18 +17,18 @@ from prometheus_client import Counter, Histogram
 
 from fleet.ascend import Condition
 from fleet.dispatch.handback import COMPONENT, finish
-from fleet.dispatch.preemption import is_being_preempted
 from fleet.dispatch.sync.copies import MemberCopy, Seen
 from fleet.dispatch.sync.shared import Shared, log
 from fleet.jobs import (
     FINISHED,
-    Phase,
+    Attempt,
+    Change,
+    Mirror,
     attempt_of,
     cluster_of,
     current_state,
-    mirror,
     mutate_jobs,
-    status_for_update,
+    transition,
 )
 from fleet.state import record_events
 
@@ -46,23 +46,20 @@ FINISHED_JOBS = Counter(
 )
 
 
-def _mirror_change(item: Seen, before: dict[str, str | None]) -> Any:
-    """The status change that mirrors ``item``; notes the state it changed from in ``before``."""
+def _mirror_change(item: Seen, before: dict[str, str | None]) -> Change:
+    """The status change that mirrors ``item`` (:class:`fleet.jobs.Mirror`, guarded by its
+    uid, attempt and member); notes the state it changed from in ``before``."""
     ident, seen = item.ident, item.seen
+    mirror = transition(
+        Mirror(seen, ident.member, ident.attempt), Attempt(ident.uid, ident.attempt, ident.member)
+    )
 
     def change(obj: dict[str, Any]) -> dict[str, Any] | None:
-        if obj["metadata"].get("uid") != ident.uid or attempt_of(obj) != ident.attempt:
-            return None
-        if cluster_of(obj) != ident.member or current_state(obj) in (Phase.QUEUED, *FINISHED):
-            return None
-        if obj["metadata"].get("deletionTimestamp"):
-            return None  # Terminating: its state is the deletion's until the copy is gone
-        if is_being_preempted(obj) and seen.state not in FINISHED:
-            return None  # being evicted: only an end it reached first is news
-        before["state"] = current_state(obj)
-        status = status_for_update(obj)
-        message = f"created in {ident.member} (attempt {ident.attempt})"
-        return obj if mirror(status, seen, dispatched_message=message) else None
+        state = current_state(obj)
+        out = mirror(obj)
+        if out is not None:
+            before["state"] = state
+        return out
 
     return change
 

@@ -13,7 +13,8 @@ Per observed copy, by its labels (fleet job, uid, attempt) against the fleet obj
   if its gang waits (:mod:`~fleet.dispatch.sync.gangs`).
 
 A copy that **vanished** is forgotten by every concern at once; a deleted job that waited for it
-completes, a current attempt that went is handed back.
+completes, a current attempt that went ends with ``CopyLost`` (:mod:`~fleet.dispatch.sync.audit`),
+and every list a watch makes has the member checked against the record of its copies.
 
 Runs on the watch threads (one per member and job kind) and, for a member back from an outage,
 on its probe thread.
@@ -23,11 +24,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from fleet.dispatch.deletion import is_deleting
-from fleet.dispatch.handback import Blame
 from fleet.dispatch.preemption import is_being_preempted
+from fleet.dispatch.sync.audit import CopyAudit
 from fleet.dispatch.sync.copies import MemberCopy, Seen
 from fleet.dispatch.sync.failover import Failover
 from fleet.dispatch.sync.finalizers import Finalizers
@@ -35,11 +36,14 @@ from fleet.dispatch.sync.gangs import GangWaits
 from fleet.dispatch.sync.mirror import SYNC_SECONDS, StatusMirror
 from fleet.dispatch.sync.shared import Shared
 from fleet.dispatch.sync.stale import StaleCopies
-from fleet.jobs import attempt_of, cluster_of, get_jobs
+from fleet.jobs import Blame, Phase, attempt_of, cluster_of, current_state, get_jobs
 from fleet.members import DELETED, SYNC, WatchEvent
 from fleet.workloads import Outcome
 
 __all__ = ["CopyObserver"]
+
+#: The states of a job that shows nothing of its member copy yet.
+_UNMIRRORED: Final = frozenset({Phase.ADMITTED, Phase.DISPATCHED})
 
 
 class CopyObserver:
@@ -54,6 +58,7 @@ class CopyObserver:
         failover: Failover,
         stale: StaleCopies,
         finalizers: Finalizers,
+        audit: CopyAudit,
     ) -> None:
         self.shared = shared
         self.ctx = shared.ctx
@@ -62,6 +67,7 @@ class CopyObserver:
         self.failover = failover
         self.stale = stale
         self.finalizers = finalizers
+        self.audit = audit
 
     def on_event(self, event: WatchEvent) -> None:
         if not self.shared.watching(event.member):
@@ -70,6 +76,7 @@ class CopyObserver:
             self.observe(event.member, list(event.objects))
             for obj in event.vanished:
                 self.vanished(event.member, obj)
+            self.audit.soon(event.member)  # a list: check it against the record at once
         else:
             self.on_batch([event])
 
@@ -96,9 +103,14 @@ class CopyObserver:
             names.add(name)
         self.observe(member, run)
 
-    def observe(self, member: str, copies: Sequence[Mapping[str, Any]]) -> None:
+    def observe(
+        self, member: str, copies: Sequence[Mapping[str, Any]], *, unmirrored_only: bool = False
+    ) -> None:
         """Act on member copies (distinct ones): their fleet objects read in one round trip, the
-        mirrored statuses written in one pipeline."""
+        mirrored statuses written in one pipeline. ``unmirrored_only``: only the copies whose job
+        shows nothing of its member yet (Admitted or Dispatched), as the copy audit's list gives
+        them: a list read beside the watches may be older than what they delivered since, and
+        must not set a job back; a job that never showed its member's state has nothing to lose."""
         found = [(ident, copy) for copy in copies if (ident := MemberCopy.of(member, copy)) is not None]
         if not found:
             return
@@ -106,6 +118,8 @@ class CopyObserver:
         objs = get_jobs(self.ctx.objects, [i.key for i, _ in found])
         mirrored: list[Seen] = []
         for (ident, copy), obj in zip(found, objs, strict=True):
+            if unmirrored_only and (obj is None or current_state(obj) not in _UNMIRRORED):
+                continue
             meta = (obj or {}).get("metadata") or {}
             if (
                 obj is not None
@@ -145,5 +159,5 @@ class CopyObserver:
             self.gangs.forget(ident)
             self.stale.forget(ident)
             self.finalizers.forget(ident)
-        obj = self.finalizers.copy_gone(ident)
-        self.failover.vanished(ident, obj)
+        self.finalizers.copy_gone(ident)
+        self.audit.vanished(ident)

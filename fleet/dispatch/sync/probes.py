@@ -8,7 +8,8 @@ a member it did not have): a restart continues the NotReady clock and the failur
 they were. A member back from an outage has every copy its watches know looked at again (a
 resumed watch reports only changes); those its jobs left meanwhile are stale now and purged.
 While a member is Ready its probe thread also reads the pods of the copies that wait for their
-gang (:meth:`fleet.dispatch.sync.gangs.GangWaits.read_pods`).
+gang (:meth:`fleet.dispatch.sync.gangs.GangWaits.read_pods`) and lists its copies against the
+record of those Fleet expects there (:meth:`fleet.dispatch.sync.audit.CopyAudit.maybe`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 
 from prometheus_client import Gauge
 
+from fleet.dispatch.sync.audit import CopyAudit
 from fleet.dispatch.sync.gangs import GangWaits
 from fleet.dispatch.sync.observer import CopyObserver
 from fleet.dispatch.sync.shared import Shared, log
@@ -34,11 +36,12 @@ MEMBER_READY = Gauge("fleet_member_ready", "1 while the member answers its healt
 class Probes:
     """Writes ``shared.health`` and ``shared.probed`` (the only writer of both)."""
 
-    def __init__(self, shared: Shared, observer: CopyObserver, gangs: GangWaits) -> None:
+    def __init__(self, shared: Shared, observer: CopyObserver, gangs: GangWaits, audit: CopyAudit) -> None:
         self.shared = shared
         self.ctx = shared.ctx
         self.observer = observer
         self.gangs = gangs
+        self.audit = audit
 
     def loop(self, name: str, member: Member, stop: threading.Event) -> None:
         """Probe ``name`` until ``stop`` is set (the syncer stops, or lets the member go)."""
@@ -51,6 +54,7 @@ class Probes:
             )
             if probe.healthy and self.shared.mine(name):
                 self.gangs.read_pods(name, member)
+                self.audit.maybe(name, member)
             stop.wait(self.shared.settings.probe_interval)
 
     def load(self, members: Sequence[str]) -> None:

@@ -21,6 +21,7 @@ from fleet.ascend import Condition
 from fleet.dispatch.handback import COMPONENT, clear_inflight, finish
 from fleet.dispatch.sync.copies import MemberCopy
 from fleet.dispatch.sync.shared import Shared, log
+from fleet.dispatch.tasks import purge as purge_task
 from fleet.jobs import FINISHED, HELD, FleetReason, attempt_of, current_state, parse_held_entry, try_get_job
 from fleet.placement import job_pod_key
 from fleet.policy import PurgeMode
@@ -91,7 +92,7 @@ class StaleCopies:
                 return
             self._purged[ident] = now
         self.ctx.purge_queue.enqueue(
-            "fleet.dispatch.tasks.purge",
+            purge_task,
             ident.member,
             ident.namespace,
             ident.name,

@@ -152,6 +152,10 @@ def test_openapi_documents_kubectl_reads(http: httpx.Client) -> None:
         "apis/authorization.k8s.io/v1",
         "apis/authentication.k8s.io/v1",
         "apis/batch.tensorstack.dev/v1beta1",
+        "apis/jobset.x-k8s.io/v1alpha2",
+        "apis/trainer.kubeflow.org/v1alpha1",
+        "apis/batch.volcano.sh/v1alpha1",
+        "apis/batch/v1",
     }
     document = http.get(index["paths"]["apis/mindxdl.gitee.com/v1"]["serverRelativeURL"]).json()
     patch = document["paths"]["/apis/mindxdl.gitee.com/v1/namespaces/{namespace}/ascendjobs/{name}"]["patch"]

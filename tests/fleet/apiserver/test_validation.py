@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from fleet.apiserver import clone
 from fleet.apiserver.pods import (
     check_types,
     is_extended_resource,
@@ -230,3 +231,55 @@ def test_pod_template_metadata_and_containers() -> None:
         ("t.spec.containers[0].image", "FieldValueRequired"),
     ]
     assert [c.field for c in validate_pod_template({"spec": {}}, "t")] == ["t.spec.containers"]
+
+
+_GOOD_SPEC: dict[str, Any] = {
+    "terminationGracePeriodSeconds": 30,
+    "hostNetwork": True,
+    "nodeSelector": {"zone": "a"},
+    "containers": [
+        {
+            "name": "ascend",
+            "image": "i",
+            "args": ["train.py"],
+            "env": [{"name": "A", "value": "1"}],
+            "ports": [{"containerPort": 2222}],
+            "livenessProbe": {"httpGet": {"port": "http"}},
+            "resources": {"limits": {NPU: 2, "cpu": "1"}},
+        }
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("where", "bad"),
+    [
+        (("terminationGracePeriodSeconds",), "30"),
+        (("hostNetwork",), "true"),
+        (("nodeSelector", "zone"), 1),
+        (("containers", 0, "args"), "train.py"),
+        (("containers", 0, "env", 0, "value"), 1),
+        (("containers", 0, "ports", 0, "containerPort"), True),
+        (("containers", 0, "resources", "limits", NPU), 2.0),
+        (("containers", 0, "resources", "limits", "cpu"), "one"),
+        (("containers",), {"name": "ascend"}),
+    ],
+)
+def test_one_wrong_type_anywhere_is_found(where: tuple[str | int, ...], bad: Any) -> None:
+    """The check passes a well-typed spec without building a path per field (the cost of every
+    stored job's demand), so each wrong value alone must still be found, where it is."""
+    assert check_types(_GOOD_SPEC, "V1PodSpec", "spec") == []
+    spec = clone(_GOOD_SPEC)
+    node: Any = spec
+    for step in where[:-1]:
+        node = node[step]
+    node[where[-1]] = bad
+    causes = check_types(spec, "V1PodSpec", "spec")
+    assert len(causes) == 1, causes
+    path = "spec" + "".join(
+        f"[{s}]"
+        if isinstance(s, int) or (where[0] == "nodeSelector" and s == "zone") or s in (NPU, "cpu")
+        else f".{s}"
+        for s in where
+    )
+    assert causes[0].field == path

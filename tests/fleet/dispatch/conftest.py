@@ -17,8 +17,6 @@ import yaml
 from fleet.connections import redis_from_url
 from fleet.dispatch.context import Context
 from fleet.jobs import current_state, submit
-from fleet.jobs.phases import FleetReason
-from fleet.jobs.status import set_state
 from fleet.jobs.store import list_jobs
 from fleet.labels import JOB_UID_LABEL
 from fleet.members import load_members
@@ -29,6 +27,7 @@ from queues import Ledger, load
 from tests.conftest import _require_redis_server
 from tests.fleet.placement.factory import job
 from tests.support.fleet import FleetProcesses
+from tests.support.job_states import admit as admit_to
 from tests.support.kinds import FLEET_ASCENDJOB, JOBS, PYTORCHJOBS
 from tests.support.redis_server import RedisServer
 from tests.support.sim import CARD_POOL, RunningSim, running_sim, small_topology
@@ -293,10 +292,7 @@ def admitted_on(ctx: Context, name: str, member: str) -> dict[str, Any]:
     stored = submit(ctx.objects, ctx.ledger, obj)
 
     def admit(obj: dict[str, Any]) -> dict[str, Any]:
-        status = obj.setdefault("status", {})
-        status.update(attempt=1, cluster=member)
-        set_state(status, "Admitted", FleetReason.ADMITTED, f"placed on {member}")
-        return obj
+        return admit_to(obj, member, attempt=1)
 
     out = ctx.objects.mutate(FLEET_ASCENDJOB, "default", stored["metadata"]["name"], admit)
     assert out is not None

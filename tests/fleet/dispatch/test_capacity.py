@@ -115,21 +115,27 @@ def test_free_capacity_follows_the_members_nodes_and_pods(
         running = wait_agree(fleet, kubectl, 32 - 16 - 3)
         assert running == {"free": 13, "allocatable": 32, "byFree": {"8": 1, "5": 1, "0": 2}}
         wide = table(kubectl("get", "mc", "-o", "wide").stdout)
-        assert wide[0][:7] == [
+        assert wide[0][:8] == [
             "NAME",
             "READY",
             "SINCE",
             "LAST-PROBE",
             "FREE-NPUS",
+            "SCHEDULING",
             "ALLOCATABLE-NPUS",
             "NODES-BY-FREE-NPUS",
         ]
-        assert wide[1][4:7] == ["module-910b-8=13", "module-910b-8=32", "module-910b-8=1x8+1x5+2x0"]
-        assert wide[1][7] == member_truth(fleet, "member-1")["cpu"]
-        assert wide[1][8] == "6000Gi"  # no pod asks for memory
+        assert wide[1][4:8] == [
+            "module-910b-8=13",
+            "Schedulable",
+            "module-910b-8=32",
+            "module-910b-8=1x8+1x5+2x0",
+        ]
+        assert wide[1][8] == member_truth(fleet, "member-1")["cpu"]
+        assert wide[1][9] == "6000Gi"  # no pod asks for memory
         cli = CliRunner().invoke(main, ["clusters", "--kubeconfig", str(config)])
         assert cli.exit_code == 0, cli.output
-        assert cli.stdout.split("\n")[1].split()[4:7] == wide[1][4:7]
+        assert cli.stdout.split("\n")[1].split()[4:8] == wide[1][4:8]
 
         fleet.wait_for(
             "both jobs to finish", lambda: set(fleet.states().values()) == {"Succeeded"}, timeout=30

@@ -192,3 +192,74 @@ def test_a_copy_the_member_deletes_in_the_background_holds_the_job_until_it_is_n
         fleet.wait_for("the fleet job to go", lambda: _read(jobs, *WAITS) is None, 10)
         assert fleet.member_copies().get(waits["metadata"]["uid"]) is None
         assert fleet.ledger.records() == {}
+
+
+def _toleration_policy(namespace: str, seconds: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "policy.one.alibabacloud.com/v1alpha1",
+        "kind": "PropagationPolicy",
+        "metadata": {"name": "short-toleration", "namespace": namespace},
+        "spec": {
+            "failover": {"application": {"decisionConditions": {"tolerationSeconds": seconds}}},
+            "resourceSelectors": [{"apiVersion": "mindxdl.gitee.com/v1", "kind": "AscendJob"}],
+        },
+    }
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+def test_a_delete_while_the_member_is_down_returns_after_the_toleration_and_the_copy_goes_on_return(
+    fleet_factory: Callable[..., RunningFleet], tmp_path: Path
+) -> None:
+    """``kubectl delete --force --grace-period=0`` waits, as kube-apiserver makes it wait for a
+    finalizer, but no longer than the member's failover toleration: then the member is declared
+    failed, the deletion completes without it (quota released), and the copy is deleted when the
+    member answers again. Nothing runs twice: the job is gone, not queued again."""
+    toleration = 6
+    fleet = fleet_factory(members={MEMBER: MODULE_POOL}, workers=1, syncer_args=FAST_PROBES)
+    fleet.objects.create(PROPAGATION_POLICY, _toleration_policy(WAITS[0], toleration))
+    waits = fleet.submit(_long_job(*WAITS))
+    fleet.wait_for("the job to run", lambda: fleet.states() == {"/".join(WAITS): "Running"}, 30)
+    with FleetApiThread(fleet.client) as api:
+        assert KUBECTL is not None
+        kubectl = Kubectl(KUBECTL, api.kubeconfig(tmp_path / "kubectl.kubeconfig"), tmp_path / "cache")
+        jobs = client.CustomObjectsApi(official_client(api, tmp_path))
+        fleet.sim.fault(MEMBER, "down")
+        started = time.monotonic()
+        done = kubectl("delete", "acjob", WAITS[1], "-n", WAITS[0], "--force", "--grace-period=0",
+                       "--timeout=25s")  # fmt: skip
+        took = time.monotonic() - started
+        assert "deleted" in done.stdout + done.stderr
+        assert took >= toleration - 1, f"returned after {took:.1f}s, before the member was declared failed"
+        assert took <= toleration + 12, f"returned after {took:.1f}s"
+        assert _read(jobs, *WAITS) is None
+        assert fleet.ledger.records() == {} and fleet.ledger.usages([WAITS[0]])[WAITS[0]].get(NPU, 0) == 0
+        # Back: the copy it left is deleted there as one no fleet job expects.
+        fleet.sim.fault(MEMBER, "up")
+        fleet.wait_for(
+            "the copy to be purged once the member is back",
+            lambda: fleet.member_copies().get(waits["metadata"]["uid"]) is None,
+            30,
+        )
+        assert fleet.states() == {}, "deleted for good: not queued again anywhere"
+
+
+def test_a_job_waiting_for_its_member_says_so_in_an_event(
+    fleet_factory: Callable[..., RunningFleet], tmp_path: Path
+) -> None:
+    fleet = fleet_factory(members={MEMBER: MODULE_POOL}, workers=1, syncer_args=FAST_PROBES)
+    fleet.submit(_long_job(*WAITS))
+    fleet.wait_for("the job to run", lambda: fleet.states() == {"/".join(WAITS): "Running"}, 30)
+    with FleetApiThread(fleet.client) as api:
+        official = official_client(api, tmp_path)
+        jobs, core = client.CustomObjectsApi(official), client.CoreV1Api(official)
+        fleet.sim.fault(MEMBER, "down")
+        jobs.delete_namespaced_custom_object(GROUP, VERSION, WAITS[0], PLURAL, WAITS[1])
+
+        def said() -> list[str]:
+            listed = core.list_namespaced_event(WAITS[0], field_selector=f"involvedObject.name={WAITS[1]}")
+            return [f"{e.reason}: {e.message}" for e in listed.items if e.reason == "WaitingForMember"]
+
+        fleet.wait_for("an Event saying it waits for its member", lambda: bool(said()), 15)
+        assert MEMBER in said()[0] and "NotReady" in said()[0]
+        fleet.sim.fault(MEMBER, "up")
+        fleet.wait_for("the deleted job to go", lambda: _read(jobs, *WAITS) is None, 20)

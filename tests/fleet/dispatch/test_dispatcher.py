@@ -61,8 +61,15 @@ def test_the_sample_job_lands_on_the_card_member_and_the_second_waits_for_max_jo
     assert cluster_of(landed) == "member-2"
     assert landed["status"]["attempt"] == 1
     assert [c["type"] for c in landed["status"]["conditions"]] == ["Queued", "Admitted", "Dispatched"]
-    reasons = [e["reason"] for e in events_for(fleet.objects, landed)]
-    assert {"Submitted", "Admitted", "Dispatched"} <= set(reasons)
+    # Its history is in its Events, recorded just after each change of its status.
+    fleet.wait_for(
+        "its Submitted, Admitted and Dispatched Events",
+        lambda: (
+            {"Submitted", "Admitted", "Dispatched"}
+            <= {e["reason"] for e in events_for(fleet.objects, landed)}
+        ),
+        10,
+    )
     # The copy exists in member-2, labelled after the fleet job.
     members = load_members(fleet.sim.kubeconfig)
     try:
@@ -101,7 +108,10 @@ def test_a_job_that_fits_nowhere_says_which_selector_no_node_matches(
     )
     message = _job(fleet, "placeholder")["status"]["conditions"][-1]["message"]
     # No member has such nodes even empty: waiting would not help, and the reason says so.
-    assert message.startswith("no member cluster can ever fit the whole job as the fleet is: ")
+    assert message.startswith(
+        "no member cluster can ever fit the whole job as the fleet is "
+        "(it waits out of line until the fleet changes): "
+    )
     assert "example-key=example-value" in message
     for member in ("member-1", "member-2", "member-3"):
         assert member in message
@@ -201,7 +211,12 @@ def test_a_firm_exclusion_from_the_only_member_it_fits_is_waited_out(
     fleet = fleet_factory(members=None, syncer=False, tree=None, workers=1)
     fleet.ledger.apply(load(SAMPLE_TREE.read_text())[0])
     prepared = prepare(_sample("excluded"), fleet.ledger)
-    ends = time.time() + 8.0  # long enough for the processes to start on a loaded machine
+    # The window opens once the dispatcher leads: on a loaded machine its start alone took
+    # longer than a window counted from before it, and the job never waited.
+    fleet.wait_for(
+        "the dispatcher to lead", lambda: bool(fleet.client.exists(DEFAULT_DISPATCH_KEYS.lease)), 60
+    )
+    ends = time.time() + 8.0
     prepared.obj["status"]["excludedFirmly"] = {"member-2": ends}
     fleet.objects.create(FLEET_ASCENDJOB, prepared.obj)
     fleet.ledger.enqueue(prepared.key, prepared.leaf, prepared.request, prepared.priority)

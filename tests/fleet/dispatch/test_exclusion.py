@@ -16,20 +16,26 @@ import pytest
 import redis
 
 from fleet.dispatch.context import DEFAULT_POLICY, Context
-from fleet.dispatch.handback import (
+from fleet.dispatch.handback import excluded_now, exclusion_ends, give_back
+from fleet.jobs import (
+    Attempt,
     Blame,
-    excluded_now,
-    exclusion_ends,
+    Ending,
+    attempt_of,
+    current_state,
     exclusion_seconds,
-    give_back,
+    exclusions_of,
+    last_condition,
+    not_before_of,
+    submit,
 )
-from fleet.jobs import attempt_of, submit
 from fleet.jobs.phases import FleetReason, Phase
-from fleet.jobs.status import current_state, set_state
 from fleet.kinds import PROPAGATION_POLICY
 from fleet.policy import Failover
+from fleet.timestamps import parse_rfc3339, rfc3339_micro
 from queues import JobState
 from tests.fleet.placement.factory import job
+from tests.support.job_states import admit
 from tests.support.kinds import FLEET_ASCENDJOB
 
 DEFAULTS = DEFAULT_POLICY.spec.failover
@@ -124,11 +130,7 @@ def _place(ctx: Context, member: str) -> tuple[str, int]:
     assert decision.admitted
 
     def change(obj: dict[str, Any]) -> dict[str, Any]:
-        status = obj.setdefault("status", {})
-        status.update(attempt=attempt_of(obj) + 1, cluster=member)
-        status.pop("notBefore", None)
-        set_state(status, Phase.ADMITTED, FleetReason.ADMITTED, f"placed on {member}")
-        return obj
+        return admit(obj, member)
 
     stored = ctx.objects.mutate(FLEET_ASCENDJOB, "default", "flaky", change)
     assert stored is not None
@@ -140,13 +142,10 @@ def _fail_on(ctx: Context, member: str, blame: Blame) -> dict[str, Any]:
     outcome = give_back(
         ctx,
         "default/flaky",
-        uid,
-        attempt,
-        member=member,
+        Attempt(uid, attempt, member),
         reason=FleetReason.APPLICATION_FAILOVER,
         message=f"failed in {member}",
-        count_failure=True,
-        blame=blame,
+        ending=Ending(count_failure=True, blame=blame),
     )
     assert outcome.changed and outcome.requeued
     obj = ctx.objects.get(FLEET_ASCENDJOB, "default", "flaky")
@@ -157,9 +156,8 @@ def _fail_on(ctx: Context, member: str, blame: Blame) -> dict[str, Any]:
 
 def _avoided_for(obj: dict[str, Any], member: str) -> float:
     """How long after the job may go again (its notBefore) ``member`` stays excluded (0: not)."""
-    status = obj["status"]
-    until = (status.get("excluded") or {}).get(member)
-    return 0.0 if until is None else round(float(until) - float(status["notBefore"]), 1)
+    until = exclusions_of(obj).get(member)
+    return 0.0 if until is None else round(until - not_before_of(obj), 1)
 
 
 def test_one_failure_of_the_jobs_own_leaves_the_member_open(ctx: Context) -> None:
@@ -167,8 +165,9 @@ def test_one_failure_of_the_jobs_own_leaves_the_member_open(ctx: Context) -> Non
     status = obj["status"]
     assert status["excluded"] == {}
     assert status["memberFailures"] == {"member-1": 1}
-    assert status["notBefore"] > time.time()  # the retry backoff still applies
-    message = status["conditions"][-1]["message"]
+    assert not_before_of(obj) > time.time()  # the retry backoff still applies
+    assert parse_rfc3339(status["notBefore"]) is not None, "an RFC 3339 time, as every time in status"
+    message = (last_condition(obj) or {})["message"]
     assert "next attempt in 1s" in message and "member-1 not avoided" in message
 
 
@@ -177,7 +176,7 @@ def test_repeated_failures_on_one_member_exclude_it_for_growing_times_up_to_the_
     assert avoided == [0.0, 10.0, 20.0, 30.0, 30.0]
     obj = ctx.objects.get(FLEET_ASCENDJOB, "default", "flaky")
     assert obj["status"]["memberFailures"] == {"member-1": 5}
-    assert "member-1 avoided for 30s more" in obj["status"]["conditions"][-1]["message"]
+    assert "member-1 avoided for 30s more" in (last_condition(obj) or {})["message"]
 
 
 def test_failures_are_counted_per_member(ctx: Context) -> None:
@@ -193,7 +192,7 @@ def test_failures_are_counted_per_member(ctx: Context) -> None:
 def test_a_member_that_could_not_run_the_job_is_excluded_at_the_first_failure(ctx: Context) -> None:
     obj = _fail_on(ctx, "member-2", Blame.MEMBER)
     assert _avoided_for(obj, "member-2") == 10.0
-    assert excluded_now(obj, float(obj["status"]["notBefore"])) == {"member-2"}
+    assert excluded_now(obj, not_before_of(obj)) == {"member-2"}
 
 
 def test_an_exclusion_not_sized_by_blame_keeps_its_fixed_length_from_now(ctx: Context) -> None:
@@ -202,16 +201,14 @@ def test_an_exclusion_not_sized_by_blame_keeps_its_fixed_length_from_now(ctx: Co
     give_back(
         ctx,
         "default/flaky",
-        uid,
-        attempt,
-        member="member-3",
+        Attempt(uid, attempt, "member-3"),
         reason=FleetReason.CLUSTER_FAILOVER,
         message="member-3 has been NotReady",
-        exclude_for=120.0,
-        count_failure=False,
+        ending=Ending(exclude_for=120.0),
     )
-    status = ctx.objects.get(FLEET_ASCENDJOB, "default", "flaky")["status"]
-    assert before + 119.99 <= status["excluded"]["member-3"] <= time.time() + 120.01
+    stored = ctx.objects.get(FLEET_ASCENDJOB, "default", "flaky")
+    status = stored["status"]
+    assert before + 119.99 <= exclusions_of(stored)["member-3"] <= time.time() + 120.01
     assert "memberFailures" not in status and status["failures"] == 0
 
 
@@ -222,24 +219,20 @@ def test_an_exclusion_that_must_not_give_way_is_kept_apart(ctx: Context) -> None
     give_back(
         ctx,
         "default/flaky",
-        uid,
-        attempt,
-        member="member-2",
+        Attempt(uid, attempt, "member-2"),
         reason=FleetReason.MEMBER_UNAVAILABLE,
         message="member-2 could not be reached",
-        exclude_for=60.0,
-        gives_way=False,
-        count_failure=False,
+        ending=Ending(exclude_for=60.0, gives_way=False),
     )
     stored = ctx.objects.get(FLEET_ASCENDJOB, "default", "flaky")
     status = stored["status"]
     assert status["excluded"] == {}
     now = time.time()
     assert excluded_now(stored, now, firm=True) == {"member-2"}
-    assert exclusion_ends(stored, now) == [status["excludedFirmly"]["member-2"]]
+    assert exclusion_ends(stored, now) == [exclusions_of(stored, firm=True)["member-2"]]
     # Once it is over, the next hand-back drops it.
     obj = ctx.objects.get(FLEET_ASCENDJOB, "default", "flaky")
-    obj["status"]["excludedFirmly"] = {"member-2": now - 1}
+    obj["status"]["excludedFirmly"] = {"member-2": rfc3339_micro(now - 1)}
     ctx.objects.mutate(FLEET_ASCENDJOB, "default", "flaky", lambda o: {**o, "status": obj["status"]})
     after = _fail_on(ctx, "member-1", Blame.JOB)
     assert "excludedFirmly" not in after["status"]

@@ -14,10 +14,12 @@ from typing import Any
 
 import pytest
 
-from fleet.jobs import attempt_of, cluster_of, current_state
+from fleet.jobs import attempt_of, cluster_of, condition, current_state
 from fleet.kinds import PROPAGATION_POLICY
+from fleet.timestamps import epoch_of
 from tests.fleet.dispatch.conftest import A800_POOL, MODULE_POOL, RunningFleet
 from tests.fleet.placement.factory import job
+from tests.support.job_events import events_with
 from tests.support.kinds import FLEET_ASCENDJOB
 
 pytestmark = pytest.mark.integration
@@ -77,12 +79,11 @@ def test_a_job_that_failed_once_by_its_own_code_runs_again_at_once_where_it_alon
     assert cluster_of(obj) == "member-1"
     assert status["failures"] == 1 and status["memberFailures"] == {"member-1": 1}
     assert status["excluded"] == {}
-    queued = [
-        c for c in status["conditions"] if c["type"] == "Queued" and c["reason"] == "ApplicationFailover"
-    ]
-    assert "member-1 not avoided" in queued[-1]["message"]
-    admitted = [c for c in status["conditions"] if c["type"] == "Admitted"]
-    assert len(admitted) == 2 and "gave way" not in admitted[-1]["message"], "nothing excluded it"
+    # Its Events tell the story (one per reason, counted, with the latest message).
+    (queued,) = events_with(fleet.objects, obj, "ApplicationFailover")
+    assert "member-1 not avoided" in queued["message"]
+    (admitted,) = events_with(fleet.objects, obj, "Admitted")
+    assert admitted["count"] == 2 and "gave way" not in admitted["message"], "nothing excluded it"
 
 
 def test_a_job_that_keeps_failing_where_it_alone_fits_backs_off_with_growing_delays(
@@ -95,6 +96,7 @@ def test_a_job_that_keeps_failing_where_it_alone_fits_backs_off_with_growing_del
     failed: dict[int, float] = {}
     admitted: dict[int, float] = {}
     avoided: dict[int, float] = {}
+    messages: list[str] = []  # each attempt's Admitted message, as it was shown
     deadline = time.monotonic() + 40
     while time.monotonic() < deadline:
         obj = _get(fleet, "flaky")
@@ -104,9 +106,12 @@ def test_a_job_that_keeps_failing_where_it_alone_fits_backs_off_with_growing_del
         if failures and failures not in failed:
             failed[failures] = now
             until = (status.get("excluded") or {}).get("member-1")
-            avoided[failures] = 0.0 if until is None else float(until) - float(status.get("notBefore") or 0)
+            avoided[failures] = (
+                0.0 if until is None else (epoch_of(until) or 0) - (epoch_of(status.get("notBefore")) or 0)
+            )
         if current_state(obj) in ("Admitted", "Dispatched", "Running") and attempt_of(obj) not in admitted:
             admitted[attempt_of(obj)] = now
+            messages.append(str((condition(obj, "Admitted") or {}).get("message")))
         if current_state(obj) == "Failed":
             break
         time.sleep(0.05)
@@ -122,7 +127,6 @@ def test_a_job_that_keeps_failing_where_it_alone_fits_backs_off_with_growing_del
     # member-1 is excluded from the second failure on, for 10 s then 20 s after each backoff; as
     # it is the only member where the job fits, the exclusion gives way each time.
     assert [round(avoided[n]) for n in (1, 2, 3)] == [0, 10, 20]
-    messages = [c["message"] for c in status["conditions"] if c["type"] == "Admitted"]
-    assert len(messages) == 4
+    assert len(messages) == 4, messages
     assert ["gave way" in m for m in messages] == [False, False, True, True]
     assert {cluster_of(obj), status.get("lastCluster")} <= {None, "member-1"}

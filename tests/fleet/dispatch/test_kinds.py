@@ -8,9 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fleet.jobs import cluster_of, current_state
-from fleet.jobs.phases import FleetReason, Phase
-from fleet.jobs.status import set_state
+from fleet.jobs import cluster_of, condition, current_state
 from fleet.jobs.submit import job_key
 from fleet.kinds import PROPAGATION_POLICY, fleet_kind
 from fleet.labels import JOB_UID_LABEL
@@ -22,6 +20,7 @@ from fleet.workloads.kubeflow_jobs import tfjob as tf_adapter
 from queues import JobState
 from tests.fleet.dispatch.conftest import A800_POOL, MODULE_POOL, RunningFleet
 from tests.fleet.placement.factory import job
+from tests.support.job_states import admit
 from tests.support.kinds import FLEET_ASCENDJOB, FLEET_PYTORCHJOB, PYTORCHJOBS
 from tests.support.sim import CARD_POOL
 
@@ -198,7 +197,7 @@ def test_a_pytorchjob_is_failed_over_from_a_member_that_goes_down(
     assert time.monotonic() - down_at > 2.0, "failed over before the toleration"
     obj = fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "mover")
     assert obj["status"]["attempt"] == 2
-    assert any(c["reason"] == "ClusterFailover" for c in obj["status"]["conditions"])
+    assert "ClusterFailover" in event_counts(fleet, obj)
     fleet.sim.fault(first, "up")
     second = cluster_of(obj)
     fleet.wait_for("the stale copy to be purged", lambda: _copies(fleet, uid) == [second], 30)
@@ -228,8 +227,8 @@ def test_a_pytorchjob_that_fails_by_its_own_code_is_retried_then_failed(
     )
     obj = fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "doomed")
     # Each attempt failed in its member with the training operator's reason, then retries ran out.
-    failed = [c["reason"] for c in obj["status"]["conditions"] if c["type"] == "Failed"]
-    assert failed == ["PyTorchJobFailed", "PyTorchJobFailed", "BackoffLimitExceeded"]
+    assert (condition(obj, "Failed") or {})["reason"] == "BackoffLimitExceeded"
+    assert event_counts(fleet, obj)["PyTorchJobFailed"] == 2, "each attempt's failure, in Events"
     assert obj["status"]["failures"] == 2
     fleet.wait_for(  # stored Failed first, then released: a reader may see the first alone
         "its quota released",
@@ -296,9 +295,7 @@ def test_a_pytorchjob_its_member_cannot_schedule_is_failed_over_by_what_its_pods
     assert fleet.ledger.admit_pending_many([key])[0].admitted
 
     def on_member_1(obj: dict[str, Any]) -> dict[str, Any]:
-        obj["status"].update(cluster="member-1", attempt=1)
-        set_state(obj["status"], Phase.ADMITTED, FleetReason.ADMITTED, "admitted; placed on member-1")
-        return obj
+        return admit(obj, "member-1", attempt=1)
 
     assert fleet.objects.mutate(FLEET_PYTORCHJOB, "team-a", "wide", on_member_1) is not None
     members = load_members(fleet.sim.kubeconfig)
@@ -310,14 +307,13 @@ def test_a_pytorchjob_its_member_cannot_schedule_is_failed_over_by_what_its_pods
 
     def failed_over() -> bool:
         obj = fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "wide")
-        return any(c.get("reason") == "ApplicationFailover" for c in obj["status"]["conditions"])
+        return "ApplicationFailover" in event_counts(fleet, obj)
 
     fleet.wait_for("the job to be failed over from member-1", failed_over, 30)
     obj = fleet.objects.get(FLEET_PYTORCHJOB, "team-a", "wide")
-    mirrored = [c["reason"] for c in obj["status"]["conditions"] if c["type"] == "Created"]
-    assert mirrored == ["PyTorchJobCreated"]  # nothing on the job said it waited
-    (moved,) = [c for c in obj["status"]["conditions"] if c["type"] == "Rescheduling"]
-    assert moved["reason"] == "ApplicationFailover"
+    assert "PodGroupPending" not in event_counts(fleet, obj)  # nothing on the job said it waited
+    moved = condition(obj, "Queued")
+    assert moved is not None and moved["reason"] == "ApplicationFailover"
     assert "its pods waited in member-1 for 2" in moved["message"]
     assert "is unschedulable" in moved["message"] and "Insufficient huawei.com/Ascend910" in moved["message"]
     assert "member-1" in (obj["status"].get("excluded") or {}) or "member-1" in (
@@ -412,8 +408,9 @@ FLEET_TFJOB = fleet_kind(tf_adapter)
 FLEET_MPIJOB = fleet_kind(mpi_adapter)
 
 
-def _failed_reasons(obj: dict[str, Any]) -> list[str]:
-    return [c["reason"] for c in obj["status"]["conditions"] if c["type"] == "Failed"]
+def event_counts(fleet: RunningFleet, obj: dict[str, Any]) -> dict[str, int]:
+    """The job's Events by reason, with how often each happened (its history)."""
+    return {str(e["reason"]): int(e.get("count") or 1) for e in events_for(fleet.objects, obj)}
 
 
 def test_a_tfjob_restarts_in_its_member_by_its_exit_code_rule_and_fails_over_by_its_own_code(
@@ -444,7 +441,8 @@ def test_a_tfjob_restarts_in_its_member_by_its_exit_code_rule_and_fails_over_by_
     fleet.submit(tfjob("coded", restart="ExitCode", seconds=0.2, exit_code=2))
     fleet.wait_for("the TFJob to fail for good", lambda: _state(fleet, FLEET_TFJOB, "coded") == "Failed", 60)
     failed = fleet.objects.get(FLEET_TFJOB, "team-a", "coded")
-    assert _failed_reasons(failed) == ["TFJobFailed", "TFJobFailed", "BackoffLimitExceeded"]
+    assert (condition(failed, "Failed") or {})["reason"] == "BackoffLimitExceeded"
+    assert event_counts(fleet, failed)["TFJobFailed"] == 2
     assert failed["status"]["failures"] == 2
     fleet.wait_for(
         "the quota to be returned",
@@ -478,9 +476,6 @@ def test_an_mpijob_ends_with_its_launcher_and_a_failing_launcher_fails_it_over(
     assert done["status"]["replicaStatuses"] == {"Launcher": {"succeeded": 1}, "Worker": {"active": 1}}
     broken = fleet.objects.get(FLEET_MPIJOB, "team-a", "broken")
     # The launcher's batch Job failed past its backoffLimit 0, in two members' attempts.
-    assert _failed_reasons(broken) == [
-        "BackoffLimitExceeded/",
-        "BackoffLimitExceeded/",
-        "BackoffLimitExceeded",
-    ]
+    assert (condition(broken, "Failed") or {})["reason"] == "BackoffLimitExceeded"
+    assert event_counts(fleet, broken)["BackoffLimitExceeded/"] == 2  # the launcher's, each attempt
     assert broken["status"]["failures"] == 2

@@ -18,6 +18,7 @@ from fleet.kinds import (
 )
 from tests.fleet.dispatch.conftest import A800_POOL, MODULE_POOL, RunningFleet
 from tests.fleet.placement.factory import job
+from tests.support.job_events import happened
 from tests.support.kinds import FLEET_ASCENDJOB
 
 pytestmark = pytest.mark.integration
@@ -188,8 +189,11 @@ def test_a_cluster_toleration_of_the_not_ready_taint_sets_when_a_job_leaves_a_do
         lambda: cluster_of(_get(fleet, "team-a", "mover")) not in (None, first),
         15,
     )
-    reasons = [c.get("reason") for c in _get(fleet, "team-a", "mover")["status"]["conditions"]]
-    assert "ClusterFailover" in reasons
+    fleet.wait_for(
+        "its ClusterFailover Event",
+        lambda: happened(fleet.objects, _get(fleet, "team-a", "mover"), "ClusterFailover"),
+        5,
+    )
 
 
 def _get(fleet: RunningFleet, namespace: str, name: str) -> dict[str, Any]:

@@ -13,10 +13,9 @@ from fleet.apiserver.resources import ResourceType
 from fleet.dispatch.context import Context
 from fleet.dispatch.dispatcher import Dispatcher, DispatcherSettings
 from fleet.dispatch.handback import inflight_entry
-from fleet.jobs import cluster_of, submit
+from fleet.jobs import cluster_of, current_state, submit
 from fleet.jobs.pause import held_entry
-from fleet.jobs.phases import FleetReason, Phase
-from fleet.jobs.status import current_state, set_state
+from fleet.jobs.phases import Phase
 from fleet.jobs.submit import job_key
 from fleet.kinds import fleet_kind
 from fleet.placement import Placer
@@ -25,6 +24,7 @@ from fleet.workloads import adapter_for
 from queues import JobState
 from tests.fleet.dispatch.conftest import pytorch_job, t9k_job
 from tests.fleet.placement.factory import job
+from tests.support.job_states import admit, hold, run
 from tests.support.kinds import FLEET_ASCENDJOB
 
 
@@ -83,10 +83,7 @@ def admitted(ctx: Context, name: str, member: str) -> dict[str, Any]:
     assert decision.admitted
 
     def change(obj: dict[str, Any]) -> dict[str, Any]:
-        status = obj.setdefault("status", {})
-        status.update(attempt=1, cluster=member)
-        set_state(status, Phase.ADMITTED, FleetReason.ADMITTED, f"placed on {member}")
-        return obj
+        return admit(obj, member, attempt=1)
 
     stored = ctx.objects.mutate(FLEET_ASCENDJOB, "default", name, change)
     assert stored is not None
@@ -113,8 +110,7 @@ def test_a_paused_job_the_ledger_still_holds_is_released(dispatcher: Dispatcher)
     submit(ctx.objects, ctx.ledger, one("paused"))
 
     def pause(obj: dict[str, Any]) -> dict[str, Any]:
-        set_state(obj["status"], Phase.PAUSED, FleetReason.PAUSED, "paused")
-        return obj
+        return hold(obj, Phase.PAUSED, "paused")
 
     ctx.objects.mutate(FLEET_ASCENDJOB, "default", "paused", pause)
     assert ctx.ledger.state("default/paused") is JobState.PENDING
@@ -132,11 +128,7 @@ def _running_with_switch_stored(
     assert ctx.ledger.admit_pending_many([key])[0].admitted
 
     def running(current: dict[str, Any]) -> dict[str, Any]:
-        status = current.setdefault("status", {})
-        status.update(attempt=1, cluster="member-1")
-        set_state(status, Phase.ADMITTED, FleetReason.ADMITTED, "placed on member-1")
-        set_state(status, "Running", "Running", "running in member-1")
-        return current
+        return run(admit(current, "member-1", attempt=1), "member-1")
 
     name = stored["metadata"]["name"]
     ctx.objects.mutate(rt, "default", name, running)

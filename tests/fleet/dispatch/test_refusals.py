@@ -25,19 +25,20 @@ from fleet.dispatch.context import Context, install
 from fleet.dispatch.tasks import propagate_batch
 from fleet.jobs import cluster_of, current_state, prepare
 from fleet.jobs.phases import FleetReason, Phase
-from fleet.jobs.status import set_state
 from fleet.placement import RedisReservations, job_pod_key
 from fleet.placement.reservations import Reservation
 from fleet.state import events_for
 from queues import Ledger, load
 from tests.fleet.dispatch.conftest import MODULE_POOL, TREE, RunningFleet
 from tests.fleet.placement.factory import job
+from tests.support.job_states import admit as admit_to
 from tests.support.kinds import FLEET_ASCENDJOB
 from tests.support.sim import CARD_POOL, RunningSim, running_sim, small_topology
 
 MEMBERS = ("m1", "m2", "m3")
 NODES = ("team-a", "team-b", "root")
-#: A spec nested this deep is stored (JSON handles it) but cannot be copied by ``copy.deepcopy``.
+#: A spec nested this deep is stored (JSON handles it) but cannot be sent by the official client
+#: (its serialisation recurses past Python's limit): a copy that cannot be made, not a member away.
 DEPTH = 600
 
 
@@ -95,9 +96,8 @@ def _place(ctx: Context, key: str, member: str) -> tuple[str, str, int, str, Non
     assert ctx.reservations.reserve(hold, {node: {NPU_RESOURCE: 2}}, time.time())
 
     def admit(current: dict[str, Any]) -> dict[str, Any]:
-        status = current.setdefault("status", {})
-        status.update(attempt=attempt, cluster=member, reservation=hold.id)
-        set_state(status, Phase.ADMITTED, FleetReason.ADMITTED, f"placed on {member}")
+        admit_to(current, member, attempt=attempt)
+        current["status"]["reservation"] = hold.id
         return current
 
     assert ctx.objects.mutate(FLEET_ASCENDJOB, namespace, name, admit) is not None

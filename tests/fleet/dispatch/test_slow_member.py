@@ -25,6 +25,7 @@ from fleet.state.member_health import parse
 from tests.fleet.dispatch.conftest import A800_POOL, MODULE_POOL, RunningFleet
 from tests.fleet.placement.factory import job
 from tests.support.job_clock import JobClock
+from tests.support.job_events import event_reasons, events_with
 from tests.support.kinds import FLEET_ASCENDJOB
 from tests.support.sim import CARD_POOL
 
@@ -106,7 +107,7 @@ def test_a_member_answering_in_11s_stalls_no_other_and_its_pending_jobs_move_aft
         for key in slow:
             obj = fleet.objects.get(FLEET_ASCENDJOB, *key.split("/"))
             assert cluster_of(obj) != SLOW, f"{key} still on the slow member"
-            reasons = {c["reason"] for c in obj["status"]["conditions"]}
+            reasons = set(event_reasons(fleet.objects, obj))
             assert reasons & {FleetReason.MEMBER_DEGRADED, FleetReason.CLUSTER_FAILOVER}, reasons
         return
     # The slow member was marked degraded (its probe said Ready all along) ...
@@ -118,8 +119,8 @@ def test_a_member_answering_in_11s_stalls_no_other_and_its_pending_jobs_move_aft
     for key in slow:
         obj = fleet.objects.get(FLEET_ASCENDJOB, *key.split("/"))
         assert cluster_of(obj) != SLOW, f"{key} still on the slow member"
-        handed = [c for c in obj["status"]["conditions"] if c["reason"] == FleetReason.MEMBER_DEGRADED]
-        assert handed, obj["status"]["conditions"]
-        at = datetime.fromisoformat(handed[0]["lastTransitionTime"].replace("Z", "+00:00")).timestamp()
+        handed = events_with(fleet.objects, obj, FleetReason.MEMBER_DEGRADED)
+        assert handed, event_reasons(fleet.objects, obj)
+        at = datetime.fromisoformat(handed[0]["firstTimestamp"].replace("Z", "+00:00")).timestamp()
         assert at >= int(mark.since + TOLERATION) - 1, f"{key} moved before the toleration"
         assert at <= mark.since + TOLERATION + 8, f"{key} moved long after the toleration"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -12,7 +13,13 @@ from fleet.dispatch.context import Context
 from fleet.dispatch.ownership import Shards
 from fleet.dispatch.sync import MemberCopy
 from fleet.dispatch.syncer import Syncer
+from fleet.jobs import current_state
+from fleet.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
 from fleet.members import SYNC, EventCallback, WatchEvent
+from fleet.state import CopyEntry
+from tests.fleet.dispatch.conftest import admitted_on
+from tests.support.job_states import dispatch
+from tests.support.kinds import FLEET_ASCENDJOB
 
 
 def test_a_member_let_go_is_forgotten_by_every_concern_and_acted_on_afresh_when_taken_back(
@@ -68,3 +75,62 @@ def test_a_member_taken_over_is_acted_on_from_its_first_list(
     monkeypatch.setattr(syncer, "_spawn", lambda *args: None)  # no probe thread
     syncer._rebalance(frozenset({"m1"}))
     assert observed and all(event == ("m1", [copy]) for event in observed)
+
+
+class _Lists:
+    """A member whose list of copies is fixed (no watch has said anything of them)."""
+
+    def __init__(self, copies: list[dict[str, Any]]) -> None:
+        self.copies = copies
+
+    def list_objects(self, *_: Any, **__: Any) -> Any:
+        return SimpleNamespace(items=self.copies)
+
+
+def _copy_of(obj: Mapping[str, Any], conditions: list[dict[str, str]]) -> dict[str, Any]:
+    meta = obj["metadata"]
+    labels = {
+        JOB_NAMESPACE_LABEL: meta["namespace"],
+        JOB_NAME_LABEL: meta["name"],
+        JOB_UID_LABEL: meta["uid"],
+        ATTEMPT_LABEL: "1",
+    }
+    return {
+        "apiVersion": "mindxdl.gitee.com/v1",
+        "kind": "AscendJob",
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"], "labels": labels},
+        "status": {"conditions": conditions},
+    }
+
+
+def test_a_first_status_no_watch_reported_is_mirrored_by_the_next_list_and_none_is_set_back(
+    fake_redis: redis.Redis,
+) -> None:
+    """Level, not edge: a copy Running at its member while its job still shows Dispatched (the
+    watch's event missed) is mirrored when the copy audit lists the member; a job that already
+    shows its member's state is not set back by a list older than what the watch delivered."""
+    ctx = Context(fake_redis)
+    syncer = Syncer(ctx)
+    running = [{"type": "Running", "status": "True", "reason": "JobRunning", "message": "running"}]
+    missed = ctx.objects.mutate(FLEET_ASCENDJOB, "default", "missed", dispatch_of(ctx, "missed"))
+    ahead = ctx.objects.mutate(FLEET_ASCENDJOB, "default", "ahead", dispatch_of(ctx, "ahead"))
+    assert missed is not None and ahead is not None
+    syncer.observer.observe("m1", [_copy_of(ahead, running)])  # the watch said Running
+    assert current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", "ahead")) == "Running"
+    ctx.copies.expect(
+        [
+            CopyEntry("m1", f"default/{o['metadata']['name']}", o["metadata"]["uid"], 1)
+            for o in (missed, ahead)
+        ]
+    )
+
+    member = _Lists([_copy_of(missed, running), _copy_of(ahead, [])])  # "ahead": an older list
+    assert syncer.audit.audit("m1", member) == 0  # type: ignore[arg-type]  # nothing is missing
+    assert current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", "missed")) == "Running"
+    assert current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", "ahead")) == "Running"
+
+
+def dispatch_of(ctx: Context, name: str) -> Any:
+    """A change that marks ``name`` (admitted to m1 first) Dispatched."""
+    admitted_on(ctx, name, "m1")
+    return dispatch

@@ -12,6 +12,7 @@ from typing import Any
 
 from fleet.jobs import attempt_of, cluster_of, current_state
 from fleet.kinds import fleet_kind
+from fleet.state import events_for
 from fleet.workloads.t9k_jobs import t9k_tfjob
 from tests.fleet.dispatch.conftest import RunningFleet
 from tests.support.sim import CARD_POOL
@@ -67,7 +68,7 @@ def test_a_killed_chief_fails_over_and_a_code_error_fails_where_it_ran(
 
     fleet.wait_for("the killed job placed a second time", lambda: attempt_of(obj("killed")) >= 2, 60)
     killed = obj("killed")
-    failovers = [c for c in killed["status"]["conditions"] if c.get("reason") == "ApplicationFailover"]
-    assert failovers, killed["status"]["conditions"]
+    failovers = [e for e in events_for(fleet.objects, killed) if e["reason"] == "ApplicationFailover"]
+    assert failovers, [e["reason"] for e in events_for(fleet.objects, killed)]
     assert "exited with 137" in str(failovers[0].get("message"))
     assert cluster_of(killed) in ("member-1", "member-2")

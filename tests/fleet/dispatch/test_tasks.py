@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 import redis
 
-from fleet.dispatch import degraded, tasks
+from fleet.dispatch import degraded, propagation
 from fleet.dispatch.context import Context, install
-from fleet.dispatch.tasks import CREATE_CONCURRENCY, LANE_WAIT, Claim, _lanes, propagate_batch
-from fleet.jobs import current_state
+from fleet.dispatch.lanes import lanes
+from fleet.dispatch.tasks import CREATE_CONCURRENCY, LANE_WAIT, Claim, propagate_batch
+from fleet.jobs import current_state, exclusions_of
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.kinds import PROPAGATION_POLICY
 from fleet.labels import ATTEMPT_LABEL, JOB_UID_LABEL
@@ -128,7 +129,7 @@ def test_a_slow_member_holds_its_own_lane_never_the_worker_and_its_creates_move_
             assert time.monotonic() < deadline, "never marked degraded"
             time.sleep(0.1)
         assert ctx.member("slow").breaker.timed_out
-        while _lanes().queued("slow"):
+        while lanes().queued("slow"):
             time.sleep(0.1)  # the lane's calls end (timed out, or refused at once by the open breaker)
         assert all(
             current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", f"s{i}")) == Phase.ADMITTED
@@ -147,7 +148,7 @@ def test_a_slow_member_holds_its_own_lane_never_the_worker_and_its_creates_move_
             obj = ctx.objects.get(FLEET_ASCENDJOB, "default", f"s{i}")
             assert current_state(obj) == Phase.QUEUED
             assert obj["status"]["conditions"][-1]["reason"] == FleetReason.MEMBER_DEGRADED
-            assert float(obj["status"]["excluded"]["slow"]) > time.time() + 60
+            assert exclusions_of(obj)["slow"] > time.time() + 60
         assert fake_redis.zcard(ctx.keys.inflight) == 0
     finally:
         two_members.fault("slow", "ok")
@@ -175,7 +176,7 @@ def test_a_member_the_worker_does_not_know_yet_is_read_again_then_waited_for_the
         assert propagate_batch([item]) == ["deferred"]
         assert current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", "ahead")) == Phase.ADMITTED
         assert (fake_redis.zscore(ctx.keys.inflight, "default/ahead|" + item[1] + "|1") or 0) > time.time()
-        monkeypatch.setattr(tasks, "MEMBER_LAG_SECONDS", 0.0)
+        monkeypatch.setattr(propagation, "MEMBER_LAG_SECONDS", 0.0)
         assert propagate_batch([item]) == ["unavailable"]
         obj = ctx.objects.get(FLEET_ASCENDJOB, "default", "ahead")
         assert current_state(obj) == Phase.QUEUED

@@ -13,15 +13,17 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 import fakeredis
 import pytest
 import yaml
+from kubernetes.client.exceptions import ApiException
 
 from fleet.endpoint.auth import TokenFileError, parse_token_file
 from tests.fleet.endpoint.conftest import JOB, JOBS, POLICIES, call
-from tests.support.fleet_api import FleetApiThread
+from tests.support.fleet_api import FleetApiThread, official_client
 
 pytestmark = pytest.mark.integration
 
@@ -30,8 +32,14 @@ TOKEN_FILE = """\
 admin-token-3a1f,admin,u-1,"fleet:admins"
 alice-token-77b2,alice,u-2,"namespace:team-a"
 bob-token-09c4,bob,u-3,"namespace:team-b,some:other"
+prom-token-5d2e,prometheus,u-4,"fleet:metrics-readers"
 """
-TOKENS: Final = {"admin": "admin-token-3a1f", "alice": "alice-token-77b2", "bob": "bob-token-09c4"}
+TOKENS: Final = {
+    "admin": "admin-token-3a1f",
+    "alice": "alice-token-77b2",
+    "bob": "bob-token-09c4",
+    "prometheus": "prom-token-5d2e",
+}
 WHO: Final = ("admin", "alice", "bob", "anonymous")
 VERBS: Final = ("get", "list", "watch", "create", "delete")
 
@@ -241,13 +249,25 @@ def test_events_of_a_namespace_are_readable_by_its_users(server: FleetApiThread,
 
 @pytest.mark.parametrize("who", ["alice", "bob"])
 def test_users_may_not_change_a_job_or_its_status(server: FleetApiThread, who: str) -> None:
+    """The owner's update reaches the backend, which keeps the status (a main-resource update
+    never writes it) and refuses a changed spec; the status subresource is Fleet's; another
+    namespace's user is refused both."""
     job = f"{KINDS['acjob'].collection}/job"
     _, current = call(server, "GET", job, token=TOKENS["admin"])
-    for path in (job, f"{job}/status"):
-        changed = copy.deepcopy(current)
-        changed["status"] = {"conditions": [{"type": "Succeeded", "status": "True"}]}
-        code, answer = call(server, "PUT", path, changed, token=TOKENS[who])
+    changed = copy.deepcopy(current)
+    changed["status"] = {"conditions": [{"type": "Succeeded", "status": "True"}]}
+    code, answer = call(server, "PUT", f"{job}/status", changed, token=TOKENS[who])
+    assert (code, answer["reason"]) == (403, "Forbidden")
+    code, answer = call(server, "PUT", job, changed, token=TOKENS[who])
+    if who == "bob":
         assert (code, answer["reason"]) == (403, "Forbidden")
+    else:
+        assert code == 200, answer
+        assert answer["status"]["conditions"] == current["status"]["conditions"]
+        changed["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] = 1
+        code, answer = call(server, "PUT", job, changed, token=TOKENS[who])
+        assert (code, answer["details"]["causes"][0]["field"]) == (422, "spec"), answer
+        assert "immutable" in answer["message"]
     assert call(server, "GET", job, token=TOKENS["admin"])[1]["status"] == current["status"]
 
 
@@ -258,7 +278,35 @@ def test_probes_are_public_and_everything_else_needs_a_token(server: FleetApiThr
     for path in ("/api", "/apis", "/openapi/v2", "/metrics"):
         assert call(server, "GET", path)[0] == 401
         assert call(server, "GET", path, token="not-a-token")[0] == 401
+    for path in ("/api", "/apis", "/openapi/v2"):
         assert status_of(server, path, TOKENS["bob"]) == 200
+
+
+@pytest.mark.parametrize(("who", "want"), [("admin", 200), ("prometheus", 200), ("alice", 403), ("bob", 403)])
+def test_metrics_need_a_grant_of_their_own(
+    server: FleetApiThread, who: str, want: int, tmp_path: Path
+) -> None:
+    """As Kubernetes grants ``/metrics`` by a ``nonResourceURLs`` rule (``system:monitoring``):
+    admins and ``fleet:metrics-readers`` read it, a tenant gets a 403 Status naming the path.
+    The official client's raw call gets the same."""
+    assert status_of(server, "/metrics", TOKENS[who]) == want
+    api = official_client(server, tmp_path, token=TOKENS[who])
+    headers = {"Authorization": api.configuration.api_key["BearerToken"]}
+    try:
+        got = api.call_api("GET", f"{api.configuration.host}/metrics", header_params=headers).status
+    except ApiException as error:
+        got = int(error.status)
+    assert got == want
+    if want == 403:
+        code, answer = call(server, "GET", "/metrics", token=TOKENS[who])
+        assert (code, answer["kind"], answer["reason"]) == (403, "Status", "Forbidden")
+        assert answer["message"] == f'forbidden: User "{who}" cannot get path "/metrics"'
+    else:
+        request = urllib.request.Request(
+            server.url + "/metrics", headers={"Authorization": f"Bearer {TOKENS[who]}"}
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert b"apiserver_requests_total" in response.read()
 
 
 def test_the_token_file_refuses_ambiguity_without_echoing_tokens() -> None:

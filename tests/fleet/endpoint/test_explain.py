@@ -82,6 +82,12 @@ def test_explain_at_depth(kubectl: Kubectl, path: str, kind: str, says: str) -> 
         ("kubeflow.org/v2beta1", "mpijobs.spec.mpiReplicaSpecs", "<map[string]ReplicaSpec>", "Launcher"),
         ("batch.tensorstack.dev/v1beta1", "mpijobs.spec.worker.cmd", "FIELD: cmd <[]string>", "mpirun"),
         ("batch.tensorstack.dev/v1beta1", "mpijobs.spec.mca", "FIELD: mca <map[string]string>", "MCA"),
+        (
+            "batch.tensorstack.dev/v1beta1",
+            "mpijobs.spec.mpiConfig.script",
+            "FIELD: script <[]string>",
+            "required",
+        ),
     ],
 )
 def test_the_two_mpijobs_are_explained_each_by_its_group(
@@ -96,7 +102,8 @@ def test_the_two_mpijobs_are_explained_each_by_its_group(
 
 def test_every_served_kind_is_explained(kubectl: Kubectl) -> None:
     for rt in fleet_registry():
-        out = kubectl("explain", f"{rt.plural}.{rt.group}" if rt.group else rt.plural).stdout
+        # By --api-version: ``jobs.batch.volcano.sh`` would read as ``jobs.batch`` and a field path.
+        out = kubectl("explain", rt.plural, f"--api-version={rt.api_version}").stdout
         assert f"KIND:       {rt.kind}" in out
         assert "DESCRIPTION:" in out
 
@@ -279,6 +286,7 @@ def test_every_sample_document_conforms_to_its_kinds_schema() -> None:
         ("tfjob.yaml", "spec.tfReplicaSpecs.Worker.replicas", "two"),
         ("mpijob-kubeflow.yaml", "spec.slotsPerWorker", "eight"),
         ("t9k-mpijob.yaml", "spec.worker.replicas", "five"),
+        ("t9k-mpijob-replicaspecs.yaml", "spec.replicaSpecs[0].replicas", "two"),
         ("t9k-tensorflowtrainingjob.yaml", "spec.replicaSpecs[0].replicas", "four"),
     ],
 )
@@ -306,3 +314,21 @@ def test_a_wrong_secret_value_is_refused_without_quoting_it(kubectl: Kubectl) ->
     assert done.returncode != 0
     assert 'data.token: Invalid value: "integer": data.token in body must be of type string' in done.stderr
     assert "12345" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("api_version", "path", "field", "says"),
+    [
+        ("batch.volcano.sh/v1alpha1", "jobs.spec.tasks", "FIELD: tasks <[]TaskSpec>", "<job>-<task>-<index>"),
+        ("batch.volcano.sh/v1alpha1", "jobs.spec.policies.action", "FIELD: action <string>", "RestartJob"),
+        ("batch/v1", "jobs.spec.parallelism", "FIELD: parallelism <integer>", "Kueue"),
+        ("batch/v1", "jobs.spec.suspend", "FIELD: suspend <boolean>", "kueue.x-k8s.io/queue-name"),
+    ],
+)
+def test_the_two_jobs_are_explained_each_by_its_group(
+    kubectl: Kubectl, api_version: str, path: str, field: str, says: str
+) -> None:
+    """Volcano's and Kubernetes' Job share a name, not their fields."""
+    out = kubectl("explain", path, f"--api-version={api_version}").stdout
+    assert field in out, out
+    assert says in out, out

@@ -85,13 +85,15 @@ def test_kubectl_lists_members_with_their_health(mkubectl: Kubectl) -> None:
         "SINCE",
         "LAST-PROBE",
         "FREE-NPUS",
+        "SCHEDULING",
         "ALLOCATABLE-NPUS",
         "NODES-BY-FREE-NPUS",
         "FREE-CPU",
         "FREE-MEMORY",
         "MESSAGE",
     ]
-    assert rows[1][4:9] == ["<unknown>"] * 5  # no dispatcher has seen its capacity
+    assert rows[1][4] == "<unknown>" and rows[1][6:10] == ["<unknown>"] * 4  # no capacity seen yet
+    assert rows[1][5] == "Schedulable"
     assert rows[1][:2] == ["member-1", "True"]
     assert rows[2][:2] == ["member-2", "False"]
     assert rows[2][-2:] == ["connection", "refused"]

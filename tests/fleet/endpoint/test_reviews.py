@@ -44,7 +44,7 @@ CAN_I = [
     ("alice", ("create", "acjob", "-n", "team-a"), "yes"),
     ("alice", ("delete", "acjob/job", "-n", "team-a"), "yes"),
     ("alice", ("create", "acjob", "-n", "team-b"), "no"),
-    ("alice", ("update", "acjob", "-n", "team-a"), "no"),  # a submitted job is not changed
+    ("alice", ("update", "acjob", "-n", "team-a"), "yes"),  # its metadata (fleet.jobs.updates)
     ("alice", ("patch", "acjob", "-n", "team-a", "--subresource", "status"), "no"),
     ("alice", ("list", "acjob", "--all-namespaces"), "no"),
     ("alice", ("get", "events", "-n", "team-a"), "yes"),
@@ -56,6 +56,10 @@ CAN_I = [
     ("alice", ("create", "priorityclasses"), "no"),
     ("admin", ("create", "priorityclasses"), "yes"),
     ("alice", ("get", "/healthz"), "yes"),
+    ("alice", ("get", "/metrics"), "no"),  # a grant of its own, as system:monitoring has
+    ("admin", ("get", "/metrics"), "yes"),
+    ("prometheus", ("get", "/metrics"), "yes"),
+    ("prometheus", ("get", "acjob", "-n", "team-a"), "no"),
     ("bob", ("get", "acjob", "-n", "team-a"), "no"),
     ("bob", ("get", "acjob", "-n", "team-b"), "yes"),
 ]
@@ -84,6 +88,8 @@ def test_can_i_list_for_a_tenant_and_an_admin(server: FleetApiThread, tmp_path: 
         "deletecollection",
         "get",
         "list",
+        "patch",
+        "update",
         "watch",
     ]
     assert alice["events"] == ["get", "list", "watch"]
@@ -99,6 +105,21 @@ def test_can_i_list_for_a_tenant_and_an_admin(server: FleetApiThread, tmp_path: 
     admin = rules(kubectl_as(server, "admin", tmp_path)("auth", "can-i", "--list", "-n", "team-b").stdout)
     assert "update" in admin["elasticquotatrees.scheduling.sigs.k8s.io"]
     assert "patch" in admin["ascendjobs.mindxdl.gitee.com/status"]
+
+
+def test_metrics_through_kubectl_need_the_grant(server: FleetApiThread, tmp_path: Path) -> None:
+    """``kubectl get --raw /metrics``: a tenant is refused in kube-apiserver's words, the
+    metrics reader (Prometheus' token) reads them; ``can-i --list`` shows the path to it only."""
+    refused = kubectl_as(server, "alice", tmp_path)("get", "--raw", "/metrics", ok=False)
+    assert refused.returncode == 1
+    assert (
+        'Error from server (Forbidden): forbidden: User "alice" cannot get path "/metrics"' in refused.stderr
+    )
+    read = kubectl_as(server, "prometheus", tmp_path)("get", "--raw", "/metrics")
+    assert "apiserver_requests_total" in read.stdout
+    for who, listed in (("alice", False), ("prometheus", True)):
+        out = kubectl_as(server, who, tmp_path)("auth", "can-i", "--list").stdout
+        assert ("[/metrics]" in out) is listed, out
 
 
 def test_whoami(server: FleetApiThread, tmp_path: Path) -> None:
@@ -117,9 +138,9 @@ def test_whoami(server: FleetApiThread, tmp_path: Path) -> None:
 def test_a_tenant_creates_by_server_side_apply_in_its_namespace_only(
     server: FleetApiThread, tmp_path: Path
 ) -> None:
-    """Creating by apply is authorized as a create, changing as a patch (which a tenant may not
-    do to a submitted job): what can-i says for each. Re-applying the same file changes nothing
-    and is let through (a GitOps tool applies on every sync)."""
+    """Creating by apply is authorized as a create, changing as a patch (which a tenant may do to
+    its job's own metadata, not to Fleet's keys): what can-i says for each. Re-applying the same
+    file changes nothing and is let through (a GitOps tool applies on every sync)."""
     job = yaml.safe_load(JOB.read_text())
     job["metadata"]["namespace"] = "team-a"
     alice = kubectl_as(server, "alice", tmp_path)
@@ -128,9 +149,13 @@ def test_a_tenant_creates_by_server_side_apply_in_its_namespace_only(
     again = alice("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(job))
     assert again.stdout.strip() == created.stdout.strip()
     job["metadata"]["labels"]["changed"] = "yes"
-    changed = alice("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(job), ok=False)
-    assert changed.returncode == 1 and 'cannot patch resource "ascendjobs"' in changed.stderr
-    assert alice("auth", "can-i", "patch", "acjob", "-n", "team-a", ok=False).stdout.strip() == "no"
+    changed = alice("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(job))
+    assert changed.stdout.strip() == created.stdout.strip()
+    job["metadata"]["labels"]["fleet.io/job-uid"] = "forged"
+    forged = alice("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(job), ok=False)
+    assert forged.returncode == 1 and "metadata.labels[fleet.io/job-uid]: Forbidden" in forged.stderr
+    del job["metadata"]["labels"]["fleet.io/job-uid"]
+    assert alice("auth", "can-i", "patch", "acjob", "-n", "team-a").stdout.strip() == "yes"
     job["metadata"]["namespace"] = "team-b"
     elsewhere = alice("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(job), ok=False)
     assert elsewhere.returncode == 1 and 'cannot create resource "ascendjobs"' in elsewhere.stderr

@@ -14,14 +14,13 @@ import redis
 import yaml
 
 from fleet.endpoint.auth import parse_token_file
-from fleet.jobs.phases import FleetReason, Phase
-from fleet.jobs.status import set_state
 from fleet.kinds import fleet_kind
 from fleet.state import Objects
 from fleet.workloads.kubeflow_jobs import pytorchjob
 from queues import JobState, Ledger
 from tests.fleet.endpoint.conftest import JOB, SAMPLES, TREE, call
 from tests.support.fleet_api import FleetApiThread
+from tests.support.job_states import admit as admit_to
 from tests.support.kubectl import Kubectl, table
 
 pytestmark = pytest.mark.integration
@@ -46,9 +45,7 @@ def admit(client: redis.Redis) -> None:
     assert Ledger(client).admit_pending(KEY).admitted
 
     def change(obj: dict[str, Any]) -> dict[str, Any]:
-        obj["status"].update(cluster="member-1", attempt=obj["status"].get("attempt", 0) + 1)
-        set_state(obj["status"], Phase.ADMITTED, FleetReason.ADMITTED, "admitted; placed on member-1")
-        return obj
+        return admit_to(obj, "member-1")
 
     assert Objects(client).mutate(FLEET_PYTORCHJOB, "default", "pytorch-test", change) is not None
 

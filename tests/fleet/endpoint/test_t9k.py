@@ -4,14 +4,13 @@ resumed by their one mutable field; kubectl shows them with Fleet's columns."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any, Final
 
 import redis
 import yaml
 
 from fleet.endpoint.auth import parse_token_file
-from fleet.jobs.phases import FleetReason, Phase
-from fleet.jobs.status import set_state
 from fleet.jobs.submit import job_key
 from fleet.kinds import fleet_kind
 from fleet.state import Objects
@@ -19,6 +18,7 @@ from fleet.workloads.t9k_jobs import t9k_tfjob
 from queues import QUOTA_LABEL, JobState, Ledger
 from tests.fleet.endpoint.conftest import SAMPLES, call
 from tests.support.fleet_api import FleetApiThread
+from tests.support.job_states import admit as admit_to
 from tests.support.kubectl import Kubectl, table
 
 T9K: Final = "/apis/batch.tensorstack.dev/v1beta1/namespaces/default"
@@ -32,9 +32,7 @@ def admit(client: redis.Redis, key: str, name: str) -> None:
     assert Ledger(client).admit_pending(key).admitted
 
     def change(obj: dict[str, Any]) -> dict[str, Any]:
-        obj["status"].update(cluster="member-1", attempt=1)
-        set_state(obj["status"], Phase.ADMITTED, FleetReason.ADMITTED, "admitted; placed on member-1")
-        return obj
+        return admit_to(obj, "member-1", attempt=1)
 
     assert Objects(client).mutate(FLEET_TFJOB, "default", name, change) is not None
 
@@ -163,7 +161,7 @@ def test_an_owner_may_flip_the_pause_switch_and_nothing_else(fleet_redis: redis.
         labelled = {"metadata": {"labels": {QUOTA_LABEL: "elsewhere"}}}
         code, answer = call(api, "PATCH", path, labelled, token="alice-token-t1", merge=True)
         assert code == 422, answer
-        assert answer["details"]["causes"][0]["field"] == "metadata.labels"
+        assert answer["details"]["causes"][0]["field"] == f"metadata.labels[{QUOTA_LABEL}]"
         code, answer = call(
             api,
             "PATCH",
@@ -173,3 +171,99 @@ def test_an_owner_may_flip_the_pause_switch_and_nothing_else(fleet_redis: redis.
             merge=True,
         )
         assert code == 403, answer
+
+
+def test_an_mpijob_in_t9k_s_later_shape_is_accepted_and_its_bad_values_refused(
+    kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """T9k's later documents (t9k/user-manuals, workflowtemplate.md) write the worker's processes
+    as ``processesPerWorker`` and in-place restarts as ``processRecovery: {enable, limit}``."""
+    sample = SAMPLES / "t9k-mpijob-processes.yaml"
+    assert "created" in kubectl("apply", "-f", str(sample)).stdout
+    rows = table(kubectl("get", "mpijobs.batch.tensorstack.dev").stdout)
+    assert rows[1][:2] == ["mpi-processes", "Queued"]
+    bad = yaml.safe_load(sample.read_text())
+    bad["metadata"]["name"] = "mpi-bad"
+    bad["spec"]["worker"]["processesPerWorker"] = 0
+    bad["spec"]["worker"]["processRecovery"]["limit"] = -1
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    refused = kubectl("apply", "-f", str(path), ok=False)
+    assert refused.returncode != 0
+    assert "spec.worker.processesPerWorker" in refused.stderr
+    assert "spec.worker.processRecovery.limit" in refused.stderr
+
+
+def test_an_mpijob_in_t9k_s_current_shape_is_accepted_as_its_tutorials_write_it(
+    kubectl: Kubectl, fleet_api: FleetApiThread
+) -> None:
+    """spec.mpiConfig and a spec.replicaSpecs list of a worker and a launcher (``template: {}``),
+    as t9k/tutorial-examples writes every MPIJob (job/mpijob/horovod-torch/job_gpu.yaml, ...)."""
+    sample = SAMPLES / "t9k-mpijob-replicaspecs.yaml"
+    assert "mpijob.batch.tensorstack.dev/horovod-npu created" in kubectl("apply", "-f", str(sample)).stdout
+    rows = table(kubectl("get", "mpijobs.batch.tensorstack.dev").stdout)
+    assert rows[1][:2] == ["horovod-npu", "Queued"]
+    code, stored = call(fleet_api, "GET", f"{T9K}/mpijobs/horovod-npu")
+    assert code == 200, stored
+    assert stored["spec"]["replicaSpecs"][1] == {"type": "launcher", "replicas": 1, "template": {}}
+    assert stored["spec"]["mpiConfig"]["script"][0] == "python3"
+    assert stored["status"]["priority"] == 60
+
+
+def _current_shape(name: str) -> dict[str, Any]:
+    body: dict[str, Any] = yaml.safe_load((SAMPLES / "t9k-mpijob-replicaspecs.yaml").read_text())
+    body["metadata"].update(name=name, namespace="default")
+    return body
+
+
+def _causes(fleet_api: FleetApiThread, body: dict[str, Any]) -> dict[str, str]:
+    code, answer = call(fleet_api, "POST", f"{T9K}/mpijobs", body)
+    assert code == 422, answer
+    return {c["field"]: c["message"] for c in answer["details"]["causes"]}
+
+
+def test_an_mpijob_mixing_both_shapes_or_breaking_the_current_one_is_refused_by_field(
+    fleet_api: FleetApiThread,
+) -> None:
+    mixed = _current_shape("mixed")
+    mixed["spec"]["worker"] = _renamed_mpi("x")["spec"]["worker"]
+    causes = _causes(fleet_api, mixed)
+    assert set(causes) == {"spec.replicaSpecs", "spec.mpiConfig"}
+    assert "may not be set with spec.worker" in causes["spec.replicaSpecs"]
+    assert "not both" in causes["spec.mpiConfig"]
+
+    mca = _current_shape("mca")
+    mca["spec"]["mca"] = {"btl": "^openib"}  # the older shape's place for it
+    assert "may not be set with spec.mca" in _causes(fleet_api, mca)["spec.mpiConfig"]
+
+    bad = _current_shape("bad")
+    bad["spec"]["replicaSpecs"][0]["type"] = "master"
+    bad["spec"]["replicaSpecs"][1]["replicas"] = 2
+    causes = _causes(fleet_api, bad)
+    assert "(worker, launcher)" in causes["spec.replicaSpecs[0].type"]
+    assert "one launcher" in causes["spec.replicaSpecs[1].replicas"]
+    assert "type: worker" in causes["spec.replicaSpecs"]
+
+    renamed = _current_shape("renamed")
+    renamed["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["name"] = "mpi-worker"
+    renamed["spec"]["mpiConfig"]["home"] = "usr/local"
+    causes = _causes(fleet_api, renamed)
+    assert "named worker" in causes["spec.replicaSpecs[0].template.spec.containers"]
+    assert "absolute" in causes["spec.mpiConfig.home"]
+
+    no_script = _current_shape("no-script")
+    del no_script["spec"]["mpiConfig"]["script"]
+    assert _causes(fleet_api, no_script) == {"spec.mpiConfig.script": "is required"}
+
+    code, answer = call(fleet_api, "GET", f"{T9K}/mpijobs")
+    assert code == 200 and answer["items"] == [], answer  # nothing refused was stored
+
+
+def test_an_unknown_field_of_the_current_shape_is_refused(kubectl: Kubectl, tmp_path: Path) -> None:
+    body = _current_shape("typo")
+    body["spec"]["mpiConfig"]["scripts"] = body["spec"]["mpiConfig"].pop("script")
+    path = tmp_path / "typo.yaml"
+    path.write_text(yaml.safe_dump(body))
+    refused = kubectl("apply", "-f", str(path), ok=False)
+    assert refused.returncode != 0
+    assert 'unknown field "spec.mpiConfig.scripts"' in refused.stderr

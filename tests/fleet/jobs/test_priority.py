@@ -277,3 +277,44 @@ def test_a_ledger_on_another_client_resolves_classes_too(fake_redis: redis.Redis
     objects.create(PRIORITY_CLASS, priority_class("high", 1000))
     submit(objects, ledger, job("apart", priority_class="high"))
     assert queued_priority(ledger, "apart") == 1000
+
+
+def test_a_priority_the_job_writes_itself_is_capped_and_a_class_is_not(fake_redis: redis.Redis) -> None:
+    """Issue 34: the annotation's value above the node's ``fleet.io/max-priority`` (or above
+    1,000,000,000 anywhere) refuses the job; an admin's class above the cap does not."""
+    from fleet.jobs import PriorityNotAllowed
+    from queues import load
+
+    ledger, objects = Ledger(fake_redis), Objects(fake_redis)
+    tree = """
+apiVersion: scheduling.sigs.k8s.io/v1beta1
+kind: ElasticQuotaTree
+metadata: {name: elasticquotatree, namespace: kube-system}
+spec:
+  root:
+    name: root
+    max: {huawei.com/Ascend910: 64}
+    min: {huawei.com/Ascend910: 64}
+    children:
+    - {name: capped, namespaces: [default], attributes: {fleet.io/max-priority: "100"}}
+    - {name: free, namespaces: [other]}
+"""
+    ledger.apply(load(tree)[0])
+    objects.create(PRIORITY_CLASS, priority_class("admins-high", 100_000))
+    assert prepare(job("at-cap", annotation="100"), ledger, objects).priority == 100
+    assert prepare(job("below", annotation="-5"), ledger, objects).priority == -5
+    with pytest.raises(PriorityNotAllowed) as above:
+        prepare(job("above", annotation="101"), ledger, objects)
+    assert above.value.field == f"metadata.annotations[{PRIORITY_ANNOTATION}]"
+    assert str(above.value).startswith(
+        "priority 101 is above 100, the most the ElasticQuotaTree allows jobs of namespace default there "
+        "(attribute fleet.io/max-priority of quota node 'capped')"
+    )
+    assert prepare(job("classed", priority_class="admins-high"), ledger, objects).priority == 100_000
+    elsewhere = job("elsewhere", annotation="2000000000")
+    elsewhere["metadata"]["namespace"] = "other"
+    with pytest.raises(PriorityNotAllowed) as system:
+        prepare(elsewhere, ledger, objects)
+    assert "the highest priority a user may define" in str(system.value)
+    elsewhere["metadata"]["annotations"][PRIORITY_ANNOTATION] = "1000000000"
+    assert prepare(elsewhere, ledger, objects).priority == 1_000_000_000

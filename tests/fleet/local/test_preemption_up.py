@@ -241,6 +241,14 @@ def in_order(seen: list[str], *states: str) -> bool:
     return all(any(s == want for s in remaining) for want in states)
 
 
+def job_events(fleet: Fleet, namespace: str, name: str) -> list[dict[str, str]]:
+    """The job's Events as ``kubectl get events`` lists them."""
+    listed = fleet.kubectl(
+        "get", "events", "-n", namespace, "--field-selector", f"involvedObject.name={name}", "-o", "json"
+    )
+    return list(json.loads(listed)["items"])
+
+
 def events(described: str) -> list[str]:
     """The lines of the Events table of ``kubectl describe``."""
     return described.split("\nEvents:", 1)[-1].splitlines()[3:]
@@ -262,16 +270,18 @@ def assert_preempted(fleet: Fleet, observer: Observer, namespace: str, victim: s
     victim_obj = json.loads(fleet.kubectl("get", "acjob", "-n", namespace, victim, "-o", "json"))
     status = victim_obj["status"]
     assert (status.get("preemptedBy"), status.get("attempt")) == (by, 2), status  # ran again, to the end
-    # Its copy was gone (it was back in the queue) before its preemptor was admitted.
+    # Its copy was gone (it was back in the queue) before its preemptor was admitted: the two
+    # Events kubectl lists say when.
     by_namespace, by_name = by.split("/")
-    preemptor = json.loads(fleet.kubectl("get", "acjob", "-n", by_namespace, by_name, "-o", "json"))
-    requeued = [
-        c["lastTransitionTime"]
-        for c in status["conditions"]
-        if c["type"] == "Queued" and c.get("reason") != "Submitted"
+    requeued = [  # the latest Preempted: its copy gone, queued again (one Event, by reason)
+        e["lastTimestamp"]
+        for e in job_events(fleet, namespace, victim)
+        if e["reason"] == "Preempted" and "is gone" in e["message"]
     ]
-    admitted = [c["lastTransitionTime"] for c in preemptor["status"]["conditions"] if c["type"] == "Admitted"]
-    assert requeued and admitted and min(requeued) <= max(admitted), (status, preemptor["status"])
+    admitted = [
+        e["lastTimestamp"] for e in job_events(fleet, by_namespace, by_name) if e["reason"] == "Admitted"
+    ]
+    assert requeued and admitted and min(requeued) <= max(admitted), (requeued, admitted)
 
 
 def assert_never_requeued(fleet: Fleet, observer: Observer, namespace: str, name: str) -> None:

@@ -114,7 +114,7 @@ WALKTHROUGH: list[Step] = [
         watch=True,
     ),
     Step(
-        ".venv/bin/fleet sim fault --kubeconfig fleet.kubeconfig member-2 down",
+        ".venv/bin/fleet sim fault member-2 down",
         contains('"down": true', '"member": "member-2"'),
     ),
     Step(
@@ -128,7 +128,7 @@ WALKTHROUGH: list[Step] = [
         contains("ClusterFailover", "no member cluster fits", "member-2: NotReady"),
     ),
     Step(
-        ".venv/bin/fleet sim fault --kubeconfig fleet.kubeconfig member-2 up",
+        ".venv/bin/fleet sim fault member-2 up",
         contains('"down": false', '"member": "member-2"'),
     ),
     Step(
@@ -139,6 +139,24 @@ WALKTHROUGH: list[Step] = [
         # exclusion gives way as soon as the member is Ready (issue 23, req. 5).
         within=60.0,
     ),
+    # A Volcano Job, as MindCluster's users write one, in the same one-job leaf (issue 31).
+    Step(
+        "kubectl delete acjob second-test-pytorch",
+        contains('ascendjob.mindxdl.gitee.com "second-test-pytorch" deleted'),
+    ),
+    Step(
+        "kubectl apply -f config/samples/vcjob-mindspore-910b.yaml",
+        contains(
+            "configmap/rings-config-mindspore-vcjob created", "job.batch.volcano.sh/mindspore-vcjob created"
+        ),
+    ),
+    Step(
+        "kubectl get vcjob -w",
+        has_row("mindspore-vcjob", STATE="Running", CLUSTER="member-1"),
+        watch=True,
+        within=60.0,
+    ),
+    Step("kubectl --context member-1 get vcjob", has_row("mindspore-vcjob", STATUS="Running", RUNNING="2")),
 ]
 
 
@@ -425,12 +443,14 @@ def test_the_readme_walkthrough_against_fleet_up(fleet_up: Up) -> None:
     contexts = subprocess.run(
         [KUBECTL, "config", "get-contexts", "-o", "name"], env=env, capture_output=True, text=True, check=True
     ).stdout.split()
-    assert sorted(contexts) == ["fleet", "member-1", "member-2", "member-3"]
+    assert sorted(contexts) == ["fleet", "member-1", "member-2", "member-3", "team-a"]
     current = subprocess.run(
         [KUBECTL, "config", "current-context"], env=env, capture_output=True, text=True, check=True
     )
     assert current.stdout.strip() == "fleet"
     printed = fleet_up.output.read_text()
+    # A clean start, as the walkthrough asks for (make up FRESH=1), says so.
+    assert re.search(r"^state +clean: no jobs, no quota tree, no policies$", printed, re.M), printed
     assert "Fleet is up." in printed and "kubectl apply -f config/samples/elasticquotatree.yaml" in printed
 
     assert readme_walkthrough() == [step.command for step in WALKTHROUGH]

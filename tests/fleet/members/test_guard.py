@@ -161,3 +161,23 @@ def test_caller_guards_only_calls_that_retry() -> None:
     assert caller("probe", lambda: 1, retry=False) == 1  # not guarded
     with pytest.raises(CircuitOpen):
         caller("get_job", lambda: 1)
+
+
+@pytest.mark.parametrize("error", [RecursionError("maximum recursion depth exceeded"), TypeError("a set")])
+def test_a_request_that_cannot_be_built_is_the_callers_error_not_the_members(error: Exception) -> None:
+    """A body the client cannot serialise fails the same way on every try and on every member:
+    it is raised as it is (the worker fails the job's copy), never ``MemberUnavailable`` (which
+    would send it again for ever), and it opens no breaker."""
+    caller = Caller("m1", replace(FAST, breaker_failures=1))
+    calls = 0
+
+    def build() -> int:
+        nonlocal calls
+        calls += 1
+        raise error
+
+    with pytest.raises(type(error)):
+        caller("create_job", build)
+    assert calls == 1, "not retried"
+    assert caller.breaker.state is State.CLOSED
+    assert caller("get_job", lambda: 2) == 2

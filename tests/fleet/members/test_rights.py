@@ -20,7 +20,7 @@ from click.testing import CliRunner
 import fleet.members.access
 from fleet.cli import main
 from fleet.members.rights import member_manifest, rights
-from fleet.workloads import KINDS
+from fleet.workloads import KINDS, RUNTIME_KINDS
 
 ROOT = Path(__file__).resolve().parents[3]
 ACCESS = Path(fleet.members.access.__file__)
@@ -34,6 +34,8 @@ _VERBS = {
     "replace": ("update",),
 }
 JOB_KINDS = [(adapter.resource.group, adapter.resource.plural) for adapter in KINDS]
+# The custom objects Fleet makes in a member: the jobs, and Kubeflow Trainer's namespaced runtime.
+JOB_KINDS += [(rt.group, rt.plural) for rt in RUNTIME_KINDS if rt.namespaced]
 _RESOURCES: dict[str, list[tuple[str, str]]] = {
     "namespace": [("", "namespaces")],
     "node": [("", "nodes")],

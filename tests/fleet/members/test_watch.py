@@ -315,3 +315,42 @@ def test_a_failing_batch_gets_the_whole_state_again(member: Member, watchers: li
     member.create_job(JOBS, "default", job("new"))
     resync = syncs.wait(lambda events: any(e.cause == "callback-error" for e in events))[-1]
     assert resync.type == SYNC and sorted(names(resync.objects)) == ["new", "old"]
+
+
+def test_a_member_rebuilt_behind_the_watch_is_listed_again_from_what_it_now_holds(
+    tmp_path: Path, watchers: list[Watcher]
+) -> None:
+    """A member restored from an older backup (or rebuilt) has not reached the resourceVersion the
+    watch resumes from: it answers "Too large resource version" (kube-apiserver's 504 with the
+    cause ResourceVersionTooLarge), and the watcher lists again, as client-go's reflector does,
+    instead of retrying that version for ever."""
+    server = MemberServer()
+    server.start()
+    rebuilt: MemberServer | None = None
+    try:
+        member = member_for(server, tmp_path)
+        for name in ("a", "b", "c", "d"):
+            member.create_job(JOBS, "default", job(name))
+        recorder = Recorder()
+        watchers.append(watcher := member.watch_jobs(JOBS, recorder))
+        assert watcher.wait_synced(5.0)
+        _wait(lambda: watcher.connected)
+        server.close()
+        _wait(lambda: not watcher.connected)
+        rebuilt = MemberServer()  # empty but one job, its versions behind the watch's, same port
+        rebuilt.port = server.port
+        rebuilt.start()
+        rebuilt.create(ASCENDJOB, {**job("e"), "metadata": {"name": "e", "namespace": "default"}})
+
+        def resynced(events: list[WatchEvent]) -> bool:
+            return len([e for e in events if e.type == SYNC]) >= 2
+
+        resync = [e for e in recorder.wait(resynced, timeout=15.0) if e.type == SYNC][1]
+        assert names(resync.objects) == ["e"]
+        assert sorted(names(resync.vanished)) == ["a", "b", "c", "d"]
+        member.close()
+    finally:
+        for watcher in watchers:
+            watcher.stop()
+        if rebuilt is not None:
+            rebuilt.close()

@@ -5,7 +5,15 @@ from __future__ import annotations
 import copy
 
 from fleet.ascend import NPU_RESOURCE
-from fleet.placement import NEVER, MemberCapacity, Placer, explain_member, explain_members, never_fits
+from fleet.placement import (
+    NEVER,
+    MemberCapacity,
+    Placer,
+    explain_member,
+    explain_members,
+    fit_member,
+    never_fits,
+)
 from fleet.policy import ClusterAffinity
 from tests.fleet.placement.factory import demand, job, node, pod, sample_job
 
@@ -40,16 +48,15 @@ def test_npu_size_not_allowed_on_the_accelerator_type() -> None:
     )
 
 
-def test_schedule_policy_names_its_hardware() -> None:
-    # chip8-node8 is MindCluster's Atlas 800T A2 handler (910B x8): other node types never serve it.
+def test_schedule_policy_names_its_rules_and_largest_node() -> None:
+    # chip8-node8 is MindCluster's module910bx8 handler: its rules on any node of at most 8 NPUs
+    # (the node's accelerator-type is never compared), so 2-NPU cards and a 4-NPU node serve it.
     cap = MemberCapacity.from_lists("m", [node("a", 2, "card-910b-2"), node("b", 2, "card-910b-2")])
-    assert explain_member(cap, demand(job(npus=2, policy="chip8-node8"))) == (
-        "schedule policy chip8-node8 asks for accelerator-type module-910b-8; these nodes are card-910b-2"
-    )
-    # A node of the right type but the wrong size (as labelled by hand) is refused by size.
-    odd = MemberCapacity.from_lists("m", [node("a", 4, "module-910b-8")])
-    assert explain_member(odd, demand(job(workers=0, npus=2, policy="chip8-node8"))) == (
-        "schedule policy chip8-node8 (Atlas 800T A2 (910B x8)) needs nodes of 8 NPUs, these have 4"
+    assert fit_member(cap, demand(job(workers=0, npus=2, policy="chip8-node8"))) is not None
+    big = MemberCapacity.from_lists("m", [node("a", 16, "module-910b-16")])
+    assert explain_member(big, demand(job(workers=0, npus=2, policy="chip8-node8"))) == (
+        "schedule policy chip8-node8 (Atlas 800T A2 (910B x8)) takes nodes of at most 8 NPUs "
+        "(MindCluster's MaxNodeNPUNum), these have 16"
     )
 
 

@@ -35,7 +35,8 @@ def test_every_schedule_policy_mindcluster_defines_is_known() -> None:
 
 def test_the_policy_wins_then_the_selector_then_the_family_label() -> None:
     by_policy = job_hardware({"huawei.com/schedule_policy": "chip8-node16"}, {}, [{}], [8])
-    assert by_policy.hardware is MODULE_910B_16 and by_policy.types == frozenset({"module-910b-16"})
+    # The policy picks the handler's rules, never node types (see test_a_policy_selects_rules_not_nodes).
+    assert by_policy.hardware is MODULE_910B_16 and by_policy.types is None
     by_selector = job_hardware({}, {}, [{"accelerator-type": "module"}], [4, 4])
     assert by_selector.hardware is MODULE_910 and by_selector.warnings == ()
     by_family = job_hardware({}, {"ring-controller.atlas": "ascend-910b"}, [{}], [1])
@@ -50,10 +51,38 @@ def test_910_and_910b_jobs_do_not_land_on_each_other_s_nodes() -> None:
     for family, where in (("ascend-910", "old"), ("ascend-910b", "new")):
         placement = fit_member(cap, demand(job(workers=0, npus=2, family=family)))
         assert placement is not None and placement.nodes == (where,), family
-    # A policy that names 910B hardware beside a 910 selector: accepted, warned, fits nowhere.
+    # A policy beside a selector of other hardware: the policy's rules on the selected nodes, as
+    # the plugin applies them (it never compares the two).
     both = demand(job(workers=0, npus=1, policy="chip8-node8", selector={"accelerator-type": "module"}))
-    assert "no node can be both" in both.hardware.warnings[0]
-    assert fit_member(cap, both) is None
+    assert both.hardware.warnings == ()
+    placement = fit_member(cap, both)
+    assert placement is not None and placement.nodes == ("old",)
+
+
+def test_a_policy_selects_rules_not_nodes() -> None:
+    """MindCluster's ascend-for-volcano plugin (factory.go get910CardHandlerName, base/frame.go
+    CheckNodeNPUByTask, base/node.go GetUsableTopFromNode): a schedule policy picks a handler and
+    no handler compares the node's accelerator-type; a node is refused only when it offers more
+    NPUs than the handler's MaxNodeNPUNum."""
+    # chip1-node2 is the card handler (card910x2): card-910b-2 nodes serve it.
+    cards = MemberCapacity.from_lists("m", [node("c0", 2, "card-910b-2"), node("c1", 2, "card-910b-2")])
+    placement = fit_member(cards, demand(job(workers=1, npus=2, policy="chip1-node2")))
+    assert placement is not None and sorted(placement.nodes) == ["c0", "c1"]
+    # chip4-node8 (chip4nodex, 4-NPU meshes, at most 8 a node) on a 910B x8 node: taken, by mesh.
+    a2 = MemberCapacity.from_lists("m", [node("a2", 8, "module-910b-8")])
+    assert fit_member(a2, demand(job(workers=0, npus=4, policy="chip4-node8"))) is not None
+    # chip8-node8 (module910bx8: base handler, at most 8) on a 910 module node: taken, any NPUs.
+    old = MemberCapacity.from_lists("m", [node("m0", 8, "module")])
+    assert fit_member(old, demand(job(workers=0, npus=3, policy="chip8-node8"))) is not None
+    # ... where the module's own rules refuse 3 NPUs.
+    with pytest.raises(NpuRuleError, match=r"3 huawei\.com/Ascend910 per pod is not allowed"):
+        job_hardware({}, {}, [{"accelerator-type": "module"}], [3])
+    # A 16-NPU node is larger than either handler takes.
+    x16 = MemberCapacity.from_lists("m", [node("x", 16, "module-910b-16")])
+    for policy in ("chip4-node8", "chip8-node8", "chip1-node2"):
+        read = demand(job(workers=0, npus=2, policy=policy)).hardware
+        assert rule_failure(read, 2, 1, {"accelerator-type": "module-910b-16"}, 16) is not None, policy
+        assert fit_member(x16, demand(job(workers=0, npus=2, policy=policy))) is None, policy
 
 
 def test_soft_share_needs_its_labels_and_warns_when_the_request_differs() -> None:

@@ -44,9 +44,13 @@ def test_a3_pairs_and_soft_share_units() -> None:
     assert pick(SHARE, state, 40, 200, share=True) == (0,)
 
 
-def test_a_policy_serves_its_own_nodes_and_soft_share_nodes_serve_it_only() -> None:
-    assert policy_reason("chip8-node8", {"accelerator-type": "module"}, 8) is not None
+def test_a_policy_serves_any_node_up_to_its_size_and_soft_share_nodes_serve_it_only() -> None:
+    # The plugin's handlers never read the node's accelerator-type; MaxNodeNPUNum bounds the node.
+    assert policy_reason("chip8-node8", {"accelerator-type": "module"}, 8) is None
     assert policy_reason("chip8-node8", {"accelerator-type": "module-910b-8"}, 8) is None
+    assert policy_reason("chip8-node8", {"accelerator-type": "module-910b-16"}, 16) is not None
+    assert policy_reason("chip1-node2", {"accelerator-type": "card-910b-2"}, 2) is None
+    assert policy_reason("chip4-node8", {"accelerator-type": "module-910b-8"}, 8) is None
     shared = {"huawei.com/scheduler.chip1softsharedev.enable": "true"}
     assert policy_reason(None, shared, 800) == "node(s) offer soft-shared NPUs only"
     assert policy_reason("chip1-softShareDev", shared, 800) is None

@@ -132,10 +132,14 @@ def test_search_is_exact_where_best_fit_decreasing_is_not() -> None:
         assert sum(int(p.split("-")[0][1:]) for p, n in result.bindings.items() if n == name) == 10
 
 
-def test_schedule_policy_annotation_limits_the_node_shape() -> None:
+def test_schedule_policy_annotation_limits_the_node_size_not_its_label() -> None:
     job = sample_job()
     job["metadata"]["annotations"] = {"huawei.com/schedule_policy": "chip8-node8"}
-    result = schedule(CARD_NODES, [], pods_of(job))
+    assert schedule(CARD_NODES, [], pods_of(job)).fits  # cards of 2 NPUs: at most 8, any label
+    big = [
+        node(f"n-{i}", npus=16, accelerator_type="card-910b-2", cpu="60", memory="240Gi") for i in range(4)
+    ]
+    result = schedule(big, [], pods_of(job))
     assert not result.fits
     assert "didn't match huawei.com/schedule_policy chip8-node8" in result.message
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
@@ -20,7 +22,7 @@ from tests.support.sim import CARD_POOL, RunningSim, running_sim, small_topology
 
 pytestmark = pytest.mark.integration
 
-MEMBERS = ("lifecycle", "failures", "capacity", "faults", "readiness")
+MEMBERS = ("lifecycle", "failures", "capacity", "faults", "readiness", "rebuilt")
 
 
 @pytest.fixture(scope="module")
@@ -189,6 +191,27 @@ def test_down_refuses_connections_and_up_brings_back_the_same_state(fleet_sim: R
     after = get(api, "steady")
     assert after["metadata"]["uid"] == created["metadata"]["uid"]
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+
+
+def test_wipe_rebuilds_the_member_empty_with_its_nodes_on_the_same_port(fleet_sim: RunningSim) -> None:
+    """A member restored from nothing: its nodes register again, its jobs and pods are gone, and
+    its resourceVersions start over (below what a client saw before)."""
+    api = jobs_api(fleet_sim, "rebuilt")
+    create(api, with_duration(simple_job("lost", workers=1, npus=2), 60))
+    eventually(lambda: last_condition(get(api, "lost")).get("type") == "Running")
+
+    def raw(path: str) -> dict[str, Any]:
+        with urllib.request.urlopen(fleet_sim.servers["rebuilt"] + path, timeout=10) as response:
+            return cast(dict[str, Any], json.loads(response.read()))
+
+    nodes_before = sorted(n["metadata"]["name"] for n in raw("/api/v1/nodes")["items"])
+    seen = int(raw("/api/v1/namespaces/default/pods")["metadata"]["resourceVersion"])
+    assert fleet_sim.fault("rebuilt", "wipe")["down"] is False
+    assert sorted(n["metadata"]["name"] for n in raw("/api/v1/nodes")["items"]) == nodes_before
+    jobs = f"/apis/{ASCENDJOB_GROUP}/{ASCENDJOB_VERSION}/namespaces/default/{ASCENDJOB_PLURAL}"
+    assert raw(jobs)["items"] == []
+    pods = raw("/api/v1/namespaces/default/pods")
+    assert pods["items"] == [] and int(pods["metadata"]["resourceVersion"]) < seen
 
 
 def test_503_and_slow_responses(fleet_sim: RunningSim) -> None:

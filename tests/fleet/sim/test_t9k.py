@@ -255,6 +255,47 @@ def test_the_mpi_sample_runs_a_launcher_and_its_workers_and_cleans_them_up() -> 
     run(test, cpu_nodes(1, cpu="500m", memory="1Gi"))  # 5 x 50m workers + a launcher of nothing
 
 
+def test_an_mpijob_in_t9k_s_current_shape_runs_its_npu_workers_and_the_controller_s_launcher() -> None:
+    """spec.mpiConfig and spec.replicaSpecs (t9k/tutorial-examples' shape): the worker entry's
+    pods on the 910B nodes its nodeSelector names, the launcher (template: {}) made by the
+    controller from the worker's template, requesting no NPU."""
+
+    async def test(store: MemoryStore, controller: T9kController) -> None:
+        job = sample("t9k-mpijob-replicaspecs.yaml")
+        job["metadata"]["annotations"] = {DURATION_ANNOTATION: "0.2"}
+        await store.create(T9K_MPIJOB, job)
+        running = await reaches(store, T9K_MPIJOB, "horovod-npu", "Running")
+        assert [t["type"] for t in running["tasks"]] == ["launcher", "worker"]
+        assert [s["name"] for s in running["tasks"][1]["status"]] == [
+            "horovod-npu-worker-0",
+            "horovod-npu-worker-1",
+        ]
+        pods, _, _ = await store.list(POD, "default")
+        nodes = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
+        assert nodes["horovod-npu-worker-0"] != nodes["horovod-npu-worker-1"]  # 8 NPUs each
+        launcher = next(p for p in pods if p["metadata"]["name"] == "horovod-npu-launcher")
+        assert "huawei.com/Ascend910" not in str(launcher["spec"]["containers"])
+        assert launcher["spec"]["schedulerName"] == "t9k-scheduler"
+        done = await reaches(store, T9K_MPIJOB, "horovod-npu", "Succeeded")
+        assert done["aggregate"]["deleted"] == 3  # cleanUpWorkers: true
+        assert not await pod_names(store)
+
+    run(test, [node(f"npu-{i}") for i in range(2)])
+
+
+def test_an_mpijob_mixing_both_shapes_cannot_run() -> None:
+    async def test(store: MemoryStore, controller: T9kController) -> None:
+        job = sample("t9k-mpijob-replicaspecs.yaml")
+        job["spec"]["worker"] = sample("t9k-mpijob.yaml")["spec"]["worker"]
+        await store.create(T9K_MPIJOB, job)
+        failed = await reaches(store, T9K_MPIJOB, "horovod-npu", "Failed")
+        reasons = {c["type"]: c["reason"] for c in failed["conditions"] if c["status"] == "True"}
+        assert reasons["Failed"] == "InvalidSpec"
+        assert not await pod_names(store)
+
+    run(test, [node("npu-0")])
+
+
 def test_deleting_a_job_deletes_its_pods() -> None:
     async def test(store: MemoryStore, controller: T9kController) -> None:
         job = tf_job("gone", [{"type": "worker", "replicas": 2}])

@@ -104,3 +104,17 @@ def test_a_members_labels_reach_fleet_through_its_kubeconfig_context(tmp_path: P
         MemberConfigError, match=r"context member-1: extensions\[fleet\.io/member\]\.labels must be a map"
     ):
         member_labels(path)
+
+
+def test_sim_fault_reads_kubeconfig_then_the_local_fleet_kubeconfig(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``fleet sim fault member-2 down`` with no --kubeconfig: $KUBECONFIG, else ./fleet.kubeconfig
+    (what ``fleet up`` writes), as the everyday commands read it (issue 33, req. 8)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    missing = CliRunner().invoke(main, ["sim", "fault", "member-2", "down"])
+    assert missing.exit_code == 2 and "'fleet.kubeconfig' does not exist" in missing.output
+    (tmp_path / "fleet.kubeconfig").write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\n")
+    found = CliRunner().invoke(main, ["sim", "fault", "member-2", "down"])
+    assert found.exit_code == 1 and "member-2" in found.output, found.output

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,6 +16,36 @@ from fleet.state import DispatchKeys, Objects
 from fleet.state.keys import INVOLVED_INDEX
 from queues import Fence, Fenced
 from tests.support.kinds import ASCENDJOB
+
+
+@contextlib.contextmanager
+def _counting(client: redis.Redis) -> Iterator[list[int]]:
+    """The round trips ``client`` makes meanwhile: one entry per pipeline or command sent."""
+    sent: list[int] = []
+    pipeline: Any = client.pipeline
+    execute: Any = client.execute_command
+
+    def counted_pipeline(*args: Any, **kwargs: Any) -> Any:
+        pipe = pipeline(*args, **kwargs)
+        run = pipe.execute
+
+        def execute_pipe(*a: Any, **k: Any) -> Any:
+            sent.append(len(pipe.command_stack))
+            return run(*a, **k)
+
+        pipe.execute = execute_pipe
+        return pipe
+
+    def counted_command(*args: Any, **kwargs: Any) -> Any:
+        sent.append(1)
+        return execute(*args, **kwargs)
+
+    client.pipeline = counted_pipeline  # type: ignore[method-assign]
+    client.execute_command = counted_command  # type: ignore[method-assign]
+    try:
+        yield sent
+    finally:
+        del client.pipeline, client.execute_command
 
 
 def job(name: str, namespace: str = "team-a", **labels: str) -> dict[str, Any]:
@@ -153,6 +185,23 @@ def test_many_objects_are_read_and_changed_in_a_batch(redis_client: redis.Redis)
         stored = objects.get(ASCENDJOB, "team-a", name)
         assert stored["status"] == {"n": n}
     assert a == objects.get(ASCENDJOB, "team-a", "a")  # what it returns is what is stored
+
+
+def test_many_kinds_are_read_in_one_round_trip(redis_client: redis.Redis) -> None:
+    """The dispatcher looks for a job's namesakes of every other kind at once."""
+    objects = Objects(redis_client)
+    objects.create(ASCENDJOB, job("a"))
+    objects.create(EVENT, {"metadata": {"name": "e", "namespace": "team-a"}, "reason": "R"})
+    reads: list[tuple[Any, list[tuple[str | None, str]]]] = [
+        (ASCENDJOB, [("team-a", "gone"), ("team-a", "a")]),
+        (EVENT, [("team-a", "e"), ("team-b", "e")]),
+        (NODE, []),
+    ]
+    with _counting(redis_client) as sent:
+        got = objects.get_many_kinds(reads)
+    assert len(sent) == 1, f"one round trip for every kind, not {sent}"
+    assert [[o and o["metadata"]["name"] for o in found] for found in got] == [[None, "a"], ["e", None], []]
+    assert objects.get_many_kinds([]) == []
 
 
 def test_batched_creates_report_taken_names_and_store_the_rest(redis_client: redis.Redis) -> None:

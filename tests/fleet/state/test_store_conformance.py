@@ -25,6 +25,7 @@ from fleet.apiserver import (
     MemoryStore,
     NotFound,
     Store,
+    Timeout,
     WatchEvent,
 )
 from fleet.state.async_objects import AsyncObjects
@@ -295,6 +296,36 @@ def test_watch_beyond_the_history_window_is_gone(lane: Lane) -> None:
                 await store.create(NODE, {"metadata": {"name": f"m{i:03}"}})
             with pytest.raises(Gone, match="continue parameter is too old"):
                 await store.list(NODE, None, limit=1, continue_token=stale)
+
+    run(scenario)
+
+
+def test_watch_from_a_version_not_reached_waits_then_is_too_large(lane: Lane) -> None:
+    """Issue 34: as kube-apiserver's watch cache, a watch from a version the store has not
+    reached waits for it (``fresh_wait``) and follows once it comes; if it does not, the watch
+    ends with 504 ``Too large resource version`` and the cause client-go looks for."""
+
+    async def scenario() -> None:
+        async with lane.replicas() as (store,):
+            assert isinstance(store, MemoryStore | AsyncObjects)
+            store.fresh_wait = 0.3
+            now = await version(store)
+            with pytest.raises(Timeout) as raised:
+                await anext(store.watch(NODE, None, resource_version=str(now + 100)))
+            status = raised.value.to_status()
+            assert (status["code"], status["reason"]) == (504, "Timeout")
+            assert status["message"] == f"Timeout: Too large resource version: {now + 100}, current: {now}"
+            assert status["details"]["causes"] == [
+                {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+            ]
+            store.fresh_wait = 5.0
+            ahead = store.watch(NODE, None, resource_version=str(now + 1))
+            first = asyncio.ensure_future(anext(ahead))
+            await asyncio.sleep(0.1)
+            await store.create(NODE, {"metadata": {"name": "reaches-it"}})  # at now + 1
+            await store.create(NODE, {"metadata": {"name": "after-it"}})
+            assert (await first).object["metadata"]["name"] == "after-it"
+            await ahead.aclose()  # type: ignore[attr-defined]
 
     run(scenario)
 

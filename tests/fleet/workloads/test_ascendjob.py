@@ -74,9 +74,9 @@ CASES: list[tuple[str, Callable[[Job], object], list[str]]] = [
         ],
     ),
     (
-        "worker replicas out of bounds",
-        lambda j: j["spec"]["replicaSpecs"]["Worker"].update(replicas=0),
-        [f"{WORKER}.replicas: must be between 1 and 20000"],
+        "negative worker replicas (validateReplicas)",
+        lambda j: j["spec"]["replicaSpecs"]["Worker"].update(replicas=-1),
+        [f"{WORKER}.replicas: can not be negative, but got -1"],
     ),
     (
         "replicas not a number",
@@ -160,7 +160,7 @@ CASES: list[tuple[str, Callable[[Job], object], list[str]]] = [
     (
         "more replicas than the operator's maxReplicas",
         lambda j: j["spec"]["replicaSpecs"]["Worker"].update(replicas=20_001),
-        [f"{WORKER}.replicas: must be between 1 and 20000"],
+        [f"{WORKER}.replicas: can not be larger than 20000, but got 20001"],
     ),
     # The operator's rules beyond replica types.
     (
@@ -428,3 +428,21 @@ def test_a_value_of_any_type_anywhere_is_an_error_or_fine_never_a_crash() -> Non
                 target = target[part]
             target[path[-1]] = wrong
             assert isinstance(ascendjob.validate(job), list), (path, wrong)
+
+
+def test_a_replica_type_of_zero_replicas_is_accepted_and_makes_no_pod() -> None:
+    """MindCluster's ascend-operator ``validateReplicas`` (ascendjob_validate.go) refuses only a
+    negative count and more than ``maxReplicas``: ``Worker: replicas: 0`` is a job of its Master."""
+    job = sample_job()
+    job["spec"]["replicaSpecs"]["Worker"]["replicas"] = 0
+    job["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] = 1
+    assert ascendjob.validate(job) == []
+    d = ascendjob.demand(job)
+    assert d.pods == d.gang == 1
+    assert [(s.replica_type, s.count) for s in d.shapes] == [("Master", 1)]
+    # A mindspore job of no Scheduler and no Worker would have no pod at all: Fleet refuses it.
+    empty = _worker_only("mindspore", 1)
+    empty["spec"]["replicaSpecs"]["Worker"]["replicas"] = 0
+    assert [str(e) for e in ascendjob.validate(empty)] == [
+        "spec.replicaSpecs: must ask for at least one pod (every replicas is 0)"
+    ]

@@ -204,3 +204,131 @@ def test_a_job_whose_pods_all_wait_for_their_gang_is_stuck_pending() -> None:
     assert t9k_tfjob.classify(t9k_tfjob.map_status(member)) is Outcome.STUCK_PENDING
     member["status"]["aggregate"] = {"creating": 0, "pending": 1, "running": 3}
     assert t9k_tfjob.classify(t9k_tfjob.map_status(member)) is Outcome.STARTING
+
+
+# -- the MPIJob in T9k's current shape (t9k/tutorial-examples job/mpijob/horovod-*/job.yaml) ------
+
+REPLICA_SPECS_SAMPLE = "t9k-mpijob-replicaspecs.yaml"
+
+
+def test_the_current_shape_is_valid_and_its_demand_is_the_launcher_then_the_npu_workers() -> None:
+    job = sample(REPLICA_SPECS_SAMPLE)
+    assert adapter_for(job) is t9k_mpijob and t9k_mpijob.validate(job) == []
+    demand = t9k_mpijob.demand(job)
+    assert [(s.replica_type, s.count, s.request("cpu"), s.npus) for s in demand.shapes] == [
+        ("launcher", 1, 0, 0),  # template: {}: the controller's launcher, a pod slot only
+        ("worker", 2, 32000, 8),
+    ]
+    assert demand.gang == 3
+    assert demand.hardware.types == frozenset({"module-910b-8"})  # the workers' nodeSelector
+    assert t9k_mpijob.priority_request(job).value == 60
+    assert t9k_mpijob.queue(job) is None  # T9k's default queue
+
+
+def test_a_launcher_with_a_pod_spec_of_its_own_is_counted_as_written() -> None:
+    job = sample(REPLICA_SPECS_SAMPLE)
+    job["spec"]["replicaSpecs"].reverse()  # the launcher first: the order is the user's
+    job["spec"]["replicaSpecs"][0]["template"] = {
+        "spec": {"containers": [{"name": "launcher", "image": "x", "resources": {"requests": {"cpu": "2"}}}]}
+    }
+    assert t9k_mpijob.validate(job) == []
+    launcher, workers = t9k_mpijob.demand(job).shapes
+    assert (launcher.replica_type, launcher.request("cpu"), launcher.npus) == ("launcher", 2000, 0)
+    assert (workers.replica_type, workers.count) == ("worker", 2)
+
+
+def test_without_a_launcher_entry_the_controller_s_launcher_is_still_counted() -> None:
+    job = sample(REPLICA_SPECS_SAMPLE)
+    job["spec"]["replicaSpecs"].pop()
+    assert t9k_mpijob.validate(job) == []
+    assert t9k_mpijob.demand(job).gang == 3
+
+
+def _worker_spec(s: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = s["replicaSpecs"][0]["template"]["spec"]
+    return spec
+
+
+@pytest.mark.parametrize(
+    ("change", "path", "words"),
+    [
+        (
+            lambda s: s["replicaSpecs"][0].update(type="Worker"),
+            "spec.replicaSpecs[0].type",
+            "worker, launcher",
+        ),
+        (lambda s: s["replicaSpecs"][1].update(type="worker"), "spec.replicaSpecs[1].type", "twice"),
+        (lambda s: s["replicaSpecs"].pop(0), "spec.replicaSpecs", "type: worker"),
+        (lambda s: s["replicaSpecs"][0].update(replicas=0), "spec.replicaSpecs[0].replicas", "at least 1"),
+        (lambda s: s["replicaSpecs"][1].update(replicas=2), "spec.replicaSpecs[1].replicas", "one launcher"),
+        (
+            lambda s: s["replicaSpecs"][0].update(template={}),
+            "spec.replicaSpecs[0].template.spec",
+            "required",
+        ),
+        (
+            lambda s: _worker_spec(s)["containers"][0].update(name="mpi-worker"),
+            "spec.replicaSpecs[0].template.spec.containers",
+            "named worker",
+        ),
+        (lambda s: s["mpiConfig"].pop("script"), "spec.mpiConfig.script", "required"),
+        (lambda s: s["mpiConfig"].update(script=[]), "spec.mpiConfig.script", "empty"),
+        (lambda s: s["mpiConfig"].update(home="usr/local"), "spec.mpiConfig.home", "absolute"),
+        (lambda s: s.pop("mpiConfig"), "spec.mpiConfig", "required"),
+        (
+            lambda s: s.update(runPolicy={"cleanUpWorkers": "sometimes"}),
+            "spec.runPolicy.cleanUpWorkers",
+            "clean-up",
+        ),
+        (
+            lambda s: s.update(runMode={"debug": {"enabled": True, "replicaSpecs": [{"type": "chief"}]}}),
+            "spec.runMode.debug.replicaSpecs[0].type",
+            "launcher, worker",
+        ),
+        (
+            lambda s: s.update(worker={"cmd": ["x"], "template": s["replicaSpecs"][0]["template"]}),
+            "spec.replicaSpecs",
+            "either with spec.worker",
+        ),
+        (lambda s: s.update(mca={"btl": "^openib"}), "spec.mpiConfig", "may not be set with spec.mca"),
+        (
+            lambda s: _worker_spec(s)["containers"][0]["resources"].update(
+                limits={"huawei.com/Ascend910": "4"}
+            ),
+            "spec.replicaSpecs[0].template.spec.containers[0].resources.requests[huawei.com/Ascend910]",
+            "must be equal to huawei.com/Ascend910 limit",
+        ),
+        (
+            lambda s: _worker_spec(s)["containers"][0].update(
+                resources={
+                    "requests": {"huawei.com/Ascend910": "16"},
+                    "limits": {"huawei.com/Ascend910": "16"},
+                }
+            ),
+            "spec.replicaSpecs",
+            "per pod is not allowed for a distributed job",
+        ),
+    ],
+)
+def test_current_shape_rules_name_the_field(change: Any, path: str, words: str) -> None:
+    job = sample(REPLICA_SPECS_SAMPLE)
+    change(job["spec"])
+    errors = _errors(job)
+    assert path in errors, errors
+    assert words in errors[path]
+    with pytest.raises(InvalidWorkload):
+        t9k_mpijob.demand(job)
+
+
+def test_the_member_copy_of_the_current_shape_labels_and_pins_the_workers_and_leaves_the_launcher() -> None:
+    job = sample(REPLICA_SPECS_SAMPLE)
+    body = t9k_mpijob.member_copy(job, "uid-1", 1, pin={"worker": ["n-1", "n-2"], "launcher": ["n-1"]})
+    worker, launcher = body["spec"]["replicaSpecs"]
+    assert worker["template"]["metadata"]["labels"]["fleet.io/job-uid"] == "uid-1"
+    terms = worker["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert terms["nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["n-1", "n-2"]
+    # Still T9k's empty launcher: its pod is made from the worker's template (labels, affinity).
+    assert launcher == {"type": "launcher", "replicas": 1, "template": {}}
+    assert body["spec"]["mpiConfig"] == job["spec"]["mpiConfig"]
