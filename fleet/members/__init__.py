@@ -30,10 +30,15 @@ The parts, each in its own module:
 ``access``
     :class:`Member`: the calls the dispatcher, workers, syncers and placement make. Jobs of any kind
     (``create_job`` creates the namespace when the member lacks it; ``delete_job`` is idempotent
-    and, given a uid, deletes only that copy; ``patch_job`` is a JSON merge patch), nodes and pods
-    (paged lists from one snapshot), and ``probe()`` (one short ``GET /readyz``, no retry: health
-    thresholds are the caller's). Objects are plain JSON dicts as the member sent them.
+    and, given a uid, deletes only that copy), the ConfigMaps, Secrets and Services beside them,
+    nodes and pods (paged lists from one snapshot), and ``probe()`` (one short ``GET /readyz``, no
+    retry: health thresholds are the caller's). Objects are plain JSON dicts as the member sent them.
     ``close()`` stops the member's watchers and releases its connections.
+``rest``
+    :class:`~fleet.members.rest.Rest`: a resource's REST call (get, create, replace, delete,
+    list or watch) through the client's ``ApiClient`` (its URL building, authentication, TLS,
+    pool and errors), without the generated API classes: ``CoreV1Api`` costs 0.7 s of CPU to
+    import in every process, and the generated methods re-walk each body before encoding it.
 ``resource``
     :class:`Resource`, a kind listed and watched in members (:data:`NODES`, :data:`PODS`, the job
     kinds), and :class:`Listing`, a list's items and resourceVersion.

@@ -12,32 +12,35 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from kubernetes.client import (
-    ApiClient,
-    CoreV1Api,
-    CustomObjectsApi,
-    V1DeleteOptions,
-    V1Namespace,
-    V1ObjectMeta,
-    V1Preconditions,
-)
 from kubernetes.client.exceptions import ApiException
 
 from fleet import fastjson
 from fleet.members.errors import Conflict, MemberError, MemberRefused, NotFound, safe_message
 from fleet.members.guard import Bulkhead, CircuitBreaker
-from fleet.members.resource import NODES, PODS, JSONObject, Listing, Resource
+from fleet.members.resource import (
+    CONFIGMAPS,
+    NAMESPACES,
+    NODES,
+    PODS,
+    SECRETS,
+    SERVICES,
+    JSONObject,
+    Listing,
+    Resource,
+)
+from fleet.members.rest import Rest
 from fleet.members.retry import Caller
 from fleet.members.settings import MemberSettings
 from fleet.members.watch import BatchCallback, EventCallback, Watcher
 
 if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
     from urllib3 import BaseHTTPResponse
 
 
@@ -87,15 +90,20 @@ def _require_name(field: str, value: object) -> str:
     return value
 
 
-#: The companion kinds a member is asked to hold, by the suffix of their ``CoreV1Api`` calls.
-_CORE_SUFFIXES = {"ConfigMap": "config_map", "Secret": "secret", "Service": "service"}
+#: The companion kinds a member is asked to hold, by kind.
+_COMPANIONS = {r.kind: r for r in (CONFIGMAPS, SECRETS, SERVICES)}
 
 
-def _core_suffix(kind: str) -> str:
+def _companion(kind: str) -> Resource:
     try:
-        return _CORE_SUFFIXES[kind]
+        return _COMPANIONS[kind]
     except KeyError:
-        raise ValueError(f"kind: {kind!r} is not one of {', '.join(_CORE_SUFFIXES)}") from None
+        raise ValueError(f"kind: {kind!r} is not one of {', '.join(_COMPANIONS)}") from None
+
+
+def _operation(verb: str, resource: Resource) -> str:
+    """The call's name in metrics and logs (``create_configmap``)."""
+    return f"{verb}_{resource.kind.lower()}"
 
 
 def _namespace_missing(error: NotFound, namespace: str) -> bool:
@@ -118,8 +126,7 @@ class Member:
         self.settings = settings or MemberSettings()
         self.server = safe_server(str(api_client.configuration.host))
         self._call = Caller(self.name, self.settings)
-        self._core = CoreV1Api(api_client)
-        self._custom = CustomObjectsApi(api_client)
+        self._rest = Rest(api_client)
         self._namespaces: set[str] = set()
         self._watchers: list[Watcher] = []
         self._lock = threading.Lock()
@@ -159,22 +166,14 @@ class Member:
         try:
             self._call(
                 "get_namespace",
-                lambda: _read_json(
-                    self._core.read_namespace(
-                        namespace, _preload_content=False, _request_timeout=self._timeout
-                    )
-                ),
+                lambda: _read_json(self._rest.get(NAMESPACES, None, namespace, timeout=self._timeout)),
             )
         except NotFound:
-            body = V1Namespace(api_version="v1", kind="Namespace", metadata=V1ObjectMeta(name=namespace))
+            body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
             try:
                 self._call(
                     "create_namespace",
-                    lambda: _read_json(
-                        self._core.create_namespace(
-                            body, _preload_content=False, _request_timeout=self._timeout
-                        )
-                    ),
+                    lambda: _read_json(self._rest.create(NAMESPACES, None, body, timeout=self._timeout)),
                 )
                 log.info("member=%s kind=namespace event=created namespace=%s", self.name, namespace)
             except Conflict:
@@ -207,17 +206,7 @@ class Member:
     def _create_job(self, kind: Resource, namespace: str, payload: JSONObject) -> JSONObject:
         return self._call(
             "create_job",
-            lambda: _read_json(
-                self._custom.create_namespaced_custom_object(
-                    kind.group,
-                    kind.version,
-                    namespace,
-                    kind.name,
-                    payload,
-                    _preload_content=False,
-                    _request_timeout=self._timeout,
-                )
-            ),
+            lambda: _read_json(self._rest.create(kind, namespace, payload, timeout=self._timeout)),
         )
 
     @staticmethod
@@ -246,32 +235,28 @@ class Member:
 
     def get_core(self, kind: str, namespace: str, name: str) -> JSONObject:
         """A ConfigMap, Secret or Service, or :class:`NotFound`."""
-        suffix = _core_suffix(kind)
+        companion = _companion(kind)
         _require_name("namespace", namespace)
         _require_name("name", name)
-        read = getattr(self._core, f"read_namespaced_{suffix}")
         return self._call(
-            f"get_{suffix}",
-            lambda: _read_json(read(name, namespace, _preload_content=False, _request_timeout=self._timeout)),
+            _operation("get", companion),
+            lambda: _read_json(self._rest.get(companion, namespace, name, timeout=self._timeout)),
         )
 
     def create_core(self, namespace: str, body: Mapping[str, Any]) -> JSONObject:
         """Create a ConfigMap, Secret or Service (its namespace first if needed); :class:`Conflict`
         when one of that name exists. Logs name the object, never its data."""
-        suffix = _core_suffix(str(body.get("kind")))
+        companion = _companion(str(body.get("kind")))
         self.ensure_namespace(namespace)
-        create = getattr(self._core, f"create_namespaced_{suffix}")
         payload = dict(body)
         created = self._call(
-            f"create_{suffix}",
-            lambda: _read_json(
-                create(namespace, payload, _preload_content=False, _request_timeout=self._timeout)
-            ),
+            _operation("create", companion),
+            lambda: _read_json(self._rest.create(companion, namespace, payload, timeout=self._timeout)),
         )
         log.info(
             "member=%s kind=%s event=created namespace=%s name=%s",
             self.name,
-            suffix,
+            companion.kind.lower(),
             namespace,
             (body.get("metadata") or {}).get("name"),
         )
@@ -279,35 +264,43 @@ class Member:
 
     def replace_core(self, namespace: str, body: Mapping[str, Any]) -> JSONObject:
         """Replace a ConfigMap, Secret or Service (``metadata.resourceVersion`` guards it)."""
-        suffix = _core_suffix(str(body.get("kind")))
+        companion = _companion(str(body.get("kind")))
         name = _require_name("name", (body.get("metadata") or {}).get("name"))
-        replace = getattr(self._core, f"replace_namespaced_{suffix}")
         payload = dict(body)
         replaced = self._call(
-            f"replace_{suffix}",
+            _operation("replace", companion),
             lambda: _read_json(
-                replace(name, namespace, payload, _preload_content=False, _request_timeout=self._timeout)
+                self._rest.replace(companion, namespace, name, payload, timeout=self._timeout)
             ),
         )
-        log.info("member=%s kind=%s event=replaced namespace=%s name=%s", self.name, suffix, namespace, name)
+        log.info(
+            "member=%s kind=%s event=replaced namespace=%s name=%s",
+            self.name,
+            companion.kind.lower(),
+            namespace,
+            name,
+        )
         return replaced
 
     def delete_core(self, kind: str, namespace: str, name: str) -> bool:
         """Delete a ConfigMap, Secret or Service; ``False`` when it was already absent."""
-        suffix = _core_suffix(kind)
+        companion = _companion(kind)
         _require_name("namespace", namespace)
         _require_name("name", name)
-        delete = getattr(self._core, f"delete_namespaced_{suffix}")
         try:
             self._call(
-                f"delete_{suffix}",
-                lambda: _read_json(
-                    delete(name, namespace, _preload_content=False, _request_timeout=self._timeout)
-                ),
+                _operation("delete", companion),
+                lambda: _read_json(self._rest.delete(companion, namespace, name, timeout=self._timeout)),
             )
         except NotFound:
             return False
-        log.info("member=%s kind=%s event=deleted namespace=%s name=%s", self.name, suffix, namespace, name)
+        log.info(
+            "member=%s kind=%s event=deleted namespace=%s name=%s",
+            self.name,
+            companion.kind.lower(),
+            namespace,
+            name,
+        )
         return True
 
     def get_job(self, kind: Resource, namespace: str, name: str) -> JSONObject:
@@ -316,17 +309,7 @@ class Member:
         _require_name("name", name)
         return self._call(
             "get_job",
-            lambda: _read_json(
-                self._custom.get_namespaced_custom_object(
-                    kind.group,
-                    kind.version,
-                    namespace,
-                    kind.name,
-                    name,
-                    _preload_content=False,
-                    _request_timeout=self._timeout,
-                )
-            ),
+            lambda: _read_json(self._rest.get(kind, namespace, name, timeout=self._timeout)),
         )
 
     def delete_job(self, kind: Resource, namespace: str, name: str, *, uid: str | None = None) -> bool:
@@ -338,24 +321,14 @@ class Member:
         """
         _require_name("namespace", namespace)
         _require_name("name", name)
-        options = V1DeleteOptions(
-            propagation_policy="Background",
-            preconditions=V1Preconditions(uid=_require_name("uid", uid)) if uid is not None else None,
-        )
+        options: JSONObject = {"propagationPolicy": "Background"}
+        if uid is not None:
+            options["preconditions"] = {"uid": _require_name("uid", uid)}
         try:
             self._call(
                 "delete_job",
                 lambda: _read_json(
-                    self._custom.delete_namespaced_custom_object(
-                        kind.group,
-                        kind.version,
-                        namespace,
-                        kind.name,
-                        name,
-                        body=options,
-                        _preload_content=False,
-                        _request_timeout=self._timeout,
-                    )
+                    self._rest.delete(kind, namespace, name, body=options, timeout=self._timeout)
                 ),
             )
         except NotFound:
@@ -386,33 +359,15 @@ class Member:
 
     # -- generic list and watch (used by Watcher) ---------------------------------------------
 
-    def _list_function(self, resource: Resource, namespace: str | None) -> Callable[..., Any]:
+    @staticmethod
+    def _listable(resource: Resource, namespace: str | None) -> None:
+        """Refuse a list Fleet never makes (the member ClusterRole grants no other)."""
         if namespace is not None:
             _require_name("namespace", namespace)
             if not resource.namespaced:
                 raise ValueError(f"namespace: {resource.name} are cluster-scoped, pass no namespace")
-        if resource.custom:
-            if namespace is None:
-                return partial(
-                    self._custom.list_custom_object_for_all_namespaces,
-                    resource.group,
-                    resource.version,
-                    resource.name,
-                )
-            return partial(
-                self._custom.list_namespaced_custom_object,
-                resource.group,
-                resource.version,
-                namespace,
-                resource.name,
-            )
-        if resource == NODES:
-            return self._core.list_node
-        if resource == PODS:
-            if namespace is None:
-                return self._core.list_pod_for_all_namespaces
-            return partial(self._core.list_namespaced_pod, namespace)
-        raise ValueError(f"resource: {resource.name!r} is not one Fleet lists (a job kind, nodes, pods)")
+        if not resource.custom and resource not in (NODES, PODS):
+            raise ValueError(f"resource: {resource.name!r} is not one Fleet lists (a job kind, nodes, pods)")
 
     def list_objects(
         self,
@@ -429,7 +384,7 @@ class Member:
         from one snapshot for the resourceVersion to be a safe place to watch from. ``retry=False``
         makes one attempt per page (a watcher paces its own retries so that it can stop at once).
         """
-        function = self._list_function(resource, namespace)
+        self._listable(resource, namespace)
         operation = f"list_{resource.name}"
         for _restart in range(3):
             items: list[JSONObject] = []
@@ -439,7 +394,7 @@ class Member:
                 while True:
                     page = self._call(
                         operation,
-                        partial(self._page, function, label_selector, field_selector, token),
+                        partial(self._page, resource, namespace, label_selector, field_selector, token),
                         retry=retry,
                     )
                     items.extend(page.get("items") or [])
@@ -460,21 +415,19 @@ class Member:
 
     def _page(
         self,
-        function: Callable[..., Any],
+        resource: Resource,
+        namespace: str | None,
         label_selector: str | None,
         field_selector: str | None,
         token: str | None,
     ) -> JSONObject:
-        return _read_json(
-            function(
-                label_selector=label_selector,
-                field_selector=field_selector,
-                limit=self.settings.page_size,
-                _continue=token,
-                _preload_content=False,
-                _request_timeout=self._timeout,
-            )
-        )
+        query = [
+            ("labelSelector", label_selector),
+            ("fieldSelector", field_selector),
+            ("limit", self.settings.page_size),
+            ("continue", token),
+        ]
+        return _read_json(self._rest.list(resource, namespace, query=query, timeout=self._timeout))
 
     def open_watch(
         self,
@@ -491,18 +444,22 @@ class Member:
         the stream after ``watch_timeout_seconds``; a read blocked longer than
         ``watch_read_timeout`` fails, so a dead connection is noticed.
         """
-        function = self._list_function(resource, namespace)
+        self._listable(resource, namespace)
+        query = [
+            ("watch", True),
+            ("allowWatchBookmarks", True),
+            ("resourceVersion", resource_version or None),
+            ("labelSelector", label_selector),
+            ("fieldSelector", field_selector),
+            ("timeoutSeconds", self.settings.watch_timeout_seconds),
+        ]
         response: BaseHTTPResponse = self._call(
             f"watch_{resource.name}",
-            lambda: function(
-                watch=True,
-                allow_watch_bookmarks=True,
-                resource_version=resource_version or None,
-                label_selector=label_selector,
-                field_selector=field_selector,
-                timeout_seconds=self.settings.watch_timeout_seconds,
-                _preload_content=False,
-                _request_timeout=(self.settings.connect_timeout, self.settings.watch_read_timeout),
+            lambda: self._rest.list(
+                resource,
+                namespace,
+                query=query,
+                timeout=(self.settings.connect_timeout, self.settings.watch_read_timeout),
             ),
             retry=False,
         )

@@ -10,7 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["NODES", "PODS", "JSONObject", "Listing", "Resource"]
+__all__ = [
+    "CONFIGMAPS",
+    "NAMESPACES",
+    "NODES",
+    "PODS",
+    "SECRETS",
+    "SERVICES",
+    "JSONObject",
+    "Listing",
+    "Resource",
+]
 
 JSONObject = dict[str, Any]
 
@@ -37,8 +47,13 @@ class Resource:
         return bool(self.group)
 
 
-NODES = Resource("nodes", namespaced=False)
-PODS = Resource("pods", namespaced=True)
+NODES = Resource("nodes", namespaced=False, version="v1", kind="Node")
+PODS = Resource("pods", namespaced=True, version="v1", kind="Pod")
+NAMESPACES = Resource("namespaces", namespaced=False, version="v1", kind="Namespace")
+#: The objects a job references that Fleet makes beside its copy (``propagateDeps``).
+CONFIGMAPS = Resource("configmaps", namespaced=True, version="v1", kind="ConfigMap")
+SECRETS = Resource("secrets", namespaced=True, version="v1", kind="Secret")
+SERVICES = Resource("services", namespaced=True, version="v1", kind="Service")
 
 
 @dataclass(frozen=True)

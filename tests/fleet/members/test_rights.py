@@ -1,17 +1,17 @@
 """The member ClusterRole grants exactly what Fleet's member access calls, derived from the code.
 
-Every ``kubernetes`` client call in :mod:`fleet.members.access` (``self._core.X``,
-``self._custom.X``, and ``getattr(self._core, f"X_{suffix}")`` for the ConfigMaps, Secrets and
-Services a job references) is mapped to the verb and resource it needs, a custom-object call to
-every job kind of the registry; the set must equal :func:`fleet.members.rights.rights`, so a call
-added without its right, or a right left behind by a call removed, fails here.
+Every member call in :mod:`fleet.members.access` (``self._rest.VERB(RESOURCE, ...)``, through
+:mod:`fleet.members.rest`) is mapped to the verb and resource it needs: its resource argument is
+a constant (``NAMESPACES``), a job kind (``kind``), a ConfigMap, Secret or Service a job
+references (``companion``), or what ``list_objects`` lists (``resource``: a job kind, nodes,
+pods); the set must equal :func:`fleet.members.rights.rights`, so a call added without its right,
+or a right left behind by a call removed, fails here.
 ``deploy/member/fleet-member.yaml`` must be ``fleet member rbac``'s output.
 """
 
 from __future__ import annotations
 
 import ast
-import re
 from pathlib import Path
 
 import yaml
@@ -25,63 +25,56 @@ from fleet.workloads import KINDS, RUNTIME_KINDS
 ROOT = Path(__file__).resolve().parents[3]
 ACCESS = Path(fleet.members.access.__file__)
 _VERBS = {
-    "read": ("get",),
     "get": ("get",),
     "create": ("create",),
     "delete": ("delete",),
     "list": ("list", "watch"),
-    "patch": ("patch",),
     "replace": ("update",),
 }
 JOB_KINDS = [(adapter.resource.group, adapter.resource.plural) for adapter in KINDS]
 # The custom objects Fleet makes in a member: the jobs, and Kubeflow Trainer's namespaced runtime.
 JOB_KINDS += [(rt.group, rt.plural) for rt in RUNTIME_KINDS if rt.namespaced]
+#: What a call's resource argument names (see the module's docstring).
 _RESOURCES: dict[str, list[tuple[str, str]]] = {
-    "namespace": [("", "namespaces")],
-    "node": [("", "nodes")],
-    "pod": [("", "pods")],
-    "custom_object": JOB_KINDS,
+    "NAMESPACES": [("", "namespaces")],
+    "kind": JOB_KINDS,
+    "companion": [("", "configmaps"), ("", "secrets"), ("", "services")],
+    "resource": [*JOB_KINDS, ("", "nodes"), ("", "pods")],
 }
-#: The calls named at run time (``getattr(self._core, f"read_namespaced_{suffix}")``): the kinds
-#: ``_CORE_SUFFIXES`` in fleet.members.access names.
-_COMPANIONS = [("", "configmaps"), ("", "secrets"), ("", "services")]
 
 
 def _needed() -> set[tuple[str, str, str]]:
-    """(group, resource, verb) for each client call of a Member method (the roles call every one).
+    """(group, resource, verb) for each member call of a Member method (the roles call every one).
 
-    ``list`` brings ``watch``: the watcher opens its stream with the same list function."""
+    ``list`` brings ``watch``: the watcher opens its stream with the same call (``watch=true``)."""
     tree = ast.parse(ACCESS.read_text())
     member = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Member")
     needed: set[tuple[str, str, str]] = set()
+    calls = 0
     for method in member.body:
         if not isinstance(method, ast.FunctionDef):
             continue
         for node in ast.walk(method):
             if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Name)
-                and node.func.id == "getattr"
-                and isinstance(node.args[0], ast.Attribute)
-                and node.args[0].attr == "_core"
-            ):
-                name = node.args[1]
-                assert isinstance(name, ast.JoinedStr) and isinstance(name.values[0], ast.Constant)
-                prefix = str(name.values[0].value)
-                match = re.fullmatch(r"(read|create|delete|replace)_namespaced_", prefix)
-                assert match, f"Member.{method.name}: client call {prefix}... is not mapped to a verb"
-                needed |= {(g, r, v) for g, r in _COMPANIONS for v in _VERBS[match.group(1)]}
-            if (
                 isinstance(node, ast.Attribute)
                 and isinstance(node.value, ast.Attribute)
-                and node.value.attr in {"_core", "_custom"}
+                and node.value.attr == "_rest"
             ):
-                match = re.fullmatch(r"(read|get|create|delete|list|patch|replace)_(.+)", node.attr)
-                assert match, f"Member.{method.name}: client call {node.attr} is not mapped to a verb"
-                verb, rest = match.groups()
-                rest = re.sub(r"^namespaced_|_for_all_namespaces$", "", rest)
-                assert rest in _RESOURCES, f"Member.{method.name}: client call {node.attr}: unknown resource"
-                needed |= {(g, r, v) for g, r in _RESOURCES[rest] for v in _VERBS[verb]}
+                assert node.attr in _VERBS, f"Member.{method.name}: call {node.attr} is not mapped to a verb"
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Attribute)
+                and node.func.value.attr == "_rest"
+            ):
+                continue
+            target = node.args[0]
+            assert isinstance(target, ast.Name) and target.id in _RESOURCES, (
+                f"Member.{method.name}: {node.func.attr}({ast.unparse(target)}, ...) names no known resource"
+            )
+            needed |= {(g, r, v) for g, r in _RESOURCES[target.id] for v in _VERBS[node.func.attr]}
+            calls += 1
+    assert calls >= 10, "the member calls are no longer written as self._rest.VERB(...)"
     return needed
 
 
