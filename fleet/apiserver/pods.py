@@ -33,8 +33,12 @@ member can run. :func:`validate_pod_template` checks, each failure one
 from __future__ import annotations
 
 import functools
+import hashlib
+import marshal
 import math
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -441,8 +445,48 @@ def validate_pod_spec(spec: Any, path: str) -> list[Cause]:
     return check_types(spec, "V1PodSpec", path) + _containers(spec, path)
 
 
+#: How many pod templates' verdicts :func:`validate_pod_template` remembers (a few MB at most).
+TEMPLATE_MEMORY: Final = 2048
+_verdicts: OrderedDict[tuple[str, bytes], tuple[Cause, ...]] = OrderedDict()
+_verdicts_lock = threading.Lock()
+
+
+def _template_key(template: Any, path: str) -> tuple[str, bytes] | None:
+    """A template's content and path, as 16 bytes of a hash of its ``marshal`` form, which keeps
+    every type the judge tells apart (list and tuple, bool and int) and refuses any other
+    (``None`` then: judged each time)."""
+    try:
+        data = marshal.dumps(template)
+    except ValueError:
+        return None
+    return path, hashlib.blake2b(data, digest_size=16).digest()
+
+
 def validate_pod_template(template: Any, path: str) -> list[Cause]:
-    """A pod template (``<path>.metadata`` labels and annotations, ``<path>.spec``)."""
+    """A pod template (``<path>.metadata`` labels and annotations, ``<path>.spec``).
+
+    The verdict is a function of the template's content and its path alone; every template is
+    judged at least twice (by the API, and by the dispatcher when it derives the job's demand),
+    and the jobs of a sweep or a pipeline repeat one template: the last
+    :data:`TEMPLATE_MEMORY` verdicts are remembered by a hash of the template, which costs a few
+    microseconds against the fraction of a millisecond of the type check."""
+    key = _template_key(template, path)
+    if key is not None:
+        with _verdicts_lock:
+            known = _verdicts.get(key)
+            if known is not None:
+                _verdicts.move_to_end(key)
+                return list(known)
+    causes = _judge_pod_template(template, path)
+    if key is not None:
+        with _verdicts_lock:
+            _verdicts[key] = tuple(causes)
+            while len(_verdicts) > TEMPLATE_MEMORY:
+                _verdicts.popitem(last=False)
+    return causes
+
+
+def _judge_pod_template(template: Any, path: str) -> list[Cause]:
     if template is None:
         return [required(path)]
     if not isinstance(template, Mapping):

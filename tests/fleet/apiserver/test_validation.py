@@ -283,3 +283,45 @@ def test_one_wrong_type_anywhere_is_found(where: tuple[str | int, ...], bad: Any
         for s in where
     )
     assert causes[0].field == path
+
+
+@pytest.mark.parametrize(
+    ("where", "bad"),
+    [
+        (("terminationGracePeriodSeconds",), "30"),
+        (("hostNetwork",), 1),  # marshal and the judge tell 1 from True
+        (("containers", 0, "args"), ("train.py",)),  # and a tuple from a list
+        (("containers", 0, "ports", 0, "containerPort"), True),
+        (("containers", 0, "image"), ""),
+    ],
+)
+def test_a_remembered_verdict_is_never_given_to_a_template_that_differs(
+    where: tuple[str | int, ...], bad: Any
+) -> None:
+    """A template's verdict is remembered by its content (the dispatcher judges every stored job's
+    templates again): the same template gets the same verdict, however often it is judged and
+    whatever the caller does with the list it got; one that differs in a single value, or only
+    in its Python type, is judged afresh."""
+    good = {"metadata": {"labels": {"app": "a"}}, "spec": _GOOD_SPEC}
+    assert validate_pod_template(clone(good), "t") == []
+    assert validate_pod_template(clone(good), "t") == []
+    spec = clone(_GOOD_SPEC)
+    node: Any = spec
+    for step in where[:-1]:
+        node = node[step]
+    node[where[-1]] = bad
+    first = validate_pod_template({"metadata": {"labels": {"app": "a"}}, "spec": spec}, "t")
+    assert len(first) == 1, first
+    first.clear()  # the caller's list is its own
+    again = validate_pod_template({"metadata": {"labels": {"app": "a"}}, "spec": spec}, "t")
+    assert len(again) == 1 and again[0].field.startswith("t.spec."), again
+    assert validate_pod_template(clone(good), "u") == [] and validate_pod_template(clone(good), "t") == []
+
+
+def test_the_remembered_verdicts_are_bounded() -> None:
+    from fleet.apiserver import pods
+
+    for i in range(pods.TEMPLATE_MEMORY + 50):
+        template = {"metadata": {"labels": {"n": str(i)}}, "spec": _GOOD_SPEC}
+        assert validate_pod_template(template, "t") == []
+    assert len(pods._verdicts) == pods.TEMPLATE_MEMORY

@@ -28,6 +28,7 @@ from fleet.jobs.phases import FleetReason, Phase
 from fleet.placement import RedisReservations, job_pod_key
 from fleet.placement.reservations import Reservation
 from fleet.state import events_for
+from fleet.workloads.ascendjob import AscendJobAdapter
 from queues import Ledger, load
 from tests.fleet.dispatch.conftest import MODULE_POOL, TREE, RunningFleet
 from tests.fleet.placement.factory import job
@@ -37,8 +38,8 @@ from tests.support.sim import CARD_POOL, RunningSim, running_sim, small_topology
 
 MEMBERS = ("m1", "m2", "m3")
 NODES = ("team-a", "team-b", "root")
-#: A spec nested this deep is stored (JSON handles it) but cannot be sent by the official client
-#: (its serialisation recurses past Python's limit): a copy that cannot be made, not a member away.
+#: A spec nested this deep is stored (JSON handles it), but a member's API server refuses the body
+#: (400: deeper than it decodes): a copy no member can take, not a member away.
 DEPTH = 600
 
 
@@ -68,14 +69,11 @@ def ctx(members: RunningSim, fake_redis: redis.Redis) -> Iterator[Context]:
         members.fault(member, "ok")
 
 
-def _accepted(ctx: Context, name: str, *, deep: bool = False) -> str:
-    """Accept a job in team-a as the API does (``deep``: with a spec nested :data:`DEPTH` levels,
-    written straight to the store as a job the API's checks let through would be)."""
+def _accepted(ctx: Context, name: str) -> str:
+    """Accept a job in team-a as the API does."""
     obj = job(name, workers=0, npus=1)
     obj["metadata"]["namespace"] = "team-a"
     prepared = prepare(obj, ctx.ledger)
-    if deep:
-        prepared.obj["spec"]["extra"] = nested(DEPTH)
     ctx.objects.create(FLEET_ASCENDJOB, prepared.obj)
     ctx.ledger.enqueue(prepared.key, prepared.leaf, prepared.request, prepared.priority)
     return prepared.key
@@ -192,9 +190,21 @@ def test_a_refusal_of_the_members_own_sends_the_job_elsewhere_and_the_last_one_f
     _nothing_held(ctx, key)
 
 
-def test_a_job_whose_copy_cannot_be_made_fails_and_the_rest_of_its_batch_is_created(ctx: Context) -> None:
+def test_a_job_whose_copy_cannot_be_made_fails_and_the_rest_of_its_batch_is_created(
+    ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any error while one job's copy is built (here the kind's ``member_copy`` failing for one
+    job, as a fault in an adapter would) fails that job alone."""
+    made = AscendJobAdapter.member_copy
+
+    def member_copy(self: AscendJobAdapter, obj: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        if obj["metadata"]["name"] == "unbuildable":
+            raise RecursionError("maximum recursion depth exceeded")
+        return made(self, obj, *args, **kwargs)
+
+    monkeypatch.setattr(AscendJobAdapter, "member_copy", member_copy)
     before = ctx.ledger.usages(NODES)
-    keys = [_accepted(ctx, "first"), _accepted(ctx, "too-deep", deep=True), _accepted(ctx, "last")]
+    keys = [_accepted(ctx, "first"), _accepted(ctx, "unbuildable"), _accepted(ctx, "last")]
     items = [_place(ctx, key, "m1") for key in keys]
 
     assert propagate_batch(items) == ["created", "failed", "created"]
@@ -311,7 +321,7 @@ def test_running_fleet_a_job_refused_by_every_member_fails_naming_each_reason(
 
 
 @pytest.mark.integration
-def test_running_fleet_a_copy_that_cannot_be_made_fails_its_job_and_the_worker_goes_on(
+def test_running_fleet_a_copy_no_member_takes_fails_its_job_and_the_worker_goes_on(
     fleet_factory: Callable[..., RunningFleet],
 ) -> None:
     fleet = fleet_factory(members={"member-1": CARD_POOL}, workers=1, syncer=False)
@@ -324,8 +334,8 @@ def test_running_fleet_a_copy_that_cannot_be_made_fails_its_job_and_the_worker_g
     fleet.ledger.enqueue(prepared.key, prepared.leaf, prepared.request, prepared.priority)
     fleet.wait_for("the job to fail", _state_is(fleet, "too-deep", Phase.FAILED), 30)
     last = _last(_job_state(fleet, "too-deep"))
-    assert last["reason"] == FleetReason.PROPAGATION_FAILED
-    assert "RecursionError" in last["message"]
+    assert last["reason"] == FleetReason.ALL_MEMBERS_REFUSED
+    assert "member-1: 400 BadRequest: the request body is nested too deeply" in last["message"]
     # The job is stored Failed first, then its quota is released (a crash between the two
     # is mended by the reconcile): a reader may see the first before the second.
     fleet.wait_for("its quota released", lambda: fleet.ledger.usages(NODES) == before, 10)
