@@ -130,12 +130,18 @@ def build_fleet_api(
             **{rt.key: jobs for rt in FLEET_JOB_KINDS},
             ELASTIC_QUOTA_TREE.key: TreeBackend(objects_store, ledger, aclient, keys=api_keys),
             PRIORITY_CLASS.key: PriorityClassBackend(objects_store),
-            QUEUE.key: queue_kind(ledger, version, interval=poll_interval),
+            QUEUE.key: queue_kind(ledger, version, interval=poll_interval, fresh_wait=fresh_wait),
             MEMBER_CLUSTER.key: member_kind(
-                members, aclient, version, keys=dispatch_keys, interval=poll_interval
+                members, aclient, version, keys=dispatch_keys, interval=poll_interval, fresh_wait=fresh_wait
             ),
             FLEET_NAMESPACE.key: namespace_kind(
-                ledger, aclient, registry, version, keys=state_keys, interval=poll_interval
+                ledger,
+                aclient,
+                registry,
+                version,
+                keys=state_keys,
+                interval=poll_interval,
+                fresh_wait=fresh_wait,
             ),
         },
     )

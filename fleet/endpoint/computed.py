@@ -15,6 +15,9 @@ the watcher last saw; differences go out as ADDED, MODIFIED and DELETED. A watch
 older than the current counter cannot know what changed since, so it starts by sending every
 object as MODIFIED (clients apply MODIFIED idempotently); from the current version it sends
 nothing until something changes; without a version it sends the view as ADDED, like any watch.
+A watch from a version the fleet has not reached waits up to ``fresh_wait`` for it, then ends with
+``Too large resource version`` (504), as the stored kinds' watches do and kube-apiserver's watch
+cache does, so that clients relist.
 The cost is one computation per watcher per interval, which the few tools that watch these kinds
 (``kubectl get queue -w``) can afford; an API replica's Redis connection is shared.
 
@@ -47,6 +50,7 @@ from typing import Any, Final
 from fleet.apiserver import (
     ADDED,
     DELETED,
+    FRESH_WAIT_SECONDS,
     MODIFIED,
     MethodNotAllowed,
     Obj,
@@ -59,6 +63,7 @@ from fleet.apiserver import (
     not_found,
     parse_resource_version,
     select_page,
+    too_large,
 )
 from fleet.jobs import WAITING_FIELDS, Phase, WaitingFields, current_state, job_key, last_condition
 from queues import Ledger, job_wait
@@ -101,12 +106,15 @@ class ComputedKind:
         *,
         fingerprint: Fingerprint = _without_version,
         interval: float = _DEFAULT_INTERVAL,
+        fresh_wait: float = FRESH_WAIT_SECONDS,
     ) -> None:
         self.rt = rt
         self._compute = compute
         self._version = version
         self._fingerprint = fingerprint
         self.interval = interval
+        #: How long a watch from a version not reached yet waits for it (then 504, too_large).
+        self.fresh_wait = fresh_wait
 
     async def snapshot(self) -> tuple[int, builtins.list[Obj]]:
         """The fleet's version and every object, by name, each carrying that version."""
@@ -169,6 +177,16 @@ class ComputedKind:
 
     # --- watch ---------------------------------------------------------------------------------
 
+    async def _reached(self, start: int) -> None:
+        """Return once the fleet's version is at least ``start``; after :attr:`fresh_wait`
+        without it, raise :func:`~fleet.apiserver.too_large` (the watch ends with that Status)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.fresh_wait
+        while (current := int(await self._version() or 0)) < start:
+            if loop.time() >= deadline:
+                raise too_large(start, current)
+            await asyncio.sleep(min(0.1, max(0.0, deadline - loop.time())))
+
     async def watch(
         self,
         rt: ResourceType,
@@ -182,6 +200,8 @@ class ComputedKind:
         flt = ObjectFilter(rt, None, label_selector, field_selector)
         start = None if resource_version in (None, "", "0") else parse_resource_version(str(resource_version))
         loop = asyncio.get_running_loop()
+        if start is not None:
+            await self._reached(start)
         version, objects = await self.snapshot()
         seen = {obj["metadata"]["name"]: obj for obj in objects if flt.matches(obj)}
         if start is None or start < version:

@@ -45,7 +45,7 @@ from typing import Any
 
 import redis.asyncio
 
-from fleet.apiserver import Cause, MethodNotAllowed, Obj, ResourceType
+from fleet.apiserver import FRESH_WAIT_SECONDS, Cause, MethodNotAllowed, Obj, ResourceType
 from fleet.apiserver import invalid as invalid_value
 from fleet.endpoint.computed import ComputedKind
 from fleet.endpoint.errors import invalid
@@ -188,6 +188,7 @@ def member_kind(
     *,
     keys: DispatchKeys = DEFAULT_DISPATCH_KEYS,
     interval: float = 1.0,
+    fresh_wait: float = FRESH_WAIT_SECONDS,
 ) -> ComputedKind:
     """The MemberCluster kind: ``names()`` (read in a worker thread) and the health hash."""
 
@@ -211,6 +212,7 @@ def member_kind(
         version,
         fingerprint=_fingerprint,
         interval=interval,
+        fresh_wait=fresh_wait,
         client=client,
         keys=keys,
     )

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 import redis.asyncio
 
-from fleet.apiserver import Obj, ResourceType
+from fleet.apiserver import FRESH_WAIT_SECONDS, Obj, ResourceType
 from fleet.endpoint.computed import ComputedKind
 from fleet.kinds import FLEET_NAMESPACE, QUOTA_NODE_LABEL
 from fleet.state import DEFAULT_STATE_KEYS, StateKeys, kind_name
@@ -93,6 +93,7 @@ def namespace_kind(
     *,
     keys: StateKeys = DEFAULT_STATE_KEYS,
     interval: float = 1.0,
+    fresh_wait: float = FRESH_WAIT_SECONDS,
 ) -> ComputedKind:
     """The Namespace view over the ledger's tree and the list indexes of ``kinds`` (the stored,
     namespaced ones)."""
@@ -113,4 +114,4 @@ def namespace_kind(
             out.append(namespace_object(name, node, queue))
         return out
 
-    return ComputedKind(FLEET_NAMESPACE, compute, version, interval=interval)
+    return ComputedKind(FLEET_NAMESPACE, compute, version, interval=interval, fresh_wait=fresh_wait)

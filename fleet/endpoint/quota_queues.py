@@ -35,7 +35,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Final
 
-from fleet.apiserver import Obj
+from fleet.apiserver import FRESH_WAIT_SECONDS, Obj
 from fleet.endpoint.computed import ComputedKind
 from fleet.kinds import QUEUE, QueueSpec, QueueStatus, format_amounts
 from queues import Ledger, QueueView, format_share, queue_views
@@ -74,7 +74,11 @@ def queue_object(view: QueueView) -> Obj:
 
 
 def queue_kind(
-    ledger: Ledger, version: Callable[[], Awaitable[str]], *, interval: float = 1.0
+    ledger: Ledger,
+    version: Callable[[], Awaitable[str]],
+    *,
+    interval: float = 1.0,
+    fresh_wait: float = FRESH_WAIT_SECONDS,
 ) -> ComputedKind:
     """The Queue kind over ``ledger`` (its sync client is used from a worker thread)."""
 
@@ -82,4 +86,4 @@ def queue_kind(
         views = await asyncio.to_thread(queue_views, ledger)
         return [queue_object(view) for view in views]
 
-    return ComputedKind(QUEUE, compute, version, interval=interval)
+    return ComputedKind(QUEUE, compute, version, interval=interval, fresh_wait=fresh_wait)

@@ -18,6 +18,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import fakeredis
 import pytest
@@ -124,6 +125,45 @@ def test_a_version_reached_while_the_watch_waits_is_served(server: FleetApiThrea
             jobs.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, sample(name))
         lines = [json.loads(line) for line in response.read().splitlines() if line.strip()]
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in lines] == [("ADDED", "after-it")]
+
+
+#: The computed kinds (views of state other roles keep: Queue, MemberCluster, the fleet's
+#: Namespace view), each watched by its collection path.
+COMPUTED = ["/apis/fleet.io/v1alpha1/queues", "/apis/fleet.io/v1alpha1/memberclusters", "/api/v1/namespaces"]
+
+
+@pytest.mark.parametrize("path", COMPUTED)
+def test_a_watch_of_a_computed_kind_from_a_version_not_reached_ends_with_too_large(
+    server: FleetApiThread, tmp_path: Path, path: str
+) -> None:
+    """The views answer as the stored kinds do: ``kubectl get queue -w`` resumed from a version the
+    fleet lost gets the Status that makes it relist, not a quiet stream."""
+    jobs = client.CustomObjectsApi(official_client(server, tmp_path))
+    asked = current_version(jobs) + AHEAD
+    started = time.monotonic()
+    with urllib.request.urlopen(
+        f"{server.url}{path}?watch=1&resourceVersion={asked}", timeout=20
+    ) as response:
+        lines = [json.loads(line) for line in response.read().splitlines() if line.strip()]
+    took = time.monotonic() - started
+    assert WAIT <= took <= WAIT + 8, f"answered after {took:.1f}s"
+    assert [e["type"] for e in lines] == ["ERROR"]
+    assert_too_large(lines[0]["object"], asked)
+
+
+@pytest.mark.parametrize("path", COMPUTED)
+def test_a_watch_of_a_computed_kind_from_a_version_reached_while_it_waits_is_served(
+    server: FleetApiThread, tmp_path: Path, path: str
+) -> None:
+    jobs = client.CustomObjectsApi(official_client(server, tmp_path))
+    asked = current_version(jobs) + 1
+    url = f"{server.url}{path}?watch=1&resourceVersion={asked}&timeoutSeconds=3"
+    with urllib.request.urlopen(url, timeout=20) as response:
+        jobs.create_namespaced_custom_object(
+            GROUP, VERSION, "default", PLURAL, sample(f"reach-{uuid4().hex[:6]}")
+        )
+        lines = [json.loads(line) for line in response.read().splitlines() if line.strip()]
+    assert "ERROR" not in [e["type"] for e in lines], lines
 
 
 def test_a_list_from_a_version_not_reached_is_a_504_kubectl_shows(
