@@ -123,6 +123,7 @@ if TYPE_CHECKING:
         too_old,
         update_target,
         updated_object,
+        version_reached,
         write_type,
     )
     from fleet.apiserver.tables import json_path, since
@@ -220,6 +221,7 @@ _FACE: Final[dict[str, tuple[str, str]]] = {
     "no_path_grants": ("fleet.apiserver.reviews", "no_path_grants"),
     "FRESH_WAIT_SECONDS": ("fleet.apiserver.store", "FRESH_WAIT_SECONDS"),
     "too_large": ("fleet.apiserver.store", "too_large"),
+    "version_reached": ("fleet.apiserver.store", "version_reached"),
     "dns1123_label": ("fleet.apiserver.validation", "dns1123_label"),
 }
 
@@ -308,6 +310,7 @@ __all__ = [
     "update_target",
     "updated_object",
     "validate_pod_template",
+    "version_reached",
     "warning_header",
     "with_reviews",
     "write_type",

@@ -38,10 +38,10 @@ from fleet.apiserver.store import (
     not_found,
     parse_resource_version,
     select_page,
-    too_large,
     too_old,
     update_target,
     updated_object,
+    version_reached,
     write_type,
 )
 from fleet.timestamps import now_rfc3339
@@ -107,6 +107,9 @@ class MemoryStore:
     @property
     def resource_version(self) -> int:
         """The latest resourceVersion handed out."""
+        return self._rv
+
+    async def _version_now(self) -> int:
         return self._rv
 
     def watcher_count(self, rt: ResourceType) -> int:
@@ -268,12 +271,7 @@ class MemoryStore:
             raise too_old(start, self._floor)
         if start is not None and start > self._rv:
             # Not reached yet: wait for it as the watch cache does, then answer 504 (too_large).
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + self.fresh_wait
-            while start > self._rv and loop.time() < deadline:
-                await asyncio.sleep(min(0.05, max(0.0, deadline - loop.time())))
-            if start > self._rv:
-                raise too_large(start, self._rv)
+            await version_reached(self._version_now, start, self.fresh_wait, poll=0.05)
         # Snapshot and subscribe without yielding in between, so no change falls in a gap.
         if start is None:
             backlog = [

@@ -19,13 +19,14 @@ atomically. The watch and list helpers (:class:`ObjectFilter`, :func:`selector_v
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
 import marshal
 import random
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, TypeVar
 
@@ -232,6 +233,20 @@ def too_large(requested: int, current: int) -> Timeout:
         causes=[Cause("", "Too large resource version", TOO_LARGE_CAUSE)],
         details={"retryAfterSeconds": 1},
     )
+
+
+async def version_reached(
+    current: Callable[[], Awaitable[int]], start: int, wait: float, *, poll: float = 0.1
+) -> None:
+    """Return once ``current()`` is at least ``start``; after ``wait`` seconds without it, raise
+    :func:`too_large`: the wait of a watch or list from a version a store has not reached yet
+    (kube-apiserver's ``waitUntilFreshAndBlock``), one rule for every store."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    while (now := await current()) < start:
+        if loop.time() >= deadline:
+            raise too_large(start, now)
+        await asyncio.sleep(min(poll, max(0.0, deadline - loop.time())))
 
 
 def expired_continue() -> Gone:

@@ -63,7 +63,7 @@ from fleet.apiserver import (
     not_found,
     parse_resource_version,
     select_page,
-    too_large,
+    version_reached,
 )
 from fleet.jobs import WAITING_FIELDS, Phase, WaitingFields, current_state, job_key, last_condition
 from queues import Ledger, job_wait
@@ -177,15 +177,8 @@ class ComputedKind:
 
     # --- watch ---------------------------------------------------------------------------------
 
-    async def _reached(self, start: int) -> None:
-        """Return once the fleet's version is at least ``start``; after :attr:`fresh_wait`
-        without it, raise :func:`~fleet.apiserver.too_large` (the watch ends with that Status)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.fresh_wait
-        while (current := int(await self._version() or 0)) < start:
-            if loop.time() >= deadline:
-                raise too_large(start, current)
-            await asyncio.sleep(min(0.1, max(0.0, deadline - loop.time())))
+    async def _version_now(self) -> int:
+        return int(await self._version() or 0)
 
     async def watch(
         self,
@@ -201,7 +194,7 @@ class ComputedKind:
         start = None if resource_version in (None, "", "0") else parse_resource_version(str(resource_version))
         loop = asyncio.get_running_loop()
         if start is not None:
-            await self._reached(start)
+            await version_reached(self._version_now, start, self.fresh_wait)
         version, objects = await self.snapshot()
         seen = {obj["metadata"]["name"]: obj for obj in objects if flt.matches(obj)}
         if start is None or start < version:

@@ -66,10 +66,10 @@ from fleet.apiserver import (
     new_object,
     not_found,
     parse_resource_version,
-    too_large,
     too_old,
     update_target,
     updated_object,
+    version_reached,
     write_type,
 )
 from fleet.state.keys import (
@@ -359,7 +359,7 @@ class AsyncObjects:
             if start is None:
                 backlog, seen = await self._snapshot(rt)
             else:
-                await self._reached(start)
+                await version_reached(self._version_now, start, self.fresh_wait)
                 backlog, seen = await self._since(rt, start), start
             for change in backlog:
                 seen = max(seen, change.rv)
@@ -388,18 +388,8 @@ class AsyncObjects:
         finally:
             self._unsubscribe(pump, queue)
 
-    async def _reached(self, start: int) -> None:
-        """Return once the store's version is at least ``start``; after :attr:`fresh_wait` without
-        it, raise :func:`~fleet.apiserver.store.too_large` (the watch ends with that Status)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.fresh_wait
-        while True:
-            current = int(await self.client.get(self.keys.version) or 0)
-            if current >= start:
-                return
-            if loop.time() >= deadline:
-                raise too_large(start, current)
-            await asyncio.sleep(min(0.1, max(0.0, deadline - loop.time())))
+    async def _version_now(self) -> int:
+        return int(await self.client.get(self.keys.version) or 0)
 
     async def _snapshot(self, rt: ResourceType) -> tuple[builtins.list[Change], int]:
         pipe = self.client.pipeline(transaction=True)
