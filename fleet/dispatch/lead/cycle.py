@@ -18,7 +18,8 @@
   members, those that refused it and its firm exclusions never give way.
 * The fitting ones are admitted through the ledger in one batch (the scripts stay the authority)
   and placed: one pipeline of holds, one of ``Admitted`` writes (:class:`fleet.jobs.Admit`), one
-  of Events, one RQ job per member (:mod:`~fleet.dispatch.lead.propagations`).
+  of binding Events (``ScheduleBindingSucceed``), one RQ job per member
+  (:mod:`~fleet.dispatch.lead.propagations`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from prometheus_client import Counter, Histogram
 from fleet.dispatch.context import policy_for
 from fleet.dispatch.handback import members_left
 from fleet.dispatch.lead.propagations import Propagations
-from fleet.dispatch.lead.shared import COMPONENT, MEMORY, Leading, Miss, log
+from fleet.dispatch.lead.shared import MEMORY, Leading, Miss, log
 from fleet.dispatch.lead.victims import Victims
 from fleet.dispatch.lead.waiting import DECISIONS, Waiting
 from fleet.jobs import (
@@ -423,11 +424,8 @@ class Cycle:
             [(p.candidate.key, str(obj["metadata"]["uid"]), p.attempt, p.member, p.pin) for p, obj in sent],
             now=now,
         )
-        record_events(
-            self.ctx.objects,
-            [(obj, str(FleetReason.ADMITTED), p.message) for p, obj in sent],
-            component=COMPONENT,
-        )
+        # One Event for the decision, worded as ACK One's scheduler words it (the seed): the
+        # Admitted condition just written holds the admission's own message (issue 30, goal 7).
         record_events(
             self.ctx.objects,
             [(obj, str(FleetReason.SCHEDULE_BINDING_SUCCEED), binding_message(p)) for p, obj in sent],

@@ -2,16 +2,17 @@
 
 The current attempt's copy, on its member, is mirrored onto the fleet object
 (:func:`fleet.jobs.status.mirror`, as Karmada's status controller aggregates the members' status
-onto the resource template), with an Event for each state it reaches. ``Succeeded`` finishes the
-job, as does ``Failed`` with a user error (``JobValidFailed``): quota and hold released, every
-time the finished copy is seen (the ledger's release is idempotent, so a syncer that died between
-the write and the release still releases). Every write is a compare-and-set on the uid and
-attempt, so a second syncer, or the same one after a restart, writes nothing twice.
+onto the resource template), with a Warning Event for each failure and restart it reports.
+``Succeeded`` finishes the job, as does ``Failed`` with a user error (``JobValidFailed``): quota
+and hold released, every time the finished copy is seen (the ledger's release is idempotent, so a
+syncer that died between the write and the release still releases). Every write is a
+compare-and-set on the uid and attempt, so a second syncer, or the same one after a restart,
+writes nothing twice.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from prometheus_client import Counter, Histogram
 
@@ -33,6 +34,12 @@ from fleet.jobs import (
 from fleet.state import record_events
 
 __all__ = ["FINISHED_JOBS", "SYNC_SECONDS", "StatusMirror"]
+
+#: The member's states that the fleet object's Events record: its failures and restarts. Running
+#: and Succeeded are conditions only (with their times and the member's reason): a job's happy
+#: path records three Events, all the fleet's own acts (Submitted, ScheduleBindingSucceed,
+#: Dispatched; issue 30, goal 7), as DESIGN.md has ``kubectl describe`` tell the fleet's story.
+_WARNED: Final = frozenset({Condition.FAILED, Condition.RESTARTING})
 
 SYNC_SECONDS = Histogram(
     "fleet_sync_seconds",
@@ -78,7 +85,7 @@ class StatusMirror:
         befores: list[dict[str, str | None]] = [{} for _ in items]
         changes = [(i.ident.key, _mirror_change(i, b)) for i, b in zip(items, befores, strict=True)]
         stored_all = mutate_jobs(self.ctx.objects, changes, currents=[i.obj for i in items])
-        events: dict[str, list[tuple[dict[str, Any], str, str]]] = {"Normal": [], "Warning": []}
+        events: list[tuple[dict[str, Any], str, str]] = []
         finished: list[MemberCopy] = []
         for item, before, stored in zip(items, befores, stored_all, strict=True):
             ident, seen = item.ident, item.seen
@@ -87,15 +94,10 @@ class StatusMirror:
             if attempt_of(stored) != ident.attempt:
                 continue
             state = current_state(stored)
-            if (
-                "state" in before
-                and state != before["state"]
-                and state in (Condition.RUNNING, Condition.RESTARTING, *FINISHED)
-            ):
-                warning = state in (Condition.FAILED, Condition.RESTARTING)
-                message = f"{state} in {ident.member}: {seen.message or ''}".rstrip(": ")
-                reason = str(seen.reason or state)
-                events["Warning" if warning else "Normal"].append((stored, reason, message))
+            if "state" in before and state != before["state"] and state in (Condition.RESTARTING, *FINISHED):
+                if state in _WARNED:
+                    message = f"{state} in {ident.member}: {seen.message or ''}".rstrip(": ")
+                    events.append((stored, str(seen.reason or state), message))
                 if state in FINISHED:
                     FINISHED_JOBS.labels(str(state), str(seen.reason or ""), ident.ref.adapter.kind).inc()
                     log.info(
@@ -109,8 +111,7 @@ class StatusMirror:
                 # Every time the finished copy is seen (idempotent): a syncer that died between the
                 # status write and the release still releases once it sees the copy again.
                 finished.append(ident)
-        for type_, entries in events.items():
-            if entries:
-                record_events(self.ctx.objects, entries, type=type_, component=COMPONENT)
+        if events:
+            record_events(self.ctx.objects, events, type="Warning", component=COMPONENT)
         for ident in finished:
             finish(self.ctx, ident.key, ident.uid, ident.attempt, member=ident.member)

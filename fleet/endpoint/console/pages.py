@@ -19,6 +19,7 @@ from typing import Any, Final
 import redis.asyncio
 
 from fleet.apiserver import Obj, ResourceType
+from fleet.ascend import Condition
 from fleet.endpoint.backends import FleetStore
 from fleet.endpoint.computed import waiting_fields
 from fleet.endpoint.console.access import Viewer
@@ -512,9 +513,32 @@ async def job_page(
     )
 
 
-def timeline(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Events oldest first, as the timeline lists them."""
-    return sorted(
-        (dict(e) for e in events),
-        key=lambda e: str(e.get("firstTimestamp") or e.get("lastTimestamp") or e.get("eventTime") or ""),
-    )
+def timeline(obj: Mapping[str, Any], events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The job's life oldest first: its Events (``events``: those the viewer may read) and the
+    member's states that record none (the ``Running`` and ``Succeeded`` conditions now True: a
+    job's happy path records three Events, the fleet's own acts; issue 30)."""
+    entries: list[dict[str, Any]] = []
+    for c in conditions_of(obj):
+        if c.get("type") in _STEPS and c.get("status") == "True" and c.get("lastTransitionTime"):
+            entries.append(
+                _entry(str(c["lastTransitionTime"]), str(c.get("reason") or c["type"]), c.get("message"))
+            )
+    entries.extend(dict(e) for e in events)
+    return sorted(entries, key=_when)
+
+
+#: The steps of a job's life that are conditions only, no Event (the member's, mirrored).
+_STEPS: Final = frozenset({Condition.RUNNING, Condition.SUCCEEDED})
+
+
+def _when(entry: Mapping[str, Any]) -> str:
+    """An entry's time as a sortable string: RFC 3339 with and without fractions of a second
+    (conditions carry microseconds, Events and ``creationTimestamp`` whole seconds)."""
+    at = str(entry.get("firstTimestamp") or entry.get("lastTimestamp") or entry.get("eventTime") or "")
+    whole, _, fraction = at.rstrip("Z").partition(".")
+    return f"{whole}.{fraction:0<6}"
+
+
+def _entry(at: str, reason: str, message: object) -> dict[str, Any]:
+    """A timeline entry that is not an Event, shaped as one for the page."""
+    return {"type": "Normal", "reason": reason, "message": str(message or ""), "firstTimestamp": at}

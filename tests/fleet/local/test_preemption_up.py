@@ -278,8 +278,10 @@ def assert_preempted(fleet: Fleet, observer: Observer, namespace: str, victim: s
         for e in job_events(fleet, namespace, victim)
         if e["reason"] == "Preempted" and "is gone" in e["message"]
     ]
-    admitted = [
-        e["lastTimestamp"] for e in job_events(fleet, by_namespace, by_name) if e["reason"] == "Admitted"
+    admitted = [  # its admission's Event: the binding, as ACK One's scheduler words it
+        e["lastTimestamp"]
+        for e in job_events(fleet, by_namespace, by_name)
+        if e["reason"] == "ScheduleBindingSucceed"
     ]
     assert requeued and admitted and min(requeued) <= max(admitted), (requeued, admitted)
 

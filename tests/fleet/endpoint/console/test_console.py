@@ -238,7 +238,9 @@ def test_a_job_page_has_its_state_reason_and_where_it_would_fit_now(console: Con
     assert "Position 2 of 2 in queue root-team-a" in text
     assert "Where would it fit now" in text
     assert "member-2 True yes fits" in text
-    assert "Submitted" in text  # the timeline, from the job's Events
+    # The timeline: its submission, from its Event.
+    timeline = " ".join(_text(page.text.split('id="timeline"', 1)[1]).split())
+    assert "Normal Submitted : queued in root-team-a" in timeline, timeline
 
 
 def test_html_and_script_a_user_wrote_are_shown_as_text(console: Console) -> None:
