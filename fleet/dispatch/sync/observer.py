@@ -26,6 +26,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from fleet.ascend import Condition
 from fleet.dispatch.deletion import is_deleting
 from fleet.dispatch.preemption import is_being_preempted
 from fleet.dispatch.sync.audit import CopyAudit
@@ -44,6 +45,44 @@ __all__ = ["CopyObserver"]
 
 #: The states of a job that shows nothing of its member copy yet.
 _UNMIRRORED: Final = frozenset({Phase.ADMITTED, Phase.DISPATCHED})
+
+
+def _name(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    meta = obj.get("metadata") or {}
+    return (str(obj.get("kind")), str(meta.get("namespace")), str(meta.get("name")))
+
+
+def _superseded(member: str, events: Sequence[WatchEvent]) -> set[int]:
+    """The indexes of the versions in ``events`` that a later version of the same copy follows
+    (no delete between) and that only say it is starting or running."""
+    out: set[int] = set()
+    after: dict[tuple[str, str, str], str] = {}  # the type of the next event of each copy
+    for index in range(len(events) - 1, -1, -1):
+        event = events[index]
+        if event.object is None:
+            continue
+        name = _name(event.object)
+        later = after.get(name)
+        if event.type != DELETED and later not in (None, DELETED) and _passing(member, event.object):
+            out.add(index)
+        after[name] = event.type
+    return out
+
+
+def _passing(member: str, copy: Mapping[str, Any]) -> bool:
+    """Whether a version of a copy says only that it is being created, starting or running:
+    nothing that is acted on (a failover, a finish) or recorded (a Warning Event) by itself."""
+    ident = MemberCopy.of(member, copy)
+    if ident is None:
+        return False
+    adapter = ident.ref.adapter
+    seen = adapter.map_status(copy)
+    return seen.state in _PASSING_STATES and adapter.classify(seen) in _PASSING_OUTCOMES
+
+
+#: A copy's states and outcomes that a later version of it may supersede (:func:`_superseded`).
+_PASSING_STATES: Final = frozenset({None, Condition.CREATED, Condition.RUNNING})
+_PASSING_OUTCOMES: Final = frozenset({Outcome.STARTING, Outcome.RUNNING})
 
 
 class CopyObserver:
@@ -82,17 +121,23 @@ class CopyObserver:
 
     def on_batch(self, events: list[WatchEvent]) -> None:
         """The changes of one read of a member's stream, in order; runs of copies seen once
-        each are observed together (a copy seen twice starts a new run, so none is skipped)."""
+        each are observed together (a copy seen twice starts a new run, so none is skipped).
+
+        Level, not edge: a version that a later one of the same copy in the same read supersedes
+        is passed over when it only says the copy is starting or running (:func:`_passing`), as
+        an informer's work queue hands a controller the latest state of a key once. A syncer
+        that fell behind (the read holds a burst) then writes each job once, not once per step;
+        a failure or a restart in between is still acted on and recorded in its turn."""
         run: list[Mapping[str, Any]] = []
         names: set[tuple[str, str, str]] = set()
         member = events[0].member
         if not self.shared.watching(member):
             return
-        for event in events:
-            if event.object is None:
+        superseded = _superseded(member, events)
+        for index, event in enumerate(events):
+            if event.object is None or index in superseded:
                 continue
-            meta = event.object.get("metadata") or {}
-            name = (str(event.object.get("kind")), str(meta.get("namespace")), str(meta.get("name")))
+            name = _name(event.object)
             if event.type == DELETED or name in names:
                 self.observe(member, run)
                 run, names = [], set()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
@@ -15,8 +16,8 @@ from fleet.dispatch.sync import MemberCopy
 from fleet.dispatch.syncer import Syncer
 from fleet.jobs import current_state
 from fleet.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
-from fleet.members import SYNC, EventCallback, WatchEvent
-from fleet.state import CopyEntry
+from fleet.members import MODIFIED, SYNC, EventCallback, WatchEvent
+from fleet.state import CopyEntry, events_for
 from tests.fleet.dispatch.conftest import admitted_on
 from tests.support.job_states import dispatch
 from tests.support.kinds import FLEET_ASCENDJOB
@@ -134,3 +135,61 @@ def dispatch_of(ctx: Context, name: str) -> Any:
     """A change that marks ``name`` (admitted to m1 first) Dispatched."""
     admitted_on(ctx, name, "m1")
     return dispatch
+
+
+def _condition(type_: str, reason: str, status: str = "True") -> dict[str, str]:
+    return {"type": type_, "status": status, "reason": reason, "message": f"{type_} now"}
+
+
+def _versions(obj: Mapping[str, Any], *steps: list[dict[str, str]]) -> list[WatchEvent]:
+    """One read of a member's stream: the copy of ``obj`` at each of ``steps`` (its conditions)."""
+    return [WatchEvent(MODIFIED, "m1", "ascendjobs", object=_copy_of(obj, step)) for step in steps]
+
+
+def test_a_burst_of_one_copys_steps_is_written_once_at_its_latest(fake_redis: redis.Redis) -> None:
+    """Level, not edge: a read that holds a copy's Created then Running (a syncer that fell
+    behind) writes its job once, at Running, with both conditions; apart, each is written."""
+    ctx = Context(fake_redis)
+    syncer = Syncer(ctx)
+    created = [_condition("Created", "JobCreated")]
+    running = [*created, _condition("Running", "JobRunning")]
+    burst = ctx.objects.mutate(FLEET_ASCENDJOB, "default", "burst", dispatch_of(ctx, "burst"))
+    apart = ctx.objects.mutate(FLEET_ASCENDJOB, "default", "apart", dispatch_of(ctx, "apart"))
+    assert burst is not None and apart is not None
+
+    since = ctx.objects.get(FLEET_ASCENDJOB, "default", "apart")["metadata"]["resourceVersion"]
+    syncer.observer.on_batch(_versions(burst, created, running))
+    syncer.observer.on_batch(_versions(apart, created))
+    syncer.observer.on_batch(_versions(apart, running))
+    for name in ("burst", "apart"):
+        obj = ctx.objects.get(FLEET_ASCENDJOB, "default", name)
+        assert current_state(obj) == "Running"
+        assert [c["type"] for c in obj["status"]["conditions"]][-2:] == ["Created", "Running"]
+    changes, _ = ctx.objects.changes(FLEET_ASCENDJOB, since, block_ms=0)
+    writes = Counter(str(c.object["metadata"]["name"]) for c in changes if c.object is not None)
+    assert writes == {"burst": 1, "apart": 2}, writes
+
+
+def test_a_restart_inside_a_burst_is_still_recorded(fake_redis: redis.Redis) -> None:
+    """A version that says more than "running" (a restart, a failure) is acted on in its turn
+    even when a later one follows in the same read: its Warning Event is recorded."""
+    ctx = Context(fake_redis)
+    syncer = Syncer(ctx)
+    running = [_condition("Created", "JobCreated"), _condition("Running", "JobRunning")]
+    restarting = [
+        *running[:1],
+        _condition("Running", "JobRunning", "False"),
+        _condition("Restarting", "JobRestarting"),
+    ]
+    again = [
+        *running[:1],
+        _condition("Restarting", "JobRestarting", "False"),
+        _condition("Running", "JobRunning"),
+    ]
+    job = ctx.objects.mutate(FLEET_ASCENDJOB, "default", "bumpy", dispatch_of(ctx, "bumpy"))
+    assert job is not None
+    syncer.observer.on_batch(_versions(job, running, restarting, again))
+    obj = ctx.objects.get(FLEET_ASCENDJOB, "default", "bumpy")
+    assert current_state(obj) == "Running"
+    warnings = [e["reason"] for e in events_for(ctx.objects, obj) if e["type"] == "Warning"]
+    assert warnings == ["JobRestarting"]
