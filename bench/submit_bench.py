@@ -53,9 +53,11 @@ TOKEN = "bench-admin-token"
 PATH = "/apis/mindxdl.gitee.com/v1/namespaces/default/ascendjobs"
 
 
+_JOB = _one_npu_job(0)
+
+
 def _body(prefix: str, i: int) -> bytes:
-    obj = _one_npu_job(i)
-    obj["metadata"]["name"] = f"{prefix}-{i}"
+    obj = {**_JOB, "metadata": {**_JOB["metadata"], "name": f"{prefix}-{i}"}}
     return json.dumps(obj).encode()
 
 
