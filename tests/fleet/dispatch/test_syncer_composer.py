@@ -13,6 +13,7 @@ import redis
 from fleet.dispatch.context import Context
 from fleet.dispatch.ownership import Shards
 from fleet.dispatch.sync import MemberCopy
+from fleet.dispatch.sync.observer import _superseded
 from fleet.dispatch.syncer import Syncer
 from fleet.jobs import current_state
 from fleet.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
@@ -193,3 +194,19 @@ def test_a_restart_inside_a_burst_is_still_recorded(fake_redis: redis.Redis) -> 
     assert current_state(obj) == "Running"
     warnings = [e["reason"] for e in events_for(ctx.objects, obj) if e["type"] == "Warning"]
     assert warnings == ["JobRestarting"]
+
+
+def test_a_version_whose_status_its_kind_cannot_read_is_never_passed_over(fake_redis: redis.Redis) -> None:
+    """Passing a version over needs its status read; one its kind cannot read is left for the
+    path every copy takes, instead of failing the whole read."""
+    ctx = Context(fake_redis)
+    job = ctx.objects.mutate(FLEET_ASCENDJOB, "default", "odd", dispatch_of(ctx, "odd"))
+    assert job is not None
+    odd = _copy_of(job, [])
+    odd["status"] = {"replicaStatuses": 5}
+    events = [
+        WatchEvent(MODIFIED, "m1", "ascendjobs", object=odd),
+        *_versions(job, [_condition("Running", "R")]),
+    ]
+    assert _superseded("m1", events) == set()
+    assert _superseded("m1", [*_versions(job, [], [])]) == {0}
