@@ -18,6 +18,8 @@ two ``fleet worker`` and one ``fleet syncer`` as processes (the test harness of
 2. **Status-sync latency.** The benchmark watches every member's AscendJobs itself and tails the
    fleet's change stream (in a second process); per job, latency = when the fleet object first
    showed ``Running`` minus when the member's copy did (one clock, the system's monotonic one).
+   **Admitted to copy** (issue 30, goal 4): from when the fleet first showed the job
+   ``Admitted`` to when its copy was first seen in its member, by the same two watches.
 3. **Failover.** The member with the most jobs is taken down (connection refused); the clock
    runs until every one of its jobs is ``Running`` in another member; the figure reported is
    that time minus the policy's toleration (5 s here).
@@ -459,6 +461,14 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                         for n in observer.fleet
                         if "Running" in observer.fleet[n] and "Running" in observer.member.get(n, {})
                     )
+                    # Goal 4 of issue 30: from the fleet's Admitted to the copy's first sight in its
+                    # member (the fleet side is stamped when the tail read it, up to TAIL_EVERY
+                    # late, so this errs short by as much).
+                    to_copy = sorted(
+                        min(t for t, _ in observer.member[n].values()) - observer.fleet[n]["Admitted"]
+                        for n in observer.fleet
+                        if "Admitted" in observer.fleet[n] and observer.member.get(n)
+                    )
                     per_member: dict[str, list[str]] = {}
                     for name, seen in observer.member.items():
                         per_member.setdefault(seen["Running"][1], []).append(name)
@@ -502,6 +512,10 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         "to_running_per_s": round(args.jobs / to_running, 1),
         "sync_latency_p50_ms": round(statistics.median(lat) * 1000, 1) if lat else None,
         "sync_latency_p99_ms": round(lat[int(len(lat) * 0.99) - 1] * 1000, 1) if lat else None,
+        "admitted_to_copy_p50_ms": round(statistics.median(to_copy) * 1000, 1) if to_copy else None,
+        "admitted_to_copy_p99_ms": (
+            round(to_copy[int(len(to_copy) * 0.99) - 1] * 1000, 1) if to_copy else None
+        ),
         "failover_jobs": len(victims),
         "failover_total_s": round(failover, 2),
         "failover_beyond_toleration_s": round(failover - TOLERATION, 2),
@@ -530,6 +544,10 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         + "; the benchmark's own tail of the change stream included)"
     )
     print(f"sync latency: p50 {figures['sync_latency_p50_ms']} ms, p99 {figures['sync_latency_p99_ms']} ms")
+    print(
+        f"admitted to copy in its member: p50 {figures['admitted_to_copy_p50_ms']} ms, "
+        f"p99 {figures['admitted_to_copy_p99_ms']} ms ({len(to_copy)} jobs)"
+    )
     if not args.no_failover:
         print(
             f"failover: {len(victims)} jobs of {victim} running elsewhere {failover:.2f} s after it went down"
