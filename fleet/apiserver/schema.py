@@ -40,7 +40,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import fastjsonschema
 from jsonschema import Draft202012Validator
@@ -73,26 +73,49 @@ OBJECT_FIELDS: Final[Obj] = {
 _SECRET_FORMATS: Final = frozenset({"byte", "password"})
 
 
-#: Validators by schema identity (a kind's schema is loaded once and never changed), each with
-#: its schema, which keeps the identity from being reused.
+_T = TypeVar("_T")
+
+
+def _by_identity(
+    cache: dict[int, tuple[Mapping[str, Any], _T]], schema: Mapping[str, Any], build: Callable[[], _T]
+) -> _T:
+    """What ``build`` made from ``schema``, kept by the schema's identity (a kind's schema is
+    loaded once and never changed), each entry with its schema, which keeps the identity from
+    being reused; at most 256 are kept."""
+    known = cache.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    if len(cache) > 256:
+        cache.clear()
+    made = build()
+    cache[id(schema)] = (schema, made)
+    return made
+
+
 _VALIDATORS: dict[int, tuple[Mapping[str, Any], Draft202012Validator]] = {}
 
 
 def _validator(schema: Mapping[str, Any]) -> Draft202012Validator:
-    known = _VALIDATORS.get(id(schema))
-    if known is not None and known[0] is schema:
-        return known[1]
-    if len(_VALIDATORS) > 256:
-        _VALIDATORS.clear()
-    copied = json.loads(json.dumps(schema))
-    validator = Draft202012Validator(_inlined(copied, copied.get("$defs") or {}, frozenset()))
-    _VALIDATORS[id(schema)] = (schema, validator)
-    return validator
+    def build() -> Draft202012Validator:
+        copied = json.loads(json.dumps(schema))
+        return Draft202012Validator(_inlined(copied, copied.get("$defs") or {}, frozenset()))
+
+    return _by_identity(_VALIDATORS, schema, build)
 
 
-#: Compiled checks by schema identity (as :data:`_VALIDATORS`); None: the schema could not be
-#: compiled, so every object goes to ``jsonschema``.
+#: Compiled checks; None: the schema could not be compiled, so every object goes to ``jsonschema``.
 _COMPILED: dict[int, tuple[Mapping[str, Any], Callable[[Any], Any] | None]] = {}
+
+
+def _compiled(schema: Mapping[str, Any]) -> Callable[[Any], Any] | None:
+    def build() -> Callable[[Any], Any] | None:
+        try:
+            check: Callable[[Any], Any] = fastjsonschema.compile(_without_formats(schema), use_default=False)
+        except fastjsonschema.JsonSchemaDefinitionException:
+            return None
+        return check
+
+    return _by_identity(_COMPILED, schema, build)
 
 
 def _conforms(schema: Mapping[str, Any], obj: Mapping[str, Any]) -> bool:
@@ -104,22 +127,11 @@ def _conforms(schema: Mapping[str, Any], obj: Mapping[str, Any]) -> bool:
     ``minimum``, ``$ref``); ``format`` is dropped first, as ``jsonschema`` checks none here, and
     defaults are never filled in. ``tests/fleet/apiserver/test_schema_compiled.py`` holds the two
     to the same verdict on every served kind's samples and their mutations."""
-    known = _COMPILED.get(id(schema))
-    if known is None or known[0] is not schema:
-        if len(_COMPILED) > 256:
-            _COMPILED.clear()
-        try:
-            check: Callable[[Any], Any] | None = fastjsonschema.compile(
-                _without_formats(schema), use_default=False
-            )
-        except fastjsonschema.JsonSchemaDefinitionException:
-            check = None
-        known = (schema, check)
-        _COMPILED[id(schema)] = known
-    if known[1] is None:
+    check = _compiled(schema)
+    if check is None:
         return False
     try:
-        known[1](obj)
+        check(obj)
     except fastjsonschema.JsonSchemaValueException:
         return False
     return True

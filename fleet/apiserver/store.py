@@ -236,14 +236,15 @@ def too_large(requested: int, current: int) -> Timeout:
 
 
 async def version_reached(
-    current: Callable[[], Awaitable[int]], start: int, wait: float, *, poll: float = 0.1
+    current: Callable[[], Awaitable[int | str | None]], start: int, wait: float, *, poll: float = 0.1
 ) -> None:
-    """Return once ``current()`` is at least ``start``; after ``wait`` seconds without it, raise
-    :func:`too_large`: the wait of a watch or list from a version a store has not reached yet
-    (kube-apiserver's ``waitUntilFreshAndBlock``), one rule for every store."""
+    """Return once ``current()`` (the store's version, as a number or its text; none counts as
+    0) is at least ``start``; after ``wait`` seconds without it, raise :func:`too_large`: the
+    wait of a watch or list from a version a store has not reached yet (kube-apiserver's
+    ``waitUntilFreshAndBlock``), one rule for every store."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
-    while (now := await current()) < start:
+    while (now := int(await current() or 0)) < start:
         if loop.time() >= deadline:
             raise too_large(start, now)
         await asyncio.sleep(min(poll, max(0.0, deadline - loop.time())))

@@ -177,9 +177,6 @@ class ComputedKind:
 
     # --- watch ---------------------------------------------------------------------------------
 
-    async def _version_now(self) -> int:
-        return int(await self._version() or 0)
-
     async def watch(
         self,
         rt: ResourceType,
@@ -194,7 +191,7 @@ class ComputedKind:
         start = None if resource_version in (None, "", "0") else parse_resource_version(str(resource_version))
         loop = asyncio.get_running_loop()
         if start is not None:
-            await version_reached(self._version_now, start, self.fresh_wait)
+            await version_reached(self._version, start, self.fresh_wait)
         version, objects = await self.snapshot()
         seen = {obj["metadata"]["name"]: obj for obj in objects if flt.matches(obj)}
         if start is None or start < version:

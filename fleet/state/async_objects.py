@@ -359,7 +359,7 @@ class AsyncObjects:
             if start is None:
                 backlog, seen = await self._snapshot(rt)
             else:
-                await version_reached(self._version_now, start, self.fresh_wait)
+                await version_reached(self.resource_version, start, self.fresh_wait)
                 backlog, seen = await self._since(rt, start), start
             for change in backlog:
                 seen = max(seen, change.rv)
@@ -387,9 +387,6 @@ class AsyncObjects:
                     yield event
         finally:
             self._unsubscribe(pump, queue)
-
-    async def _version_now(self) -> int:
-        return int(await self.client.get(self.keys.version) or 0)
 
     async def _snapshot(self, rt: ResourceType) -> tuple[builtins.list[Change], int]:
         pipe = self.client.pipeline(transaction=True)
