@@ -6,9 +6,10 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import redis
+from redis.commands.core import Script
 from redis.crc import key_slot
 
 from queues.fencing import Fence, Fenced
@@ -362,6 +363,21 @@ class Ledger:
             raise LedgerError(text(reply[1]))
         return JobState(text(reply[1]))
 
+    def release_call(self, job: str) -> tuple[Script, list[str], list[str]]:
+        """:meth:`release` of ``job`` as a (script, keys, args) run for a caller to send in one
+        pipeline with others (``fleet.connections.run_scripts``); its reply reads as
+        :meth:`release_reply` says. Unfenced: the roles that finish jobs hold no lease."""
+        check_job(job)
+        return self._scripts.release, [self.keys.meta], [*self._fence_args(None), job]
+
+    @staticmethod
+    def release_reply(reply: Any) -> JobState:
+        """The state a :meth:`release_call`'s job was in; raises :class:`LedgerError` as
+        :meth:`release` does."""
+        if int(reply[0]) == -1:
+            raise LedgerError(text(reply[1]))
+        return JobState(text(reply[1]))
+
     def requeue(self, job: str, *, fence: Fence | None = None) -> bool:
         """Move an admitted job back to its queue, in its old place (failover, no fit found).
 
@@ -392,9 +408,7 @@ class Ledger:
             raise self._fenced(fence)
         return int(reply)
 
-    def unpark(
-        self, why: str = "", jobs: Sequence[str] = (), *, fence: Fence | None = None
-    ) -> int:
+    def unpark(self, why: str = "", jobs: Sequence[str] = (), *, fence: Fence | None = None) -> int:
         """Put parked jobs back in line, in their old places: those parked for ``why`` (any
         when empty), only ``jobs`` when given. Returns how many came back."""
         reply = self._scripts.unpark(keys=[self.keys.meta], args=[*self._fence_args(fence), why, *jobs])

@@ -17,8 +17,8 @@ from typing import Any, Final
 from prometheus_client import Counter, Histogram
 
 from fleet.ascend import Condition
-from fleet.dispatch.handback import COMPONENT, finish
-from fleet.dispatch.sync.copies import MemberCopy, Seen
+from fleet.dispatch.handback import COMPONENT, Finished, finish_many
+from fleet.dispatch.sync.copies import Seen
 from fleet.dispatch.sync.shared import Shared, log
 from fleet.jobs import (
     FINISHED,
@@ -86,7 +86,7 @@ class StatusMirror:
         changes = [(i.ident.key, _mirror_change(i, b)) for i, b in zip(items, befores, strict=True)]
         stored_all = mutate_jobs(self.ctx.objects, changes, currents=[i.obj for i in items])
         events: list[tuple[dict[str, Any], str, str]] = []
-        finished: list[MemberCopy] = []
+        finished: list[Finished] = []
         for item, before, stored in zip(items, befores, stored_all, strict=True):
             ident, seen = item.ident, item.seen
             if stored is None or stored["metadata"].get("uid") != ident.uid:
@@ -110,8 +110,7 @@ class StatusMirror:
             if state in FINISHED and seen.finished and cluster_of(stored) == ident.member:
                 # Every time the finished copy is seen (idempotent): a syncer that died between the
                 # status write and the release still releases once it sees the copy again.
-                finished.append(ident)
+                finished.append((ident.key, ident.uid, ident.attempt, ident.member))
         if events:
             record_events(self.ctx.objects, events, type="Warning", component=COMPONENT)
-        for ident in finished:
-            finish(self.ctx, ident.key, ident.uid, ident.attempt, member=ident.member)
+        finish_many(self.ctx, finished)

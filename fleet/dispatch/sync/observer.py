@@ -40,6 +40,7 @@ from fleet.dispatch.sync.stale import StaleCopies
 from fleet.jobs import Blame, Phase, attempt_of, cluster_of, current_state, get_jobs
 from fleet.members import DELETED, SYNC, WatchEvent
 from fleet.workloads import Outcome
+from queues import JobState
 
 __all__ = ["CopyObserver"]
 
@@ -160,6 +161,8 @@ class CopyObserver:
         them: a list read beside the watches may be older than what they delivered since, and
         must not set a job back; a job that never showed its member's state has nothing to lose."""
         found = [(ident, copy) for copy in copies if (ident := MemberCopy.of(member, copy)) is not None]
+        if unmirrored_only:
+            found = self._holding_quota(found)
         if not found:
             return
         started = time.perf_counter()
@@ -198,6 +201,18 @@ class CopyObserver:
         for item in mirrored:
             self.gangs.track(item.ident, item.seen)
             SYNC_SECONDS.observe(elapsed)
+
+    def _holding_quota(
+        self, found: list[tuple[MemberCopy, Mapping[str, Any]]]
+    ) -> list[tuple[MemberCopy, Mapping[str, Any]]]:
+        """Those of ``found`` whose job the ledger holds admitted: a job Admitted or Dispatched
+        holds its quota until it finishes or is queued again, so no other can be unmirrored.
+        A member keeps its finished copies (thousands, after a day), and the audit lists them
+        all every ``audit_every``: this reads two hash fields a copy instead of every job."""
+        if not found:
+            return found
+        states = self.ctx.ledger.states([ident.key for ident, _ in found])
+        return [item for item, state in zip(found, states, strict=True) if state == JobState.ADMITTED]
 
     def vanished(self, member: str, copy: Mapping[str, Any]) -> None:
         ident = MemberCopy.of(member, copy)

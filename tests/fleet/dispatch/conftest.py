@@ -286,10 +286,12 @@ def member() -> Iterator[RunningSim]:
 
 
 def admitted_on(ctx: Context, name: str, member: str) -> dict[str, Any]:
-    """A submitted job as the dispatcher leaves it: Admitted, attempt 1, bound for ``member``."""
+    """A submitted job as the dispatcher leaves it: Admitted (its quota held in the ledger),
+    attempt 1, bound for ``member``."""
     obj = job(name, workers=0, npus=1)
     obj["metadata"]["namespace"] = "default"
     stored = submit(ctx.objects, ctx.ledger, obj)
+    assert ctx.ledger.admit_pending(f"default/{stored['metadata']['name']}").admitted
 
     def admit(obj: dict[str, Any]) -> dict[str, Any]:
         return admit_to(obj, member, attempt=1)

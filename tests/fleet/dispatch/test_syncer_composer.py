@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
@@ -10,7 +11,9 @@ from typing import Any
 import pytest
 import redis
 
+from fleet.ascend import NPU_RESOURCE as NPU
 from fleet.dispatch.context import Context
+from fleet.dispatch.handback import inflight_entry
 from fleet.dispatch.ownership import Shards
 from fleet.dispatch.sync import MemberCopy
 from fleet.dispatch.sync.observer import _superseded
@@ -18,7 +21,9 @@ from fleet.dispatch.syncer import Syncer
 from fleet.jobs import current_state
 from fleet.labels import ATTEMPT_LABEL, JOB_NAME_LABEL, JOB_NAMESPACE_LABEL, JOB_UID_LABEL
 from fleet.members import MODIFIED, SYNC, EventCallback, WatchEvent
+from fleet.placement import Reservation
 from fleet.state import CopyEntry, events_for
+from fleet.workloads import job_key
 from tests.fleet.dispatch.conftest import admitted_on
 from tests.support.job_states import dispatch
 from tests.support.kinds import FLEET_ASCENDJOB
@@ -210,3 +215,77 @@ def test_a_version_whose_status_its_kind_cannot_read_is_never_passed_over(fake_r
     ]
     assert _superseded("m1", events) == set()
     assert _superseded("m1", [*_versions(job, [], [])]) == {0}
+
+
+class _CountingReads:
+    """Counts the fleet jobs read through ``get_many`` (each one decoded)."""
+
+    def __init__(self, ctx: Context, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.read = 0
+        real = ctx.objects.get_many
+
+        def get_many(rt: Any, keys: Sequence[tuple[str, str]]) -> Any:
+            self.read += len(keys)
+            return real(rt, keys)
+
+        monkeypatch.setattr(ctx.objects, "get_many", get_many)
+
+
+def test_the_audit_reads_no_finished_job_its_member_still_holds_and_still_mirrors_a_missed_one(
+    fake_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A member keeps its finished copies, and the audit lists them every ``audit_every``: the
+    jobs of those whose quota is released are not read again (they cannot be unmirrored), while
+    a Running copy its job never showed (the watch's event missed) is still mirrored."""
+    ctx = Context(fake_redis)
+    syncer = Syncer(ctx)
+    done = [_condition("Succeeded", "JobSucceeded")]
+    running = [_condition("Running", "JobRunning")]
+    finished = []
+    for i in range(5):
+        obj = ctx.objects.mutate(FLEET_ASCENDJOB, "default", f"done-{i}", dispatch_of(ctx, f"done-{i}"))
+        assert obj is not None
+        syncer.observer.on_batch(_versions(obj, done))  # the watch said Succeeded: quota released
+        finished.append(obj)
+    missed = ctx.objects.mutate(FLEET_ASCENDJOB, "default", "missed", dispatch_of(ctx, "missed"))
+    assert missed is not None
+    assert ctx.ledger.states([f"default/done-{i}" for i in range(5)]) == ["absent"] * 5
+    ctx.copies.expect([CopyEntry("m1", job_key(o), o["metadata"]["uid"], 1) for o in (*finished, missed)])
+
+    reads = _CountingReads(ctx, monkeypatch)
+    member = _Lists([*(_copy_of(o, done) for o in finished), _copy_of(missed, running)])
+    syncer.audit.audit("m1", member)  # type: ignore[arg-type]
+    assert current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", "missed")) == "Running"
+    assert reads.read == 1, f"{reads.read} jobs read for one that could be unmirrored"
+
+
+def test_the_ends_of_one_read_release_every_finished_jobs_quota_hold_and_mark(
+    fake_redis: redis.Redis,
+) -> None:
+    """The Succeeded copies of one read of a member's stream finish all their jobs (quota, the
+    capacity hold and the in-flight mark released, batched), and seeing them again changes
+    nothing and raises nothing (a syncer restarted between the write and the release)."""
+    ctx = Context(fake_redis)
+    syncer = Syncer(ctx)
+    jobs = []
+    for i in range(3):
+        obj = ctx.objects.mutate(FLEET_ASCENDJOB, "default", f"j{i}", dispatch_of(ctx, f"j{i}"))
+        assert obj is not None
+        uid = obj["metadata"]["uid"]
+        hold = Reservation(f"{uid}/1", "m1", f"default/j{i}", {"n0": {NPU: 1}}, 1, 9e9)
+        assert ctx.reservations.reserve(hold, {"n0": {NPU: 8}}, time.time())
+        fake_redis.zadd(ctx.keys.inflight, {inflight_entry(f"default/j{i}", uid, 1): time.time() + 60})
+        jobs.append(obj)
+    keys = [f"default/j{i}" for i in range(3)]
+    assert ctx.ledger.states(keys) == ["admitted"] * 3
+
+    done = [_condition("Succeeded", "JobSucceeded")]
+    read = [WatchEvent(MODIFIED, "m1", "ascendjobs", object=_copy_of(o, done)) for o in jobs]
+    for _ in range(2):
+        syncer.observer.on_batch(read)
+        assert ctx.ledger.states(keys) == ["absent"] * 3
+        assert ctx.reservations.reservations("m1", time.time()) == []
+        assert fake_redis.zcard(ctx.keys.inflight) == 0
+        assert all(
+            current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", k[8:])) == "Succeeded" for k in keys
+        )
