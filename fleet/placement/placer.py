@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fleet.ascend import NPU_RESOURCE
@@ -26,7 +26,6 @@ from fleet.placement.reservations import (
     Reservation,
     ReservationStore,
     Takes,
-    summed_takes,
 )
 from fleet.policy import ClusterAffinity
 
@@ -96,7 +95,7 @@ class Placer:
         #: Per member, its reservations as last read or made here: what :meth:`confirm` checks
         #: the capacity feed against without a round trip per pod event, and what a hold made
         #: or released here is added to without reading them all back.
-        self._holds: dict[str, dict[str, Reservation]] = {}
+        self._holds: dict[str, _Holds] = {}
 
     # ---- members ------------------------------------------------------------------------------
 
@@ -131,9 +130,9 @@ class Placer:
             return
         for name, version in self.store.versions(names, now).items():
             if self._seen.get(name) != version:
-                reservations = self.store.reservations(name, now)
-                self._members[name].set_held(summed_takes(reservations))
-                self._holds[name] = {r.id: r for r in reservations}
+                holds = _Holds(self.store.reservations(name, now))
+                self._members[name].set_held(holds.sums)
+                self._holds[name] = holds
                 self._seen[name] = version
 
     # ---- decisions ----------------------------------------------------------------------------
@@ -330,10 +329,10 @@ class Placer:
             if holds is None or member not in self._members:
                 return
         if add is not None:
-            holds[add.id] = add
+            holds.add(add)
         if drop is not None:
-            holds.pop(drop, None)
-        self._members[member].set_held(summed_takes(holds.values()))
+            holds.drop(drop)
+        self._members[member].set_held(holds.sums)
         self._seen.pop(member, None)
 
     def confirm(self, member: str) -> list[str]:
@@ -346,12 +345,14 @@ class Placer:
         cap = self._members.get(member)
         if cap is None:
             return []
-        holds = self._holds.get(member) or {}
-        done = [rid for rid, r in holds.items() if cap.bound_pods(rid) >= r.pods]
+        holds = self._holds.get(member)
+        if holds is None:
+            return []
+        done = [rid for rid, r in holds.items.items() if cap.bound_pods(rid) >= r.pods]
         if done:
             self.store.release_many(member, done)
             for rid in done:
-                holds.pop(rid, None)
+                holds.drop(rid)
             self._own_write(member)
         return done
 
@@ -396,3 +397,34 @@ class Placer:
         return explain_members(
             self._members.values(), demand, affinity=affinity, avoid=avoid, member_labels=member_labels
         )
+
+
+class _Holds:
+    """A member's holds, as last read or made and released here, and their sum per node and
+    resource, kept as they change: summed again from every hold at each placement, a batch's
+    placements cost the square of the holds waiting for their pods (2 ms a placement with a
+    few hundred waiting, in the Kueue baseline)."""
+
+    def __init__(self, reservations: Iterable[Reservation]) -> None:
+        self.items: dict[str, Reservation] = {}
+        #: What the holds take together (node -> resource -> amount; zeros are left in).
+        self.sums: dict[str, dict[str, int]] = {}
+        for reservation in reservations:
+            self.add(reservation)
+
+    def add(self, reservation: Reservation) -> None:
+        """Hold ``reservation`` (one held already under its id is replaced, not counted twice)."""
+        self.drop(reservation.id)
+        self.items[reservation.id] = reservation
+        self._count(reservation, 1)
+
+    def drop(self, reservation_id: str) -> None:
+        reservation = self.items.pop(reservation_id, None)
+        if reservation is not None:
+            self._count(reservation, -1)
+
+    def _count(self, reservation: Reservation, sign: int) -> None:
+        for node, amounts in reservation.takes.items():
+            slot = self.sums.setdefault(node, {})
+            for resource, amount in amounts.items():
+                slot[resource] = slot.get(resource, 0) + sign * amount

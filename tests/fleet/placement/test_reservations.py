@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -222,3 +223,38 @@ def test_batched_reserve_and_release_act_in_order(store_factory: Callable[[], Re
     assert store.release_many("m", ["u/1", "u/2", "u/3"]) == [True, False, True]
     assert store.held("m", 1000.0) == {}
     assert store.reserve_many([], 1000.0) == []
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_holds_laid_over_a_member_are_what_the_store_holds_after_any_sequence(seed: int) -> None:
+    """The placer keeps each member's summed holds as they change (not summed again from every
+    hold at each placement): after any run of placements, releases, pods bound and confirmed,
+    and syncs, the capacity it decides on holds exactly what the store holds."""
+    rng = random.Random(seed)
+    clock = Clock()
+    store = MemoryReservations()
+    placer = _placer(store, clock, {"m": [node(f"n{i}", 8) for i in range(4)]})
+    cap = placer.member("m")
+    placed: list[str] = []
+    for step in range(120):
+        action = rng.choice(["place", "place", "release", "bind", "sync"])
+        if action == "place":
+            rid = f"u{step}/1"
+            npus = rng.choice([1, 2, 4, 8])
+            if placer.place(demand(job(workers=0, npus=npus)), reservation_id=rid, job=f"default/j{step}"):
+                placed.append(rid)
+        elif action == "release" and placed:
+            placer.release("m", placed.pop(rng.randrange(len(placed))))
+        elif action == "bind" and placed:
+            rid = placed.pop(0)
+            hold = next(r for r in store.reservations("m", clock.now) if r.id == rid)
+            ((where, amounts),) = hold.takes.items()
+            uid, attempt = rid.split("/")
+            labels = {"fleet.io/job-uid": uid, "fleet.io/attempt": attempt}
+            cap.upsert_pod(pod(f"p{step}", where, amounts[NPU_RESOURCE], labels=labels))
+            assert placer.confirm("m") == [rid]
+        else:
+            placer.sync()
+        held = store.held("m", clock.now)
+        assert {n: dict(cap.held(n)) for n in held} == held
+        assert not any(cap.held(n) for n in {f"n{i}" for i in range(4)} - set(held))
