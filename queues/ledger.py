@@ -542,7 +542,7 @@ class Ledger:
             return self.snapshot()
         rows: dict[str, dict[str, str]] = {}
         for i, name in enumerate(names):
-            row = {text(k): text(v) for k, v in replies[2 + 2 * i].items()}
+            row = _decoded(replies[2 + 2 * i])
             row["queued"] = str(replies[3 + 2 * i])
             rows[name] = row
         if version == 0:
@@ -628,3 +628,12 @@ class Ledger:
         if reply and not isinstance(reply[0], list) and int(reply[0]) == -1:
             raise LedgerError(text(reply[1]))
         return [Drift(text(n), text(f), int(s), int(e)) for n, f, s, e in reply]
+
+
+def _decoded(raw: Mapping[bytes | str, bytes | str]) -> dict[str, str]:
+    """A hash as read (bytes, or text from a client that decodes), as text: the snapshot reads
+    a few dozen hashes of about 30 fields each per round, so bytes are decoded in C."""
+    try:
+        return {k.decode(): v.decode() for k, v in raw.items()}  # type: ignore[union-attr]
+    except AttributeError:
+        return {text(k): text(v) for k, v in raw.items()}

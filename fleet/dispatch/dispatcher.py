@@ -163,10 +163,13 @@ class Dispatcher:
             if back:
                 log.info("event=unparked why=fleet jobs=%d", back)
             self._shape = shape
-        snap = self.ctx.ledger.snapshot()
-        seen = (snap.epoch, epoch, self.leading.down, self.leading.cordoned)
+        # Nothing changed since a cycle that could do nothing: one field read, not the tree's
+        # every node (a snapshot is a few dozen hashes, and most rounds under load are these).
+        seen = (self.ctx.ledger.epoch(), epoch, self.leading.down, self.leading.cordoned)
         if seen == self._idle and now < self.leading.wake:
             return 0
+        snap = self.ctx.ledger.snapshot()
+        seen = (snap.epoch, *seen[1:])
         self.leading.wake = math.inf
         placed, busy = self.cycle.run(snap, now, epoch, shape)
         self._idle = None if busy else seen
