@@ -47,8 +47,10 @@ __all__ = [
     "COMPANIONS_ANNOTATION",
     "COMPANION_LABEL",
     "MINDCLUSTER_CONFIGMAPS",
+    "Found",
     "Ref",
     "drop",
+    "fetch",
     "held_by",
     "push",
     "references",
@@ -238,17 +240,43 @@ def apply(client: Member, namespace: str, obj: Mapping[str, Any]) -> str:
     return "updated"
 
 
-def push(ctx: Context, client: Member, job: Mapping[str, Any], *, report: bool = True) -> list[str]:
+#: What the fleet holds of jobs' references: (kind, namespace, name) -> the object, or None.
+Found = Mapping[tuple[str, str, str], "dict[str, Any] | None"]
+
+
+def fetch(ctx: Context, jobs: Sequence[Mapping[str, Any]]) -> Found:
+    """What the fleet holds of everything ``jobs`` reference, in one round trip: a batch of
+    propagations reads its jobs' references together (the sample AscendJob names three
+    MindCluster ConfigMaps, read one at a time per job before)."""
+    wanted: dict[str, set[tuple[str, str]]] = {}
+    for job in jobs:
+        namespace = str(job["metadata"]["namespace"])
+        for ref in references(job):
+            wanted.setdefault(ref.kind, set()).add((namespace, ref.name))
+    kinds = sorted(wanted)
+    reads = [(_BY_KIND[kind], sorted(wanted[kind])) for kind in kinds]
+    found: dict[tuple[str, str, str], dict[str, Any] | None] = {}
+    for kind, (_, names), objs in zip(kinds, reads, ctx.objects.get_many_kinds(reads), strict=True):
+        for (namespace, name), obj in zip(names, objs, strict=True):
+            found[(kind, str(namespace), name)] = obj
+    return found
+
+
+def push(
+    ctx: Context, client: Member, job: Mapping[str, Any], *, report: bool = True, found: Found | None = None
+) -> list[str]:
     """Create or update in ``client`` what ``job`` references (before the job itself is made);
     returns the ``<Kind>/<name>`` that Fleet holds there for it (not those the member had of its
     own), for :data:`COMPANIONS_ANNOTATION`. A required object missing at the fleet gets an
-    Event on the job (``report``)."""
+    Event on the job (``report``). ``found``: what :func:`fetch` read of them (read now if not)."""
     namespace = str(job["metadata"]["namespace"])
+    if found is None:
+        found = fetch(ctx, [job])
     held: list[str] = []
     done: list[str] = []
     missing: list[str] = []
     for ref in references(job):
-        obj = ctx.objects.try_get(ref.rt, namespace, ref.name)
+        obj = found.get((ref.kind, namespace, ref.name))
         if obj is None:
             if not ref.optional:
                 missing.append(f"{ref.kind} {ref.name}")

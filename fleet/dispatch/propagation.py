@@ -25,6 +25,7 @@ import functools
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
@@ -160,6 +161,8 @@ def propagate_batch(items: Sequence[Propagation]) -> list[str]:
     claim = Claim(ctx, [])
     now = time.time()
     policies = ctx.policies()  # once a batch: whether each job's references go with it
+    deps = {item[:3]: policy_for(obj, policies).spec.deps for item, obj in wanted}
+    found = companions.fetch(ctx, [obj for item, obj in wanted if deps[item[:3]]])
     for item, obj in wanted:
         mark = marks.get(item[3])
         if mark is not None and mark.holds(now):  # not called while the fleet avoids it
@@ -167,8 +170,10 @@ def propagate_batch(items: Sequence[Propagation]) -> list[str]:
             continue
         entry = inflight_entry(*item[:3])
         claim.add(entry)
-        deps = policy_for(obj, policies).spec.deps
-        future = lanes().submit(item[3], functools.partial(_propagate_one, ctx, item, obj, unreachable, deps))
+        future = lanes().submit(
+            item[3],
+            functools.partial(_propagate_one, ctx, item, obj, unreachable, deps=deps[item[:3]], found=found),
+        )
         if future is None:
             claim.drop(entry)
             by_key[item[:3]] = _defer(ctx, item, obj, f"{item[3]} has {LANE_BACKLOG} creates waiting already")
@@ -215,10 +220,53 @@ def _late(ctx: Context, batch: _Batch, item: Propagation, future: Future[str]) -
         return
     outcome = future.result()
     if outcome in _MADE:
-        try:
-            _mark_dispatched(ctx, [(item, outcome)])
-        except Exception:  # Redis away: the syncer sees the copy and marks it, or in-flight resends
-            log.exception("event=late_mark_failed job=%s attempt=%d member=%s", item[0], item[2], item[3])
+        _late_marks(ctx).put(item, outcome)
+
+
+class _LateMarks:
+    """The Dispatched marks of creates that finished after their task stopped waiting, written
+    together (a group commit): the lane thread that finds none being written writes what has
+    gathered, and again until nothing is left; the others only add theirs. Under load most
+    creates outlast :data:`LANE_WAIT` (their lane still holds earlier batches' creates), and
+    marked one at a time they cost a job write, an in-flight ZREM and an Event write each."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self._lock = threading.Lock()
+        self._items: list[tuple[Propagation, str]] = []
+        self._writing = False
+
+    def put(self, item: Propagation, outcome: str) -> None:
+        with self._lock:
+            self._items.append((item, outcome))
+            if self._writing:
+                return  # the writer takes it in its next round
+            self._writing = True
+        while True:
+            with self._lock:
+                done, self._items = self._items, []
+                if not done:
+                    self._writing = False
+                    return
+            try:
+                _mark_dispatched(self.ctx, done)
+            except Exception:  # Redis away: the syncer sees the copies and marks them, or in-flight resends
+                log.exception("event=late_marks_failed jobs=%d first=%s", len(done), done[0][0][0])
+
+
+#: Per context (by id), its group commit while a writer holds it: one that nobody is writing
+#: through is let go, and the next late mark starts another.
+_LATE: weakref.WeakValueDictionary[int, _LateMarks] = weakref.WeakValueDictionary()
+_LATE_LOCK = threading.Lock()
+
+
+def _late_marks(ctx: Context) -> _LateMarks:
+    """The group commit of ``ctx``'s late marks (a worker has one context)."""
+    with _LATE_LOCK:
+        marks = _LATE.get(id(ctx))
+        if marks is None or marks.ctx is not ctx:
+            marks = _LATE[id(ctx)] = _LateMarks(ctx)
+        return marks
 
 
 def _defer(ctx: Context, item: Propagation, obj: Mapping[str, Any], why: str) -> str:
@@ -278,7 +326,9 @@ def _propagate_one(
     item: Propagation,
     obj: dict[str, Any],
     unreachable: dict[str, MemberUnavailable],
+    *,
     deps: bool = False,
+    found: companions.Found | None = None,
 ) -> str:
     key, uid, attempt, member, pin = item
     ref = job_ref(key)
@@ -296,7 +346,7 @@ def _propagate_one(
         if isinstance(ref.adapter, Dependent):  # before the job: it cannot run without them
             _dependencies(client, ref.adapter, obj)
         if deps:  # before the job: its pods need them to start
-            held = companions.push(ctx, client, obj)
+            held = companions.push(ctx, client, obj, found=found)
             if held:
                 annotations = body.setdefault("metadata", {}).setdefault("annotations", {})
                 annotations[companions.COMPANIONS_ANNOTATION] = ",".join(held)

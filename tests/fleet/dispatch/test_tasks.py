@@ -4,6 +4,7 @@ and a second run adopts what the first created."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from fleet.jobs.phases import FleetReason, Phase
 from fleet.kinds import PROPAGATION_POLICY
 from fleet.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 from fleet.members import MemberSettings
+from fleet.state import events_for
 from tests.fleet.dispatch.conftest import admitted_on, members_only
 from tests.support.kinds import FLEET_ASCENDJOB, JOBS
 from tests.support.sim import CARD_POOL, RunningSim, running_sim, small_topology
@@ -183,3 +185,70 @@ def test_a_member_the_worker_does_not_know_yet_is_read_again_then_waited_for_the
         assert obj["status"]["conditions"][-1]["reason"] == FleetReason.MEMBER_UNAVAILABLE
     finally:
         ctx.close()
+
+
+def test_creates_that_outlast_their_task_are_each_marked_dispatched_once(
+    member: RunningSim, fake_redis: redis.Redis
+) -> None:
+    """A member slower than ``LANE_WAIT`` (within its timeout): the task returns ``pending`` for
+    the creates still running, and the lane marks each Dispatched when it ends, once, with one
+    Dispatched Event, as the task would have."""
+    ctx = Context(
+        fake_redis, member.kubeconfig, settings=MemberSettings(request_timeout=10.0, call_budget=20.0)
+    )
+    install(ctx)
+    member.fault("m1", "slow", ms=int(LANE_WAIT * 1000) + 300, probes=False)
+    try:
+        count = CREATE_CONCURRENCY * 2
+        objs = [admitted_on(ctx, f"late{i}", "m1") for i in range(count)]
+        items: list[Any] = [
+            (f"default/late{i}", o["metadata"]["uid"], 1, "m1", None) for i, o in enumerate(objs)
+        ]
+        assert set(propagate_batch(items)) == {"pending"}
+        deadline = time.monotonic() + 20
+        while any(current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", f"late{i}")) != Phase.DISPATCHED
+                  for i in range(count)):  # fmt: skip
+            assert time.monotonic() < deadline, "a late create was never marked Dispatched"
+            time.sleep(0.1)
+        time.sleep(0.3)  # nothing more comes
+        for i in range(count):
+            obj = ctx.objects.get(FLEET_ASCENDJOB, "default", f"late{i}")
+            reasons = [e["reason"] for e in events_for(ctx.objects, obj)]
+            assert reasons.count(FleetReason.DISPATCHED) == 1, reasons
+        assert fake_redis.zcard(ctx.keys.inflight) == 0
+    finally:
+        ctx.close()
+
+
+def test_late_marks_gathered_while_one_is_written_go_out_together(
+    fake_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The group commit of late Dispatched marks: while one lane thread writes, the marks other
+    lanes finish meanwhile wait, and all of them go out in its next write, none lost."""
+    ctx = Context(fake_redis)
+    writes: list[list[str]] = []
+    writing, release = threading.Event(), threading.Event()
+
+    def mark(_: Context, done: Any) -> None:
+        writes.append([item[0] for item, _ in done])
+        if len(writes) == 1:
+            writing.set()
+            assert release.wait(10)
+
+    monkeypatch.setattr(propagation, "_mark_dispatched", mark)
+    marks = propagation._late_marks(ctx)
+    first = threading.Thread(target=marks.put, args=(("default/a", "u", 1, "m1", None), "created"))
+    first.start()
+    assert writing.wait(10)
+    others = [
+        threading.Thread(target=marks.put, args=((f"default/{n}", "u", 1, "m1", None), "created"))
+        for n in "bcd"
+    ]
+    for thread in others:
+        thread.start()
+    for thread in others:
+        thread.join(10)  # each only adds its mark: the writer is busy
+        assert not thread.is_alive()
+    release.set()
+    first.join(10)
+    assert writes == [["default/a"], ["default/b", "default/c", "default/d"]]
