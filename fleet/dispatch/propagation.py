@@ -91,6 +91,8 @@ EXCLUDE_UNAVAILABLE_SECONDS: Final = 60.0
 #: bulkhead full) waits before it is sent again (the dispatcher re-sends it when its in-flight
 #: deadline, set to this, passes).
 DEFER_SECONDS: Final = 5.0
+#: How long a create whose member's lane is full waits before it is sent again (:func:`_busy`).
+BUSY_SECONDS: Final = LANE_WAIT
 #: How long a create for a member this worker does not know yet is sent again before the job
 #: is handed back: the kubelet refreshes a mounted Secret within about a minute and a half
 #: (its sync period and cache), so every role has read a member added by then.
@@ -159,6 +161,7 @@ def propagate_batch(items: Sequence[Propagation]) -> list[str]:
     by_key: dict[tuple[str, str, int], str] = {}
     # The creates handed to lanes are claimed until each ends, in the lane if not here.
     claim = Claim(ctx, [])
+    busy: list[Propagation] = []
     now = time.time()
     policies = ctx.policies()  # once a batch: whether each job's references go with it
     deps = {item[:3]: policy_for(obj, policies).spec.deps for item, obj in wanted}
@@ -176,12 +179,14 @@ def propagate_batch(items: Sequence[Propagation]) -> list[str]:
         )
         if future is None:
             claim.drop(entry)
-            by_key[item[:3]] = _defer(ctx, item, obj, f"{item[3]} has {LANE_BACKLOG} creates waiting already")
+            busy.append(item)
+            by_key[item[:3]] = "deferred"
             continue
         futures[item[:3]] = future
         future.add_done_callback(functools.partial(_unclaim, claim, entry))
         future.add_done_callback(functools.partial(_late, ctx, batch, item))
     claim.start()
+    _busy(ctx, busy)
     wait(list(futures.values()), timeout=LANE_WAIT)
     with batch.lock:
         batch.closed = True
@@ -267,6 +272,28 @@ def _late_marks(ctx: Context) -> _LateMarks:
         if marks is None or marks.ctx is not ctx:
             marks = _LATE[id(ctx)] = _LateMarks(ctx)
         return marks
+
+
+def _busy(ctx: Context, items: Sequence[Propagation]) -> None:
+    """Creates whose member's lane is full (a burst, not a slow member: that one is degraded
+    and deferred by :func:`_defer`): sent again once the lane has drained a good part of its
+    backlog, in one write. A full lane of :data:`LANE_BACKLOG` creates drains in well under a
+    second at a member's usual latency; waiting :data:`DEFER_SECONDS` for it held a burst's
+    admitted jobs (and their quota) for seconds each."""
+    if not items:
+        return
+    again = time.time() + BUSY_SECONDS
+    ctx.client.zadd(
+        ctx.keys.inflight, {inflight_entry(key, uid, attempt): again for key, uid, attempt, _, _ in items}
+    )
+    log.info(
+        "event=deferred jobs=%d first=%s members=%s again_in=%.1f why=%r",
+        len(items),
+        items[0][0],
+        ",".join(sorted({item[3] for item in items})),
+        BUSY_SECONDS,
+        f"{LANE_BACKLOG} creates waiting in the lane already",
+    )
 
 
 def _defer(ctx: Context, item: Propagation, obj: Mapping[str, Any], why: str) -> str:

@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from fleet.dispatch import degraded, propagation
+from fleet.dispatch import lanes as lanes_module
 from fleet.dispatch.context import Context, install
 from fleet.dispatch.lanes import lanes
 from fleet.dispatch.tasks import CREATE_CONCURRENCY, LANE_WAIT, Claim, propagate_batch
@@ -252,3 +253,38 @@ def test_late_marks_gathered_while_one_is_written_go_out_together(
     release.set()
     first.join(10)
     assert writes == [["default/a"], ["default/b", "default/c", "default/d"]]
+
+
+def test_creates_past_a_full_lane_are_sent_again_within_a_second(
+    member: RunningSim, fake_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A burst fills a member's lane: the creates past its backlog stay Admitted and are due
+    again in about ``BUSY_SECONDS`` (the lane drains meanwhile), not after a slow member's
+    ``DEFER_SECONDS``."""
+    monkeypatch.setattr(lanes_module, "LANE_BACKLOG", 2)
+    ctx = Context(
+        fake_redis, member.kubeconfig, settings=MemberSettings(request_timeout=10.0, call_budget=20.0)
+    )
+    install(ctx)
+    member.fault("m1", "slow", ms=int(LANE_WAIT * 1000) + 500, probes=False)
+    try:
+        objs = [admitted_on(ctx, f"burst{i}", "m1") for i in range(6)]
+        items: list[Any] = [
+            (f"default/burst{i}", o["metadata"]["uid"], 1, "m1", None) for i, o in enumerate(objs)
+        ]
+        sent = time.time()
+        assert propagate_batch(items) == ["pending"] * 2 + ["deferred"] * 4
+        due = fake_redis.zmscore(
+            ctx.keys.inflight, [f"default/burst{i}|{o['metadata']['uid']}|1" for i, o in enumerate(objs)]
+        )
+        for score in due[2:]:
+            assert (
+                score is not None
+                and sent + propagation.BUSY_SECONDS - 0.1 <= score < sent + propagation.DEFER_SECONDS
+            )
+        assert all(
+            current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", f"burst{i}")) == Phase.ADMITTED
+            for i in range(2, 6)
+        )
+    finally:
+        ctx.close()
