@@ -249,6 +249,7 @@ class Syncer:
             self.stale.forget_member(name)
             self.finalizers.forget_member(name)
             self.audit.forget_member(name)
+            self.observer.forget_member(name)
         self.probes.unexport(name)
         self._threads = [t for t in self._threads if t.is_alive()]
 

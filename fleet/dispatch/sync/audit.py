@@ -22,9 +22,11 @@ state kept, a member rebuilt or restored empty (whose watches may say nothing at
 deleted at the member while no syncer watched. Copies present that no job expects are the
 observer's (:mod:`fleet.dispatch.sync.observer`): purged by their policy's ``purgeMode``. Every
 copy a list finds goes to the observer too (``on_listed``), which mirrors it onto a job that shows
-nothing of its member yet: a first status a watch missed is mirrored at the next list rather than
-never (a copy Running at its member while its job showed Dispatched was seen in the suite, with no
-later change to carry it).
+nothing of its member yet (it reads only the jobs the ledger holds admitted, and passes over a copy
+at the version it last mirrored from it, for ``RECHECK_SECONDS``: a member's history and its long
+jobs are not read again at every list): a first status a watch missed is mirrored at the next list
+rather than never (a copy Running at its member while its job showed Dispatched was seen in the
+suite, with no later change to carry it).
 """
 
 from __future__ import annotations

@@ -84,6 +84,17 @@ def _passing(member: str, copy: Mapping[str, Any]) -> bool:
         return False
 
 
+#: The most copies :class:`CopyObserver` remembers the mirrored version of (about 200 bytes each).
+ACTED_CAP: Final = 200_000
+#: How long the audit's list passes over a copy at the version last mirrored from it.
+RECHECK_SECONDS: Final = 300.0
+
+
+def _version(copy: Mapping[str, Any]) -> str | None:
+    version = (copy.get("metadata") or {}).get("resourceVersion")
+    return None if version is None else str(version)
+
+
 #: A copy's states and outcomes that a later version of it may supersede (:func:`_superseded`).
 _PASSING_STATES: Final = frozenset({None, Condition.CREATED, Condition.RUNNING})
 _PASSING_OUTCOMES: Final = frozenset({Outcome.STARTING, Outcome.RUNNING})
@@ -111,6 +122,12 @@ class CopyObserver:
         self.stale = stale
         self.finalizers = finalizers
         self.audit = audit
+        #: Per copy still running, the resourceVersion last mirrored from it and when
+        #: (monotonic): the audit's list passes over a copy at that very version for
+        #: :data:`RECHECK_SECONDS` (nothing in it is news), then reads its job again (a write
+        #: Redis lost since is repaired then). A copy that finishes or vanishes, or whose member
+        #: is let go, is dropped; past :data:`ACTED_CAP` copies the table starts again.
+        self._acted: dict[MemberCopy, tuple[str, float]] = {}
 
     def on_event(self, event: WatchEvent) -> None:
         if not self.shared.watching(event.member):
@@ -162,6 +179,7 @@ class CopyObserver:
         must not set a job back; a job that never showed its member's state has nothing to lose."""
         found = [(ident, copy) for copy in copies if (ident := MemberCopy.of(member, copy)) is not None]
         if unmirrored_only:
+            found = [(i, c) for i, c in found if not self._acted_on(i, c)]
             found = self._holding_quota(found)
         if not found:
             return
@@ -197,10 +215,35 @@ class CopyObserver:
                 continue
             mirrored.append(Seen(ident, seen, obj))
         self.mirror.mirror(mirrored)
+        self._note_acted(mirrored, {ident: copy for ident, copy in found})
         elapsed = time.perf_counter() - started
         for item in mirrored:
             self.gangs.track(item.ident, item.seen)
             SYNC_SECONDS.observe(elapsed)
+
+    def _note_acted(self, mirrored: list[Seen], copies: Mapping[MemberCopy, Mapping[str, Any]]) -> None:
+        """Remember the versions just mirrored (the copies still running), forget the finished."""
+        if len(self._acted) > ACTED_CAP:
+            self._acted.clear()
+        now = time.monotonic()
+        for item in mirrored:
+            version = _version(copies[item.ident])
+            if item.seen.finished or version is None:
+                self._acted.pop(item.ident, None)
+            else:
+                self._acted[item.ident] = (version, now)
+
+    def _acted_on(self, ident: MemberCopy, copy: Mapping[str, Any]) -> bool:
+        """Whether ``copy`` is at the version last mirrored from it, within the recheck time."""
+        acted = self._acted.get(ident)
+        return (
+            acted is not None and acted[0] == _version(copy) and time.monotonic() - acted[1] < RECHECK_SECONDS
+        )
+
+    def forget_member(self, member: str) -> None:
+        """Forget what was mirrored from ``member``'s copies (let go: its next owner reads them)."""
+        for ident in [i for i in list(self._acted) if i.member == member]:
+            self._acted.pop(ident, None)
 
     def _holding_quota(
         self, found: list[tuple[MemberCopy, Mapping[str, Any]]]
@@ -218,6 +261,7 @@ class CopyObserver:
         ident = MemberCopy.of(member, copy)
         if ident is None:
             return
+        self._acted.pop(ident, None)
         with self.shared.lock:
             self.gangs.forget(ident)
             self.stale.forget(ident)

@@ -16,6 +16,7 @@ from fleet.dispatch.context import Context
 from fleet.dispatch.handback import inflight_entry
 from fleet.dispatch.ownership import Shards
 from fleet.dispatch.sync import MemberCopy
+from fleet.dispatch.sync import observer as observer_module
 from fleet.dispatch.sync.observer import _superseded
 from fleet.dispatch.syncer import Syncer
 from fleet.jobs import current_state
@@ -289,3 +290,32 @@ def test_the_ends_of_one_read_release_every_finished_jobs_quota_hold_and_mark(
         assert all(
             current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", k[8:])) == "Succeeded" for k in keys
         )
+
+
+def test_the_audit_passes_over_a_copy_at_the_version_it_mirrored_until_the_recheck_time(
+    fake_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A running copy the watch delivered and the syncer mirrored, listed again at that very
+    version, is not news: the audit does not read its job (a fleet of long jobs was read whole
+    every ``audit_every``). A new version is read, and so is the same one once
+    ``RECHECK_SECONDS`` have passed (a write Redis lost since is repaired then)."""
+    ctx = Context(fake_redis)
+    syncer = Syncer(ctx)
+    running = [_condition("Running", "JobRunning")]
+    obj = ctx.objects.mutate(FLEET_ASCENDJOB, "default", "long", dispatch_of(ctx, "long"))
+    assert obj is not None
+    ctx.copies.expect([CopyEntry("m1", job_key(obj), obj["metadata"]["uid"], 1)])
+    copy = _copy_of(obj, running)
+    copy["metadata"]["resourceVersion"] = "41"
+    syncer.observer.on_batch([WatchEvent(MODIFIED, "m1", "ascendjobs", object=copy)])
+    assert current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", "long")) == "Running"
+
+    reads = _CountingReads(ctx, monkeypatch)
+    syncer.audit.audit("m1", _Lists([copy]))  # type: ignore[arg-type]
+    assert reads.read == 0
+    newer = {**copy, "metadata": {**copy["metadata"], "resourceVersion": "42"}}
+    syncer.audit.audit("m1", _Lists([newer]))  # type: ignore[arg-type]
+    assert reads.read == 1
+    monkeypatch.setattr(observer_module, "RECHECK_SECONDS", 0.0)
+    syncer.audit.audit("m1", _Lists([copy]))  # type: ignore[arg-type]
+    assert reads.read == 2
