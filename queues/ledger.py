@@ -359,9 +359,7 @@ class Ledger:
         reply = self._scripts.release(keys=[self.keys.meta], args=args)
         if int(reply[0]) == -2:
             raise self._fenced(fence)
-        if int(reply[0]) == -1:
-            raise LedgerError(text(reply[1]))
-        return JobState(text(reply[1]))
+        return self.release_reply(reply)
 
     def release_call(self, job: str) -> tuple[Script, list[str], list[str]]:
         """:meth:`release` of ``job`` as a (script, keys, args) run for a caller to send in one

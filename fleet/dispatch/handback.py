@@ -162,9 +162,9 @@ def _settle(ctx: Context, key: str, uid: str, attempt: int, member: str, *, fail
     """After an attempt ended: its quota released (failed) or the job queued again, its hold and
     in-flight mark dropped."""
     if failed:
-        ctx.ledger.release(key)
-    else:
-        ctx.ledger.requeue(key)
+        finish(ctx, key, uid, attempt, member=member)
+        return
+    ctx.ledger.requeue(key)
     ctx.reservations.release(member, job_pod_key(uid, attempt))
     clear_inflight(ctx, key, uid, attempt)
 

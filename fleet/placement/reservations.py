@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypedDict
 
@@ -33,7 +33,6 @@ __all__ = [
     "ReservationStore",
     "Takes",
     "fits_basis",
-    "summed_takes",
 ]
 
 #: Changes the in-memory store remembers for :meth:`MemoryReservations.changed_since`.
@@ -97,17 +96,6 @@ def fits_basis(held: Takes, takes: Takes, basis: Takes) -> bool:
             if have.get(resource, 0) + amount > base.get(resource, 0):
                 return False
     return True
-
-
-def summed_takes(reservations: Iterable[Reservation]) -> Takes:
-    """What the reservations hold together, per node and resource (what ``held`` answers)."""
-    held: dict[str, dict[str, int]] = {}
-    for r in reservations:
-        for node, amounts in r.takes.items():
-            slot = held.setdefault(node, {})
-            for resource, amount in amounts.items():
-                slot[resource] = slot.get(resource, 0) + amount
-    return {node: {k: v for k, v in slot.items() if v} for node, slot in held.items() if any(slot.values())}
 
 
 class ReservationStore(Protocol):

@@ -215,16 +215,19 @@ class CopyObserver:
                 continue
             mirrored.append(Seen(ident, seen, obj))
         self.mirror.mirror(mirrored)
-        self._note_acted(mirrored, {ident: copy for ident, copy in found})
+        self._note_acted(mirrored, found)
         elapsed = time.perf_counter() - started
         for item in mirrored:
             self.gangs.track(item.ident, item.seen)
             SYNC_SECONDS.observe(elapsed)
 
-    def _note_acted(self, mirrored: list[Seen], copies: Mapping[MemberCopy, Mapping[str, Any]]) -> None:
+    def _note_acted(self, mirrored: list[Seen], found: list[tuple[MemberCopy, Mapping[str, Any]]]) -> None:
         """Remember the versions just mirrored (the copies still running), forget the finished."""
+        if not mirrored:
+            return
         if len(self._acted) > ACTED_CAP:
             self._acted.clear()
+        copies = dict(found)
         now = time.monotonic()
         for item in mirrored:
             version = _version(copies[item.ident])
