@@ -11,8 +11,10 @@ snapshot). Before, the fleet answered 200 and an empty stream.
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import json
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -36,6 +38,19 @@ GROUP, VERSION, PLURAL = "mindxdl.gitee.com", "v1", "ascendjobs"
 AHEAD = 1000
 #: How long the test replicas wait for a version not reached (kube-apiserver's 3 s, shortened).
 WAIT = 1.0
+#: A socket read's limit: far past any stream's own end, so that only a hang reaches it.
+READ_TIMEOUT = 60
+
+
+def read_events(response: Any) -> list[dict[str, Any]]:
+    """Every event of a watch stream, to its end. A stream that hangs dumps every thread's stack
+    before the read fails, so a hang seen once on a loaded CI machine says where it was."""
+    try:
+        body = response.read()
+    except TimeoutError:
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        raise
+    return [json.loads(line) for line in body.splitlines() if line.strip()]
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +91,8 @@ def test_a_watch_from_a_version_not_reached_ends_with_too_large_and_the_client_r
     # Plain HTTP: a 200 stream whose one event is the ERROR Status, after the wait.
     url = f"{server.url}{JOBS}/namespaces/default/ascendjobs?watch=1&resourceVersion={asked}"
     started = time.monotonic()
-    with urllib.request.urlopen(url, timeout=20) as response:
-        lines = [json.loads(line) for line in response.read().splitlines() if line.strip()]
+    with urllib.request.urlopen(url, timeout=READ_TIMEOUT) as response:
+        lines = read_events(response)
     took = time.monotonic() - started
     assert WAIT <= took <= WAIT + 8, f"answered after {took:.1f}s"
     assert [e["type"] for e in lines] == ["ERROR"]
@@ -120,10 +135,10 @@ def test_a_version_reached_while_the_watch_waits_is_served(server: FleetApiThrea
     jobs = client.CustomObjectsApi(official_client(server, tmp_path))
     asked = current_version(jobs) + 1
     url = f"{server.url}{JOBS}/namespaces/default/ascendjobs?watch=1&resourceVersion={asked}&timeoutSeconds=4"
-    with urllib.request.urlopen(url, timeout=20) as response:
+    with urllib.request.urlopen(url, timeout=READ_TIMEOUT) as response:
         for name in ("reaches-it", "after-it"):  # the first is written at the version asked
             jobs.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, sample(name))
-        lines = [json.loads(line) for line in response.read().splitlines() if line.strip()]
+        lines = read_events(response)
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in lines] == [("ADDED", "after-it")]
 
 
@@ -142,9 +157,9 @@ def test_a_watch_of_a_computed_kind_from_a_version_not_reached_ends_with_too_lar
     asked = current_version(jobs) + AHEAD
     started = time.monotonic()
     with urllib.request.urlopen(
-        f"{server.url}{path}?watch=1&resourceVersion={asked}", timeout=20
+        f"{server.url}{path}?watch=1&resourceVersion={asked}", timeout=READ_TIMEOUT
     ) as response:
-        lines = [json.loads(line) for line in response.read().splitlines() if line.strip()]
+        lines = read_events(response)
     took = time.monotonic() - started
     assert WAIT <= took <= WAIT + 8, f"answered after {took:.1f}s"
     assert [e["type"] for e in lines] == ["ERROR"]
@@ -158,11 +173,11 @@ def test_a_watch_of_a_computed_kind_from_a_version_reached_while_it_waits_is_ser
     jobs = client.CustomObjectsApi(official_client(server, tmp_path))
     asked = current_version(jobs) + 1
     url = f"{server.url}{path}?watch=1&resourceVersion={asked}&timeoutSeconds=3"
-    with urllib.request.urlopen(url, timeout=20) as response:
+    with urllib.request.urlopen(url, timeout=READ_TIMEOUT) as response:
         jobs.create_namespaced_custom_object(
             GROUP, VERSION, "default", PLURAL, sample(f"reach-{uuid4().hex[:6]}")
         )
-        lines = [json.loads(line) for line in response.read().splitlines() if line.strip()]
+        lines = read_events(response)
     assert "ERROR" not in [e["type"] for e in lines], lines
 
 
