@@ -66,7 +66,7 @@ from fleet.members import (
 )
 from fleet.state import record_events
 from fleet.timestamps import parse_rfc3339
-from fleet.workloads import RUNTIME_KINDS, Dependent, JobRef, job_ref, member_resource
+from fleet.workloads import RUNTIME_KINDS, Dependent, JobRef, is_dependent, job_ref, member_resource
 
 __all__ = [
     "DEFER_SECONDS",
@@ -370,7 +370,7 @@ def _propagate_one(
                 return _defer(ctx, item, obj, str(error))
             client = ctx.member(member)
         body = ref.adapter.member_copy(obj, uid, attempt, pin=pin)
-        if isinstance(ref.adapter, Dependent):  # before the job: it cannot run without them
+        if is_dependent(ref.adapter):  # before the job: it cannot run without them
             _dependencies(client, ref.adapter, obj)
         if deps:  # before the job: its pods need them to start
             held = companions.push(ctx, client, obj, found=found)

@@ -77,7 +77,7 @@ from fleet.jobs import (
     switched,
 )
 from fleet.state import AsyncObjects, Objects
-from fleet.workloads import InvalidWorkload, Pausable, UnknownKind, adapter_for, job_ref
+from fleet.workloads import InvalidWorkload, UnknownKind, adapter_for, is_pausable, job_ref
 from queues import InvalidRequest, Ledger, QuotaNotAvailable, UnboundJob, request_args, score_of
 
 __all__ = ["JobBackend"]
@@ -192,7 +192,7 @@ class JobBackend:
     async def create(self, rt: ResourceType, obj: Obj, *, dry_run: bool = False) -> Obj:
         prepared = await asyncio.to_thread(self._prepare, rt, obj)
         adapter = adapter_for(prepared.obj)
-        if isinstance(adapter, Pausable) and paused_at_submission(prepared.obj):
+        if is_pausable(adapter) and paused_at_submission(prepared.obj):
             # Stored held, not queued (fleet.jobs.pause).
             mark_paused(prepared.obj, adapter)
         if dry_run:

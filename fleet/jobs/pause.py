@@ -49,7 +49,7 @@ from fleet.jobs.phases import FINISHED, HELD, FleetReason
 from fleet.jobs.store import job_kind
 from fleet.jobs.submit import COMPONENT, enqueue, job_key
 from fleet.state import DispatchKeys, Objects, record_event
-from fleet.workloads import Pausable, adapter_for
+from fleet.workloads import Pausable, adapter_for, is_pausable
 from queues import Ledger
 
 __all__ = [
@@ -80,7 +80,7 @@ class SpecChanged(ValueError):
 
 def _pausable(obj: Mapping[str, Any]) -> Pausable | None:
     adapter = adapter_for(obj)
-    return adapter if isinstance(adapter, Pausable) else None
+    return adapter if is_pausable(adapter) else None
 
 
 def held_message(adapter: Pausable) -> str:

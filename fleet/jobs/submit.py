@@ -42,7 +42,7 @@ from fleet.jobs.priority import (
 from fleet.jobs.store import job_kind
 from fleet.placement import Demand
 from fleet.state import Objects, event_call, record_event
-from fleet.workloads import DEFAULT_QUEUE, KUEUE_QUEUE_LABEL, QueueNaming, adapter_for, job_key, job_ref
+from fleet.workloads import DEFAULT_QUEUE, KUEUE_QUEUE_LABEL, adapter_for, is_queue_naming, job_key, job_ref
 from queues import QUOTA_LABEL, ElasticQuotaTree, Ledger, leaf_in, queue_name
 
 __all__ = [
@@ -126,7 +126,7 @@ def queue_source(obj: Mapping[str, Any]) -> tuple[str, str] | None:
     if isinstance(kueue, str) and kueue and kueue != DEFAULT_QUEUE:
         return f"metadata.labels[{KUEUE_QUEUE_LABEL}]", kueue
     adapter = adapter_for(obj)
-    if isinstance(adapter, QueueNaming) and (queue := adapter.queue(obj)):
+    if is_queue_naming(adapter) and (queue := adapter.queue(obj)):
         return adapter.queue_field, queue
     return None
 

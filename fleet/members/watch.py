@@ -193,6 +193,8 @@ class Watcher:
         self._thread: threading.Thread | None = None
         self._failures = 0
         self.last_error: str | None = None
+        #: ``WATCH_EVENTS``' child per event type, looked up once (``labels()`` locks and hashes).
+        self._event_counts: dict[str, Any] = {}
 
     def __repr__(self) -> str:
         return (
@@ -470,7 +472,12 @@ class Watcher:
         obj = event.get("object")
         if not isinstance(obj, dict):
             raise _StreamError(f"watch event without object: {kind}")
-        WATCH_EVENTS.labels(self.member.name, self.resource.name, str(kind)).inc()
+        counter = self._event_counts.get(str(kind))
+        if counter is None:
+            counter = self._event_counts[str(kind)] = WATCH_EVENTS.labels(
+                self.member.name, self.resource.name, str(kind)
+            )
+        counter.inc()
         if kind == "BOOKMARK":
             return None, _resource_version(obj) or resource_version
         if kind == "ERROR":

@@ -126,12 +126,15 @@ class CapacityFeeder:
                 return
             if events[0].type == SYNC:
                 self._listed.setdefault(member, set()).add(resource)
+            counted: dict[str, int] = {}
             for event in events:
                 if resource == NODES.name:
                     self._apply(event, cap.upsert_node, lambda o: cap.remove_node(_node_name(o)))
                 elif resource == PODS.name:
                     self._apply(event, cap.upsert_pod, lambda o: cap.remove_pod(_pod_key(o)))
-                CAPACITY_EVENTS.labels(member, resource, event.type).inc()
+                counted[event.type] = counted.get(event.type, 0) + 1
+            for kind, n in counted.items():  # one labelled child a type, not one a pod
+                CAPACITY_EVENTS.labels(member, resource, kind).inc(n)
             if not cap.listed and self._listed.get(member, set()) >= {NODES.name, PODS.name}:
                 cap.mark_listed()
                 log.info("event=capacity_listed member=%s", member)

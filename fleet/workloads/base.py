@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, TypeGuard, runtime_checkable
 
 from fleet.apiserver import ResourceType, clone, label_value
 from fleet.jobset import JOBSET_STATUS_FIELDS
@@ -43,6 +43,10 @@ __all__ = [
     "WorkloadStatus",
     "fleet_label_errors",
     "fleet_labels",
+    "is_dependent",
+    "is_pausable",
+    "is_pod_evidence",
+    "is_queue_naming",
     "member_metadata",
     "member_resource",
     "pin_to_nodes",
@@ -338,6 +342,39 @@ class QueueNaming(Protocol):
         """The queue ``obj`` names; None when it names none or its scheduler's default queue
         (:data:`DEFAULT_QUEUE`: the job is left to its namespace's leaf)."""
         ...
+
+
+# --- what an adapter can do, asked once per adapter class -----------------------------------------
+
+_CAPABLE: dict[tuple[type, object], bool] = {}
+
+
+def _capable(adapter: object, protocol: Any) -> bool:
+    """``isinstance(adapter, protocol)`` for one of the protocols above, answered once per adapter
+    class. Python 3.11 walks a protocol's members on every such check (10-20 µs), and the
+    dispatcher, the syncer and the workers ask it of every job they touch; an adapter's members
+    are its class's, so its class's answer is its own."""
+    key = (type(adapter), protocol)
+    known = _CAPABLE.get(key)
+    if known is None:
+        known = _CAPABLE[key] = isinstance(adapter, protocol)
+    return known
+
+
+def is_pausable(adapter: object) -> TypeGuard[Pausable]:
+    return _capable(adapter, Pausable)
+
+
+def is_dependent(adapter: object) -> TypeGuard[Dependent]:
+    return _capable(adapter, Dependent)
+
+
+def is_pod_evidence(adapter: object) -> TypeGuard[PodEvidence]:
+    return _capable(adapter, PodEvidence)
+
+
+def is_queue_naming(adapter: object) -> TypeGuard[QueueNaming]:
+    return _capable(adapter, QueueNaming)
 
 
 #: The queue a job is put in when it names none, in the schedulers these kinds are written for:

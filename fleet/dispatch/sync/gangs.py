@@ -20,7 +20,7 @@ from fleet.dispatch.sync.copies import MemberCopy
 from fleet.dispatch.sync.shared import Shared, log
 from fleet.labels import ATTEMPT_LABEL, JOB_UID_LABEL
 from fleet.members import Member, redact
-from fleet.workloads import Outcome, PodEvidence, WorkloadStatus, unschedulable
+from fleet.workloads import Outcome, WorkloadStatus, is_pod_evidence, unschedulable
 
 __all__ = ["GangWaits"]
 
@@ -47,7 +47,7 @@ class GangWaits:
         copy's status, and for a kind whose pods tell it (``reads_pods``) with what its pods said
         when last read (:meth:`read_pods`, from the member's probe thread)."""
         adapter = ident.ref.adapter
-        reads_pods = isinstance(adapter, PodEvidence) and adapter.reads_pods
+        reads_pods = is_pod_evidence(adapter) and adapter.reads_pods
         with self.shared.lock:
             if reads_pods:
                 seen = replace(seen, unschedulable=self._evidence.get(ident))

@@ -44,6 +44,8 @@ def test_lists_then_delivers_changes(
     member: Member, member_server: MemberServer, watchers: list[Watcher]
 ) -> None:
     member.create_job(JOBS, "default", job("before", team="a"))
+    counted = ("ADDED", "MODIFIED", "DELETED")
+    before = {t: _metric("fleet_member_watch_events_total", resource="ascendjobs", type=t) for t in counted}
     recorder = Recorder()
     watchers.append(member.watch_jobs(JOBS, recorder, label_selector="team=a"))
     first = recorder.wait(lambda events: len(events) >= 1)[0]
@@ -61,6 +63,9 @@ def test_lists_then_delivers_changes(
     recorder.wait(lambda events: len(events) >= 4)
     time.sleep(0.1)
     assert recorder.changes() == [(ADDED, "new"), (MODIFIED, "new"), (DELETED, "before")]
+    # Each event received counted once, by type (the per-type counter is looked up once).
+    after = {t: _metric("fleet_member_watch_events_total", resource="ascendjobs", type=t) for t in counted}
+    assert {t: after[t] - before[t] for t in counted} == {"ADDED": 1, "MODIFIED": 1, "DELETED": 1}
     latest = recorder.events[-1].resource_version
     assert int(watchers[0].resource_version) >= int(latest)
     assert names(watchers[0].snapshot()) == ["new"]

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from prometheus_client import REGISTRY
 
 from fleet.ascend import NPU_RESOURCE
 from fleet.members import load_members
@@ -41,6 +42,11 @@ def _eventually(check: Callable[[], bool], timeout: float = 15.0) -> None:
         time.sleep(0.05)
 
 
+def _pod_events(kind: str) -> float:
+    labels = {"member": "cards", "resource": "pods", "type": kind}
+    return REGISTRY.get_sample_value("fleet_placement_capacity_events_total", labels) or 0.0
+
+
 def test_a_placed_job_is_held_until_its_member_pods_are_bound(two_members: RunningSim) -> None:
     members = load_members(two_members.kubeconfig)
     store = MemoryReservations()
@@ -56,6 +62,7 @@ def test_a_placed_job_is_held_until_its_member_pods_are_bound(two_members: Runni
             demand = ascendjob.demand(sample_job())
             decision = placer.place(demand, reservation_id=job_pod_key("uid-1", 0), job="default/sample")
         assert decision is not None and decision.member == "cards"
+        added_before = _pod_events("ADDED")
         # Held: the two pods' NPUs are gone from the fit before anything exists in the member.
         assert placer.member("cards").free_total(NPU_RESOURCE) == 4
         copy = ascendjob.member_copy(sample_job(), "uid-1", 0)
@@ -67,6 +74,7 @@ def test_a_placed_job_is_held_until_its_member_pods_are_bound(two_members: Runni
             assert placer.member("cards").bound_pods(job_pod_key("uid-1", 0)) == 2
             assert placer.member("cards").free_total(NPU_RESOURCE) == 4
             assert placer.member("cards").held("card-0") == {}
+        assert _pod_events("ADDED") == added_before + 2  # the two pods, each counted once
     finally:
         feeder.stop()
         for member in members.values():

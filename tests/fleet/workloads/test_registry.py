@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from fleet.workloads import KINDS, UnknownKind, adapter_for, job_key, job_ref, ref_for
+from fleet.workloads import (
+    KINDS,
+    Dependent,
+    Pausable,
+    PodEvidence,
+    QueueNaming,
+    UnknownKind,
+    adapter_for,
+    is_dependent,
+    is_pausable,
+    is_pod_evidence,
+    is_queue_naming,
+    job_key,
+    job_ref,
+    ref_for,
+)
 from fleet.workloads.kubeflow_jobs import pytorchjob
 
 
@@ -40,3 +57,24 @@ def test_kinds_are_unique_and_a_key_of_an_unknown_kind_is_refused() -> None:
     assert len({(a.resource.group, a.resource.plural) for a in KINDS}) == len(KINDS)
     with pytest.raises(UnknownKind, match="xgboostjobs"):
         job_ref("xgboostjobs.kubeflow.org:team-a/train")
+
+
+def test_what_each_kind_can_do_is_answered_as_isinstance_answers_it() -> None:
+    """The capability checks are cached per adapter class (a protocol check walks its members
+    each time on Python 3.11): every served kind gets the answer ``isinstance`` gives, asked
+    twice, and the kinds that hold a switch, name a queue or need a runtime are recognised."""
+    checks: dict[object, Callable[[object], bool]] = {
+        Pausable: is_pausable,
+        Dependent: is_dependent,
+        PodEvidence: is_pod_evidence,
+        QueueNaming: is_queue_naming,
+    }
+    for adapter in KINDS:
+        for protocol, check in checks.items():
+            expected = isinstance(adapter, protocol)  # type: ignore[arg-type]
+            assert check(adapter) is expected and check(adapter) is expected, (adapter.kind, protocol)
+    by_kind = {adapter.kind: adapter for adapter in KINDS}
+    assert is_pausable(by_kind["PyTorchJob"]) and not is_pausable(by_kind["AscendJob"])
+    assert is_dependent(by_kind["TrainJob"]) and not is_dependent(by_kind["PyTorchJob"])
+    assert is_queue_naming(by_kind["AscendJob"])
+    assert not is_pausable(object()) and not is_queue_naming(object())
