@@ -13,6 +13,7 @@ are DNS labels and subdomains: neither holds a ``:`` nor a ``/``, so the key par
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -99,12 +100,12 @@ class JobRef:
     namespace: str
     name: str
 
-    @property
+    @functools.cached_property
     def tag(self) -> str:
         """The kind as the key writes it: empty for the first kind (see the module doc)."""
         return "" if self.adapter is KINDS[0] else kind_tag(self.adapter)
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
         plain = f"{self.namespace}/{self.name}"
         return f"{self.tag}:{plain}" if self.tag else plain
@@ -114,6 +115,12 @@ class JobRef:
         return self.namespace, self.name
 
 
+#: How many refs :func:`ref_for` and :func:`job_ref` keep: the syncer and dispatcher name the same
+#: running jobs dozens of times each (every copy read, every key parsed), and a ref is immutable.
+_REFS_KEPT: Final = 1 << 16
+
+
+@functools.lru_cache(maxsize=_REFS_KEPT)
 def ref_for(tag: str, namespace: str, name: str) -> JobRef:
     """The job of kind ``tag`` (:attr:`JobRef.tag`; empty: the first kind) named ``namespace/name``."""
     adapter = _BY_TAG.get(tag) if tag else KINDS[0]
@@ -122,6 +129,7 @@ def ref_for(tag: str, namespace: str, name: str) -> JobRef:
     return JobRef(adapter, namespace, name)
 
 
+@functools.lru_cache(maxsize=_REFS_KEPT)
 def job_ref(key: str) -> JobRef:
     """The job a key names; a key without a kind names the first kind's job. ``UnknownKind`` when
     the key names a kind Fleet does not serve."""
