@@ -100,12 +100,12 @@ class JobRef:
     namespace: str
     name: str
 
-    @functools.cached_property
+    @property
     def tag(self) -> str:
         """The kind as the key writes it: empty for the first kind (see the module doc)."""
         return "" if self.adapter is KINDS[0] else kind_tag(self.adapter)
 
-    @functools.cached_property
+    @property
     def key(self) -> str:
         plain = f"{self.namespace}/{self.name}"
         return f"{self.tag}:{plain}" if self.tag else plain
@@ -143,4 +143,6 @@ def job_ref(key: str) -> JobRef:
 def job_key(obj: Mapping[str, Any]) -> str:
     """The key of job ``obj`` (of any kind Fleet serves)."""
     meta = obj.get("metadata") or {}
-    return JobRef(adapter_for(obj), str(meta.get("namespace") or "default"), str(meta.get("name"))).key
+    adapter = adapter_for(obj)
+    plain = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+    return plain if adapter is KINDS[0] else f"{kind_tag(adapter)}:{plain}"
