@@ -274,6 +274,13 @@ class Keys(KeySpace):
         read them again (:class:`queues.heads.HeadCache`)."""
         return "qversions"
 
+    @key("K_WAKE")
+    def wake(self) -> str:
+        """List of at most one element, pushed when the ``epoch`` in :attr:`meta` moves and it is
+        empty: an idle dispatcher blocks on it (``BLPOP``, :meth:`queues.Ledger.wait_for_change`)
+        instead of reading the epoch fifty times a second."""
+        return "wake"
+
     @key_function("k_node")
     def node(self, name: str) -> KeyParts:
         """Hash: a node's limits (``max:<res>``, ``min:<res>``), its place in the tree, what its

@@ -523,6 +523,13 @@ class Ledger:
         """A number that changes whenever usage, pending jobs or the tree change (one HGET)."""
         return int(self.client.hget(self.keys.meta, "epoch") or 0)
 
+    def wait_for_change(self, timeout: float) -> bool:
+        """Block until the epoch moves (or has moved since the last such wait returned), at most
+        ``timeout`` seconds (keep it below the client's socket timeout); whether it did. An
+        element left by a change already seen makes one call return at once: a caller reads the
+        ledger after this returns, never instead of reading it."""
+        return self.client.blpop([self.keys.wake], timeout=timeout) is not None
+
     def snapshot(self) -> Snapshot:
         """Every node of the applied tree with its limits and usage, in one round trip (two
         when the tree changed since this instance last read it); see :mod:`queues.snapshot`."""

@@ -91,6 +91,11 @@ class Dispatcher:
         self._policies_digest = 0
         #: Members with a NoExecute taint whose jobs this dispatcher has sent away (drained).
         self._draining: frozenset[str] = frozenset()
+        #: Set when something a round decides on moved (see :meth:`wake`); cleared as a round starts.
+        self._wake = threading.Event()
+        #: Set while the loop waits after an idle round: only then does the ledger follower block
+        #: on the ledger's wake list (under load it never reads it).
+        self._waiting = threading.Event()
 
     @property
     def planner(self) -> Planner:
@@ -101,12 +106,40 @@ class Dispatcher:
     def run(self, stop: threading.Event) -> None:
         """Lead when possible and dispatch until ``stop`` is set; then give the lease up."""
         poll = min(STANDBY_POLL_SECONDS, self.settings.lease_ttl / 6)
+        done = threading.Event()
+        follower = threading.Thread(
+            target=self._follow_ledger, args=(stop, done), name="ledger-wake", daemon=True
+        )
+        follower.start()
         try:
             with Renewer(self.lease):
                 self._loop(stop, poll)
         finally:
+            done.set()
+            self._waiting.set()  # the follower sees ``done`` now, not after its next second
+            follower.join(2.0)
+            self._waiting.clear()
             self.lease.release()
             LEADER.set(0)
+
+    def wake(self) -> None:
+        """Start the next round now if the loop is waiting after an idle one (a member's capacity
+        changed: the capacity feeder calls this)."""
+        self._wake.set()
+
+    def _follow_ledger(self, stop: threading.Event, done: threading.Event) -> None:
+        """While the loop waits after an idle round, block on the ledger's wake list and wake the
+        loop when the epoch moves: a job queued to an idle fleet is admitted at once, though an
+        idle loop reads nothing for up to ``idle_cap``."""
+        while not (stop.is_set() or done.is_set()):
+            if not self._waiting.wait(1.0) or stop.is_set() or done.is_set():
+                continue
+            try:
+                if self.ctx.ledger.wait_for_change(self.settings.idle_cap * 2):
+                    self._wake.set()
+            except Exception as error:  # Redis away: the loop's own rounds notice and wait
+                log.debug("event=ledger_wake_failed error=%r", error)
+                stop.wait(0.5)
 
     def _loop(self, stop: threading.Event, poll: float) -> None:
         while not stop.is_set():
@@ -115,6 +148,7 @@ class Dispatcher:
                 continue
             try:
                 began = time.monotonic()
+                self._wake.clear()  # before the round reads: what moves from now on wakes the next
                 made = self.step()
             except Fenced:  # the ledger's and the objects' alike (queues.fencing)
                 log.warning("event=fenced holder=%s: another dispatcher leads", self.lease.holder)
@@ -126,9 +160,25 @@ class Dispatcher:
                 stop.wait(0.5)
                 continue
             if made == 0 and self.reconciler.walk is None:
-                stop.wait(self.settings.idle_wait)
+                self._idle_wait(stop, began)
             elif made < self.settings.heads_per_class:
                 stop.wait(max(0.0, began + self.settings.round_interval - time.monotonic()))
+
+    def _idle_wait(self, stop: threading.Event, began: float) -> None:
+        """After a round with nothing to do: the next starts when something moves, after at least
+        ``idle_wait`` and at most ``idle_cap`` (sooner when a backoff ends)."""
+        settings = self.settings
+        stop.wait(max(0.0, began + settings.idle_wait - time.monotonic()))
+        until = min(began + settings.idle_cap, time.monotonic() + max(0.0, self.leading.wake - time.time()))
+        self._waiting.set()
+        try:
+            while not stop.is_set() and not self._wake.is_set():
+                left = until - time.monotonic()
+                if left <= 0:
+                    return
+                self._wake.wait(min(left, 0.05))  # stop is looked at every 50 ms
+        finally:
+            self._waiting.clear()
 
     def _lead(self) -> bool:
         if not self.lease.acquire():

@@ -117,6 +117,7 @@ def run_dispatcher(
                 ",".join(sorted(unknown)),
             )
         dispatcher = Dispatcher(ctx, placer, holder=_holder(), lock=feeder.lock, settings=settings)
+        feeder.on_change = dispatcher.wake
         gc_tuning.tune()
         log.info("event=dispatcher_started members=%d", len(ctx.members))
         dispatcher.run(stop)

@@ -56,6 +56,8 @@ class CapacityFeeder:
         self.placer = placer
         self.members = dict(members)
         self.lock = threading.RLock()
+        #: Called (outside the lock) after a read of a member's stream changed its capacity.
+        self.on_change: Callable[[], None] | None = None
         self._labels = {m: dict(v) for m, v in (member_labels or {}).items()}
         #: Member -> its nodes and pods watchers.
         self._watchers: dict[str, list[Watcher]] = {}
@@ -118,12 +120,14 @@ class CapacityFeeder:
     def _on_batch(self, events: list[WatchEvent]) -> None:
         """The events of one read of a member's stream, applied under one hold of the lock; the
         member's holds checked against its bound pods once after them."""
+        changed = False
         with self.lock:
             member, resource = events[0].member, events[0].resource
             try:
                 cap = self.placer.member(member)
             except KeyError:
                 return
+            before = cap.version
             if events[0].type == SYNC:
                 self._listed.setdefault(member, set()).add(resource)
             counted: dict[str, int] = {}
@@ -143,6 +147,9 @@ class CapacityFeeder:
                     log.info("event=hold_confirmed member=%s reservation=%s", member, rid)
             NODE_CLASSES.labels(member).set(cap.class_count)
             FREE_NPUS.labels(member).set(cap.free_total(NPU_RESOURCE))
+            changed = cap.version != before
+        if changed and self.on_change is not None:
+            self.on_change()
 
     @staticmethod
     def _apply(event: WatchEvent, upsert: _Apply, remove: _Apply) -> None:

@@ -89,8 +89,14 @@ local function next_seq()
 end
 
 -- Every script that changes usage, pending jobs or the tree bumps the meta field `epoch`, so
--- a reader can tell in one HGET whether anything changed since it last looked.
-local function bump_epoch() redis.call('HINCRBY', K_META, 'epoch', 1) end
+-- a reader can tell in one HGET whether anything changed since it last looked; and puts one
+-- element in the wake list when it has none, so that a reader waiting for a change (an idle
+-- dispatcher's BLPOP) wakes at once. While no one waits the list keeps that one element and a
+-- bump costs one LLEN.
+local function bump_epoch()
+  redis.call('HINCRBY', K_META, 'epoch', 1)
+  if redis.call('LLEN', K_WAKE) == 0 then redis.call('RPUSH', K_WAKE, '1') end
+end
 
 -- Variadic commands in slices, so that no unpack() outgrows the Lua stack.
 local function call_many(command, key, args, width)

@@ -21,6 +21,7 @@ LUA: dict[type[KeySpace], tuple[str, ...]] = {
         "local K_ADMITTED = BASE .. 'admitted'\n",
         "local K_PARKED = BASE .. 'parked'\n",
         "local K_QVERSIONS = BASE .. 'qversions'\n",
+        "local K_WAKE = BASE .. 'wake'\n",
         "local function k_node(name) return BASE .. 'node:' .. name end\n",
         "local function k_queue(name) return BASE .. 'queue:' .. name end\n",
         "local function k_parked(leaf) return BASE .. 'parked:' .. leaf end\n",

@@ -44,7 +44,13 @@ class DispatcherSettings:
     #: Jobs read per request class per cycle (the planner picks at most this many per class).
     heads_per_class: int = 8
     max_batch: int = 512
+    #: A round that found nothing to do is followed by one after at least this long...
     idle_wait: float = 0.02
+    #: ...and at most this long: in between it starts as soon as the ledger moves (a job queued,
+    #: admitted or released: :meth:`queues.Ledger.wait_for_change`) or a member's capacity does.
+    #: What neither signals (a member's health, taints, policies, a backoff's end) is seen within
+    #: this. Idle, a round costs a few round trips plus two per member.
+    idle_cap: float = 0.25
     #: A round that placed fewer than ``heads_per_class`` jobs starts the next this long after
     #: it started: under a trickle of submissions, rounds (and the one RQ job per member each
     #: sends) carry a few jobs each rather than one, for at most this much latency.

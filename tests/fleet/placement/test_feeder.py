@@ -63,6 +63,8 @@ def test_a_placed_job_is_held_until_its_member_pods_are_bound(two_members: Runni
             decision = placer.place(demand, reservation_id=job_pod_key("uid-1", 0), job="default/sample")
         assert decision is not None and decision.member == "cards"
         added_before = _pod_events("ADDED")
+        woken: list[int] = []
+        feeder.on_change = lambda: woken.append(1)  # the dispatcher's wake, in production
         # Held: the two pods' NPUs are gone from the fit before anything exists in the member.
         assert placer.member("cards").free_total(NPU_RESOURCE) == 4
         copy = ascendjob.member_copy(sample_job(), "uid-1", 0)
@@ -75,6 +77,7 @@ def test_a_placed_job_is_held_until_its_member_pods_are_bound(two_members: Runni
             assert placer.member("cards").free_total(NPU_RESOURCE) == 4
             assert placer.member("cards").held("card-0") == {}
         assert _pod_events("ADDED") == added_before + 2  # the two pods, each counted once
+        assert woken, "the pods' capacity changed but the feeder woke no one"
     finally:
         feeder.stop()
         for member in members.values():
