@@ -19,6 +19,14 @@ changed since the last one found nothing to do (the ledger's epoch, the members'
 health, no timer due). When what the fleet could ever hold changes (:meth:`fleet.placement.Placer.shape`,
 the policies), the jobs parked because they could never fit it come back in line.
 
+A round that found nothing to do is not followed by another until something moves, as a
+controller waits on its informers rather than polling: the ledger's scripts leave a mark in a
+wake list at every change (a job queued, admitted, released), which a follower thread blocks on
+only while the loop waits, and the capacity feeder calls :meth:`Dispatcher.wake` when a member's
+capacity changes. What neither signals (a member's health or taints, the policies, a
+propagation to resend) is read at least every ``idle_cap`` (0.25 s), and a backoff's end starts
+a round when it falls due; so an idle dispatcher reads a few times a second, not fifty.
+
 Every write it makes carries the lease's fencing token: the ledger's scripts and the fleet object
 store refuse a stale one, so a leader that lost its lease without noticing writes nothing.
 """
