@@ -251,17 +251,21 @@ def finish(ctx: Context, key: str, uid: str, attempt: int, *, member: str) -> No
 
 def finish_many(ctx: Context, items: Sequence[Finished]) -> None:
     """:func:`finish` of many attempts (a syncer's read of a member holds many ends) in a few
-    round trips: the ledger's releases in one pipeline, the holds in one per member, the
-    in-flight marks in one ZREM, where one at a time took three round trips a job. Each step is
-    idempotent and independent of the others; a ledger error is raised once all have run."""
+    round trips: the holds in one per member, the in-flight marks in one ZREM, the ledger's
+    releases in one pipeline, where one at a time took three round trips a job. Each step is
+    idempotent and independent of the others; a ledger error is raised once all have run.
+
+    The quota goes last: whoever sees a job's quota back (the dispatcher deciding where the next
+    job fits, a user's ``fleet describe``) also sees its hold gone, never free quota over a
+    capacity still held for a job that ended."""
     if not items:
         return
-    replies = run_scripts(ctx.client, [ctx.ledger.release_call(key) for key, _, _, _ in items])
     holds: dict[str, list[str]] = {}
     for _, uid, attempt, member in items:
         holds.setdefault(member, []).append(job_pod_key(uid, attempt))
     for member, ids in holds.items():
         ctx.reservations.release_many(member, ids)
     ctx.client.zrem(ctx.keys.inflight, *(inflight_entry(key, uid, attempt) for key, uid, attempt, _ in items))
+    replies = run_scripts(ctx.client, [ctx.ledger.release_call(key) for key, _, _, _ in items])
     for reply in replies:
         ctx.ledger.release_reply(reply)  # raises what one release alone raised
