@@ -37,6 +37,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import Final
 
 from prometheus_client import Gauge, Histogram
 
@@ -64,6 +65,9 @@ ROUND_SECONDS = Histogram(
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
 )
 LEADER = Gauge("fleet_dispatcher_leader", "1 while this dispatcher holds the lease.")
+#: How long one read of the ledger's wake list blocks: under the Redis client's socket timeout
+#: (2 s), whatever ``idle_cap`` is; the follower reads again while the loop still waits.
+WAKE_BLOCK_SECONDS: Final = 1.0
 
 
 class Dispatcher:
@@ -143,7 +147,7 @@ class Dispatcher:
             if not self._waiting.wait(1.0) or stop.is_set() or done.is_set():
                 continue
             try:
-                if self.ctx.ledger.wait_for_change(self.settings.idle_cap * 2):
+                if self.ctx.ledger.wait_for_change(WAKE_BLOCK_SECONDS):
                     self._wake.set()
             except Exception as error:  # Redis away: the loop's own rounds notice and wait
                 log.debug("event=ledger_wake_failed error=%r", error)

@@ -159,14 +159,14 @@ def members_left(
 
 
 def _settle(ctx: Context, key: str, uid: str, attempt: int, member: str, *, failed: bool) -> None:
-    """After an attempt ended: its quota released (failed) or the job queued again, its hold and
-    in-flight mark dropped."""
+    """After an attempt ended: its hold and in-flight mark dropped, then its quota released
+    (failed) or the job queued again: the ledger last, as in :func:`finish_many`."""
     if failed:
         finish(ctx, key, uid, attempt, member=member)
         return
-    ctx.ledger.requeue(key)
     ctx.reservations.release(member, job_pod_key(uid, attempt))
     clear_inflight(ctx, key, uid, attempt)
+    ctx.ledger.requeue(key)
 
 
 def give_back(

@@ -472,10 +472,11 @@ class Watcher:
         obj = event.get("object")
         if not isinstance(obj, dict):
             raise _StreamError(f"watch event without object: {kind}")
-        counter = self._event_counts.get(str(kind))
+        counted = str(kind)
+        counter = self._event_counts.get(counted)
         if counter is None:
-            counter = self._event_counts[str(kind)] = WATCH_EVENTS.labels(
-                self.member.name, self.resource.name, str(kind)
+            counter = self._event_counts[counted] = WATCH_EVENTS.labels(
+                self.member.name, self.resource.name, counted
             )
         counter.inc()
         if kind == "BOOKMARK":

@@ -107,8 +107,7 @@ class JobRef:
 
     @property
     def key(self) -> str:
-        plain = f"{self.namespace}/{self.name}"
-        return f"{self.tag}:{plain}" if self.tag else plain
+        return _key_of(self.adapter, self.namespace, self.name)
 
     @property
     def names(self) -> tuple[str, str]:
@@ -143,6 +142,11 @@ def job_ref(key: str) -> JobRef:
 def job_key(obj: Mapping[str, Any]) -> str:
     """The key of job ``obj`` (of any kind Fleet serves)."""
     meta = obj.get("metadata") or {}
-    adapter = adapter_for(obj)
-    plain = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+    return _key_of(adapter_for(obj), str(meta.get("namespace") or "default"), str(meta.get("name")))
+
+
+def _key_of(adapter: WorkloadAdapter, namespace: str, name: str) -> str:
+    """The one spelling of a job key (see the module doc); :func:`job_key` uses it without
+    making a :class:`JobRef` (it runs once per job in every role)."""
+    plain = f"{namespace}/{name}"
     return plain if adapter is KINDS[0] else f"{kind_tag(adapter)}:{plain}"

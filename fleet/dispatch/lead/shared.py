@@ -48,8 +48,9 @@ class DispatcherSettings:
     idle_wait: float = 0.02
     #: ...and at most this long: in between it starts as soon as the ledger moves (a job queued,
     #: admitted or released: :meth:`queues.Ledger.wait_for_change`) or a member's capacity does.
-    #: What neither signals (a member's health, taints, policies, a backoff's end) is seen within
-    #: this. Idle, a round costs a few round trips plus two per member.
+    #: What neither signals (a member's health, taints, policies, a propagation to resend) is
+    #: seen within this; a backoff's end starts a round when it falls due. Idle, a round costs a
+    #: few round trips plus one per member.
     idle_cap: float = 0.25
     #: A round that placed fewer than ``heads_per_class`` jobs starts the next this long after
     #: it started: under a trickle of submissions, rounds (and the one RQ job per member each
