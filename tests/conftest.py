@@ -19,6 +19,7 @@ import redis
 from hypothesis import settings
 from redis.connection import AbstractConnection
 
+from tests.support.ordering import longest_first
 from tests.support.redis_server import REDIS_SERVER, RedisServer
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
@@ -29,6 +30,15 @@ IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 settings.register_profile("gate", derandomize=True, database=None)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "gate"))
+
+
+@pytest.hookimpl(trylast=True)  # after the deselections (-m, -k): the slices are of what runs
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``--dist worksteal`` the longest modules start first, one share per worker
+    (:mod:`tests.support.ordering`): none starts late and ends the run alone."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1 and config.getoption("dist", "no") == "worksteal":
+        items[:] = longest_first(items, lambda item: item.nodeid.split("::", 1)[0], workers)
 
 
 def _require_redis_server() -> None:
