@@ -1,6 +1,6 @@
 """The order in which the suite's tests reach xdist's work-stealing workers: the longest first.
 
-``make test`` runs ``pytest -n 3 --dist worksteal``. xdist's work stealing gives each of the N
+``make test`` runs ``pytest -n 4 --dist worksteal``. xdist's work stealing gives each of the N
 workers one slice of the collection in order (``len(pending) // workers_left`` tests each, as
 ``WorkStealingScheduling.check_schedule`` deals them) and lets an idle worker take the back half
 of the longest queue left. A module of a minute or two (a whole ``fleet up`` walkthrough, a
