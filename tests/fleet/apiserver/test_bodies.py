@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 import yaml
 
+from fleet.apiserver import bodies
 from fleet.apiserver.bodies import (
     MAX_BODY_BYTES,
     MAX_DEPTH,
@@ -132,3 +134,22 @@ def test_json_patches_are_bounded_as_the_api_server_bounds_them() -> None:
         apply_json_patch(doc, [*wrapping, {"op": "copy", "from": "/d", "path": "/f"}])
     with pytest.raises(BadRequest, match="'from' must be a JSON pointer"):
         apply_json_patch(doc, [{"op": "move", "from": 5, "path": "/x"}])
+
+
+def test_a_json_body_with_few_brackets_skips_the_walk_and_one_with_many_is_still_held_to_the_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The depth walk is spared only where the brackets' count bounds the depth: brackets inside
+    strings never let a deep body through."""
+    walked: list[object] = []
+    monkeypatch.setattr(bodies, "check_depth", lambda value, limit=MAX_DEPTH: walked.append(value))
+    assert decode_json(json.dumps({"spec": {"args": ["[" * 500]}}).encode()) is not None
+    assert len(walked) == 1  # 500 brackets in a string: walked, and found shallow
+    walked.clear()
+    assert decode_json(b'{"spec": {"replicas": [1, 2, {"a": []}]}}') is not None
+    assert walked == []
+    monkeypatch.undo()
+    hidden = ('{"s": "' + "[" * MAX_DEPTH + '", "deep": ' + nested(MAX_DEPTH + 1) + "}").encode()
+    with pytest.raises(BadRequest, match=f"exceeded max depth of {MAX_DEPTH}"):
+        decode_json(hidden)
+    assert decode_json(nested(MAX_DEPTH).encode()) is not None
