@@ -71,6 +71,7 @@ from fleet.workloads.base import (
 )
 from fleet.workloads.models import RESTART_POLICIES, Int32, Int64, Open, pydantic_errors
 from fleet.workloads.replicas import ReplicaSpecAdapter
+from fleet.workloads.verdicts import remembered
 from queues import QuantityError, parse_quantity
 
 __all__ = ["ASCENDJOB", "ASCEND_CONTAINER", "FRAMEWORKS", "MAX_REPLICAS", "AscendJobAdapter", "ascendjob"]
@@ -302,6 +303,7 @@ class AscendJobAdapter(ReplicaSpecAdapter):
     def validate(self, obj: Mapping[str, Any]) -> list[FieldError]:
         return self._check(obj)[1]
 
+    @remembered
     def _check(self, obj: Mapping[str, Any]) -> tuple[Demand | None, list[FieldError]]:
         """Every rule at once: the job's demand (None when any rule failed) and what failed."""
         job, errors = self._parse(obj)

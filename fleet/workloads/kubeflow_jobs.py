@@ -87,6 +87,7 @@ from fleet.placement import Demand, DemandError, build_demand
 from fleet.workloads.base import FieldError, InvalidWorkload, Outcome, WorkloadStatus
 from fleet.workloads.models import RESTART_POLICIES, Int32, Int64, Open, pydantic_errors
 from fleet.workloads.replicas import ReplicaSpecAdapter
+from fleet.workloads.verdicts import remembered
 
 __all__ = [
     "JOB_NAME_LABEL",
@@ -290,6 +291,7 @@ class KubeflowAdapter(ReplicaSpecAdapter):
             raise InvalidWorkload(errors)
         return demand
 
+    @remembered
     def _check(self, obj: Mapping[str, Any]) -> tuple[Demand | None, list[FieldError]]:
         errors: list[FieldError] = []
         for field, expected in (("apiVersion", self.api_version), ("kind", self.kind)):
