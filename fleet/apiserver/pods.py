@@ -33,8 +33,6 @@ member can run. :func:`validate_pod_template` checks, each failure one
 from __future__ import annotations
 
 import functools
-import hashlib
-import marshal
 import math
 import re
 import threading
@@ -43,6 +41,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from fleet.apiserver.errors import Cause
+from fleet.apiserver.store import content_digest
 from fleet.apiserver.validation import (
     dns1123_label,
     duplicate,
@@ -452,14 +451,10 @@ _verdicts_lock = threading.Lock()
 
 
 def _template_key(template: Any, path: str) -> tuple[str, bytes] | None:
-    """A template's content and path, as 16 bytes of a hash of its ``marshal`` form, which keeps
-    every type the judge tells apart (list and tuple, bool and int) and refuses any other
-    (``None`` then: judged each time)."""
-    try:
-        data = marshal.dumps(template)
-    except ValueError:
-        return None
-    return path, hashlib.blake2b(data, digest_size=16).digest()
+    """A template's content (:func:`~fleet.apiserver.store.content_digest`) and path; ``None``
+    for content it cannot name (judged each time then)."""
+    digest = content_digest(template)
+    return None if digest is None else (path, digest)
 
 
 def validate_pod_template(template: Any, path: str) -> list[Cause]:

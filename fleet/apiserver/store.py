@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import hashlib
 import json
 import marshal
 import random
@@ -161,6 +162,21 @@ def clone(value: _T) -> _T:
     except ValueError:
         copied = _walk_clone(value)
     return copied
+
+
+def content_digest(value: Any) -> bytes | None:
+    """16 bytes naming a value's content, for the memories that answer again for the same
+    content (a pod template's verdict, a job's): a hash of its ``marshal`` form, which tells
+    apart every type a judge might (a list from a tuple, ``1`` from ``True`` and ``1.0``, key
+    order included); ``None`` for a value marshal refuses (any type but the exact built-in ones),
+    which is then judged each time. Marshal's version 2, which writes no back-references and no
+    interning: from version 3 on its bytes follow the objects' reference counts as well as their
+    content, so one content could name itself two ways (and be judged again)."""
+    try:
+        data = marshal.dumps(value, 2)
+    except ValueError:
+        return None
+    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 def _walk_clone(value: Any) -> Any:

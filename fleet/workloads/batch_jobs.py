@@ -68,6 +68,7 @@ from fleet.placement import Demand, DemandError, ReplicaTemplate, build_demand
 from fleet.workloads.base import KUEUE_QUEUE_LABEL, FieldError, InvalidWorkload, Outcome, WorkloadStatus
 from fleet.workloads.models import Open, pydantic_errors
 from fleet.workloads.replicas import ReplicaSpecAdapter
+from fleet.workloads.verdicts import remembered
 
 __all__ = ["BATCH_JOB", "MIRRORED_STATUS", "BatchJobAdapter", "batch_job", "pods_count"]
 
@@ -188,6 +189,7 @@ class BatchJobAdapter(ReplicaSpecAdapter):
 
     # -- rules and demand ------------------------------------------------------------------------
 
+    @remembered
     def _check(self, obj: Mapping[str, Any]) -> tuple[Demand | None, list[FieldError]]:
         errors: list[FieldError] = []
         if obj.get("apiVersion") != self.api_version:

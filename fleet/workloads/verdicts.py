@@ -9,23 +9,22 @@ py-spy on ``bench.submit_bench``.
 The verdict is a function of what the rules read: ``apiVersion``, ``kind``, ``spec`` and
 metadata's ``name``, ``namespace``, ``labels`` and ``annotations`` (never the status, the
 server's metadata or ``managedFields``, which the API adds between the askings). So
-:func:`remembered` keeps the last :data:`VERDICT_MEMORY` verdicts of a kind's ``_check`` under a
-16-byte hash of those fields' ``marshal`` form, which keeps apart every type the rules tell apart
-(a list from a tuple, ``1`` from ``True``) and refuses any other value (judged each time then),
-as :mod:`fleet.apiserver.pods` remembers pod templates. A :class:`~fleet.placement.Demand` is
+:func:`remembered` keeps the last :data:`VERDICT_MEMORY` verdicts of a kind's ``_check`` under
+those fields' :func:`~fleet.apiserver.content_digest` (which keeps apart every type the rules
+tell apart, and names no value of another type: judged each time then), as
+:mod:`fleet.apiserver.pods` remembers pod templates. A :class:`~fleet.placement.Demand` is
 frozen, so one answer serves every asker; each gets its own list of errors.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import marshal
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
 
+from fleet.apiserver import content_digest
 from fleet.placement import Demand
 from fleet.workloads.base import FieldError
 
@@ -55,11 +54,7 @@ def _key(obj: Mapping[str, Any]) -> bytes | None:
             else (meta,)
         ),
     )
-    try:
-        data = marshal.dumps(read)
-    except ValueError:
-        return None
-    return hashlib.blake2b(data, digest_size=16).digest()
+    return content_digest(read)
 
 
 def remembered(check: Callable[[A, Mapping[str, Any]], Verdict]) -> Callable[[A, Mapping[str, Any]], Verdict]:

@@ -82,6 +82,7 @@ from fleet.workloads.base import (
 )
 from fleet.workloads.models import Int32, Open, pydantic_errors
 from fleet.workloads.replicas import ReplicaSpecAdapter
+from fleet.workloads.verdicts import remembered
 
 __all__ = ["MIRRORED_STATUS", "PRIORITY_FIELD", "QUEUE_FIELD", "VOLCANO_JOB", "VolcanoJobAdapter", "vcjob"]
 
@@ -277,6 +278,7 @@ class VolcanoJobAdapter(ReplicaSpecAdapter):
 
     # -- rules and demand ------------------------------------------------------------------------
 
+    @remembered
     def _check(self, obj: Mapping[str, Any]) -> tuple[Demand | None, list[FieldError]]:
         errors: list[FieldError] = []
         if obj.get("apiVersion") != self.api_version:

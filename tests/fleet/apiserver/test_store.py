@@ -19,6 +19,7 @@ from fleet.apiserver import (
     MemoryStore,
     NotFound,
     WatchEvent,
+    content_digest,
 )
 from tests.support.kinds import ASCENDJOB
 
@@ -342,3 +343,22 @@ def test_returned_objects_are_copies() -> None:
         assert "x" not in again["metadata"]["labels"]
 
     run(scenario())
+
+
+def test_a_contents_digest_names_it_one_way_and_tells_apart_what_a_judge_might() -> None:
+    """The memories of verdicts are keyed by it: one content must not name itself two ways (as
+    marshal's later versions do when the objects' reference counts change), and two contents a
+    judge tells apart must not share a name."""
+    template = {"spec": {"containers": [{"name": "ascend", "args": ["x" * 3]}]}}
+    before = content_digest(template)
+    held = [template["spec"], template["spec"]["containers"][0]["args"][0]]  # more references
+    assert content_digest(template) == before and held
+    assert content_digest({"a": [1]}) != content_digest({"a": (1,)})
+    assert len({content_digest({"a": v}) for v in (1, True, 1.0, "1")}) == 4
+    assert content_digest({"a": 1, "b": 2}) != content_digest({"b": 2, "a": 1})
+
+    class Name(str):
+        pass
+
+    assert content_digest({"a": Name("x")}) is None
+    assert content_digest({"a": object()}) is None

@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 import yaml
 
-from fleet.workloads import InvalidWorkload, ascendjob
+from fleet.workloads import InvalidWorkload, adapter_for, ascendjob
 from fleet.workloads.ascendjob import AscendJobAdapter
 from fleet.workloads.kubeflow_jobs import KubeflowAdapter, pytorchjob
-from fleet.workloads.verdicts import VERDICT_MEMORY
+from fleet.workloads.verdicts import VERDICT_MEMORY, remembered
 from tests.fleet.placement.factory import sample_job
 
-PYTORCHJOB = Path(__file__).resolve().parents[3] / "config" / "samples" / "pytorchjob.yaml"
+SAMPLES = Path(__file__).resolve().parents[3] / "config" / "samples"
+PYTORCHJOB = SAMPLES / "pytorchjob.yaml"
 
 
 def _named(job: dict[str, Any]) -> dict[str, Any]:
@@ -114,3 +115,23 @@ def test_kinds_keep_their_own_verdicts_and_the_memory_is_bounded(parses: list[st
     del parses[:]
     pytorchjob.demand(job)
     assert parses.count("kubeflow") == once  # pushed out by newer verdicts: judged again
+
+
+@pytest.mark.parametrize("sample", ["kueue-batch-job.yaml", "vcjob-mindspore-910b.yaml"])
+def test_a_batch_job_and_a_volcano_job_are_judged_once_for_their_three_askings(
+    sample: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = _named(next(d for d in yaml.safe_load_all((SAMPLES / sample).read_text()) if d and "spec" in d))
+    adapter = adapter_for(job)
+    rules = type(adapter)._check.__wrapped__  # type: ignore[attr-defined]
+    runs: list[int] = []
+
+    def counted(self: Any, obj: Any) -> Any:
+        runs.append(1)
+        return rules(self, obj)
+
+    monkeypatch.setattr(type(adapter), "_check", remembered(counted))
+    first = adapter.demand(job)
+    assert adapter.validate(job) == []
+    assert adapter.demand({**job, "status": {"active": 1}}) is first
+    assert len(runs) == 1
