@@ -35,13 +35,11 @@ from __future__ import annotations
 import functools
 import math
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, Final
 
 from fleet.apiserver.errors import Cause
-from fleet.apiserver.store import content_digest
+from fleet.apiserver.store import Memory, content_digest
 from fleet.apiserver.validation import (
     dns1123_label,
     duplicate,
@@ -446,8 +444,7 @@ def validate_pod_spec(spec: Any, path: str) -> list[Cause]:
 
 #: How many pod templates' verdicts :func:`validate_pod_template` remembers (a few MB at most).
 TEMPLATE_MEMORY: Final = 2048
-_verdicts: OrderedDict[tuple[str, bytes], tuple[Cause, ...]] = OrderedDict()
-_verdicts_lock = threading.Lock()
+_verdicts: Memory[tuple[str, bytes], tuple[Cause, ...]] = Memory(TEMPLATE_MEMORY)
 
 
 def _template_key(template: Any, path: str) -> tuple[str, bytes] | None:
@@ -466,18 +463,11 @@ def validate_pod_template(template: Any, path: str) -> list[Cause]:
     :data:`TEMPLATE_MEMORY` verdicts are remembered by a hash of the template, which costs a few
     microseconds against the fraction of a millisecond of the type check."""
     key = _template_key(template, path)
-    if key is not None:
-        with _verdicts_lock:
-            known = _verdicts.get(key)
-            if known is not None:
-                _verdicts.move_to_end(key)
-                return list(known)
+    if key is not None and (known := _verdicts.get(key)) is not None:
+        return list(known)
     causes = _judge_pod_template(template, path)
     if key is not None:
-        with _verdicts_lock:
-            _verdicts[key] = tuple(causes)
-            while len(_verdicts) > TEMPLATE_MEMORY:
-                _verdicts.popitem(last=False)
+        _verdicts.put(key, tuple(causes))
     return causes
 
 

@@ -26,10 +26,12 @@ import hashlib
 import json
 import marshal
 import random
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 from fleet.apiserver.errors import (
     AlreadyExists,
@@ -147,6 +149,8 @@ class Store(Protocol):
 
 #: A JSON value and its copy's type.
 _T = TypeVar("_T")
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 
 def clone(value: _T) -> _T:
@@ -177,6 +181,32 @@ def content_digest(value: Any) -> bytes | None:
     except ValueError:
         return None
     return hashlib.blake2b(data, digest_size=16).digest()
+
+
+class Memory(Generic[_K, _V]):
+    """The last ``size`` answers of a pure judge, by key (usually a :func:`content_digest`),
+    the least recently used forgotten first; safe across threads (the API judges in a pool)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._answers: OrderedDict[_K, _V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._answers)
+
+    def get(self, key: _K) -> _V | None:
+        with self._lock:
+            known = self._answers.get(key)
+            if known is not None:
+                self._answers.move_to_end(key)
+            return known
+
+    def put(self, key: _K, answer: _V) -> None:
+        with self._lock:
+            self._answers[key] = answer
+            while len(self._answers) > self.size:
+                self._answers.popitem(last=False)
 
 
 def _walk_clone(value: Any) -> Any:

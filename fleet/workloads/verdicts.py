@@ -19,12 +19,10 @@ frozen, so one answer serves every asker; each gets its own list of errors.
 from __future__ import annotations
 
 import functools
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
 
-from fleet.apiserver import content_digest
+from fleet.apiserver import Memory, content_digest
 from fleet.placement import Demand
 from fleet.workloads.base import FieldError
 
@@ -38,8 +36,7 @@ Verdict = tuple[Demand | None, list[FieldError]]
 
 A = TypeVar("A")
 
-_verdicts: OrderedDict[tuple[type, bytes], tuple[Demand | None, tuple[FieldError, ...]]] = OrderedDict()
-_lock = threading.Lock()
+_verdicts: Memory[tuple[type, bytes], tuple[Demand | None, tuple[FieldError, ...]]] = Memory(VERDICT_MEMORY)
 
 
 def _key(obj: Mapping[str, Any]) -> bytes | None:
@@ -67,16 +64,11 @@ def remembered(check: Callable[[A, Mapping[str, Any]], Verdict]) -> Callable[[A,
         if digest is None:
             return check(adapter, obj)
         key = (type(adapter), digest)
-        with _lock:
-            known = _verdicts.get(key)
-            if known is not None:
-                _verdicts.move_to_end(key)
-                return known[0], list(known[1])
+        known = _verdicts.get(key)
+        if known is not None:
+            return known[0], list(known[1])
         demand, errors = check(adapter, obj)
-        with _lock:
-            _verdicts[key] = (demand, tuple(errors))
-            while len(_verdicts) > VERDICT_MEMORY:
-                _verdicts.popitem(last=False)
+        _verdicts.put(key, (demand, tuple(errors)))
         return demand, errors
 
     return remembering
