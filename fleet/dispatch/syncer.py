@@ -29,6 +29,8 @@ Threads
       record, looks at every copy again when the member comes back, and reads the pods of the
       copies whose gang waits.
     * **deletions**: the fleet jobs' change stream; a job marked for deletion gets its delete.
+    * **holds**: writes the versions of copies that said only that they were starting, held a
+      batch period for a later one (:mod:`~fleet.dispatch.sync.holds`), once they are due.
     * **companions**: the companion objects' change stream.
     * **ownership**: its own thread, as the dispatcher's lease renewer, so a long round never
       lets the leases lapse; it follows the members' kubeconfig (a member added, removed or
@@ -144,6 +146,7 @@ class Syncer:
         # lapse (nor delay a member added to the kubeconfig).
         self._spawn("ownership", self._keep_ownership, stop)
         self._spawn("companions", follow_companions, self.ctx, stop)
+        self._spawn("holds", self.observer.flush_held, stop)
         log.info("event=syncer_started members=%d owned=%d", len(members), len(owned))
         last_resync = time.monotonic()
         watchers = self.shared.watchers

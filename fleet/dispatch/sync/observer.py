@@ -10,18 +10,20 @@ Per observed copy, by its labels (fleet job, uid, attempt) against the fleet obj
 * **the current attempt, failed and retriable**: application failover
   (:mod:`~fleet.dispatch.sync.failover`), unless it fails because it is being evicted;
 * **the current attempt otherwise**: mirrored (:mod:`~fleet.dispatch.sync.mirror`), then timed
-  if its gang waits (:mod:`~fleet.dispatch.sync.gangs`).
+  if its gang waits (:mod:`~fleet.dispatch.sync.gangs`); a version that says only that the copy
+  is starting waits a batch period first, for a later one (:mod:`~fleet.dispatch.sync.holds`).
 
 A copy that **vanished** is forgotten by every concern at once; a deleted job that waited for it
 completes, a current attempt that went ends with ``CopyLost`` (:mod:`~fleet.dispatch.sync.audit`),
 and every list a watch makes has the member checked against the record of its copies.
 
-Runs on the watch threads (one per member and job kind) and, for a member back from an outage,
-on its probe thread.
+Runs on the watch threads (one per member and job kind), on the holds' thread
+(:meth:`CopyObserver.flush_held`) and, for a member back from an outage, on its probe thread.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -34,8 +36,9 @@ from fleet.dispatch.sync.copies import MemberCopy, Seen
 from fleet.dispatch.sync.failover import Failover
 from fleet.dispatch.sync.finalizers import Finalizers
 from fleet.dispatch.sync.gangs import GangWaits
+from fleet.dispatch.sync.holds import CopyName, StartingHolds
 from fleet.dispatch.sync.mirror import SYNC_SECONDS, StatusMirror
-from fleet.dispatch.sync.shared import Shared
+from fleet.dispatch.sync.shared import Shared, log
 from fleet.dispatch.sync.stale import StaleCopies
 from fleet.jobs import Blame, Phase, attempt_of, cluster_of, current_state, get_jobs
 from fleet.members import DELETED, SYNC, WatchEvent
@@ -48,7 +51,7 @@ __all__ = ["CopyObserver"]
 _UNMIRRORED: Final = frozenset({Phase.ADMITTED, Phase.DISPATCHED})
 
 
-def _name(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+def _name(obj: Mapping[str, Any]) -> CopyName:
     meta = obj.get("metadata") or {}
     return (str(obj.get("kind")), str(meta.get("namespace")), str(meta.get("name")))
 
@@ -73,13 +76,23 @@ def _superseded(member: str, events: Sequence[WatchEvent]) -> set[int]:
 def _passing(member: str, copy: Mapping[str, Any]) -> bool:
     """Whether a version of a copy says only that it is being created, starting or running:
     nothing that is acted on (a failover, a finish) or recorded (a Warning Event) by itself."""
+    return _says(member, copy, _PASSING_STATES, _PASSING_OUTCOMES)
+
+
+def _starting(member: str, copy: Mapping[str, Any]) -> bool:
+    """Whether a version of a copy says only that it is being created or starting: held for a
+    batch period, for a later version (:mod:`~fleet.dispatch.sync.holds`)."""
+    return _says(member, copy, _STARTING_STATES, _STARTING_OUTCOMES)
+
+
+def _says(member: str, copy: Mapping[str, Any], states: frozenset[Any], outcomes: frozenset[Outcome]) -> bool:
     ident = MemberCopy.of(member, copy)
     if ident is None:
         return False
     adapter = ident.ref.adapter
     try:
         seen = adapter.map_status(copy)
-        return seen.state in _PASSING_STATES and adapter.classify(seen) in _PASSING_OUTCOMES
+        return seen.state in states and adapter.classify(seen) in outcomes
     except Exception:  # a status its kind cannot read: kept, for the path that handles every copy
         return False
 
@@ -98,6 +111,9 @@ def _version(copy: Mapping[str, Any]) -> str | None:
 #: A copy's states and outcomes that a later version of it may supersede (:func:`_superseded`).
 _PASSING_STATES: Final = frozenset({None, Condition.CREATED, Condition.RUNNING})
 _PASSING_OUTCOMES: Final = frozenset({Outcome.STARTING, Outcome.RUNNING})
+#: A copy's states and outcomes that are held for a later version (:func:`_starting`).
+_STARTING_STATES: Final = frozenset({None, Condition.CREATED})
+_STARTING_OUTCOMES: Final = frozenset({Outcome.STARTING})
 
 
 class CopyObserver:
@@ -128,14 +144,19 @@ class CopyObserver:
         #: Redis lost since is repaired then). A copy that finishes or vanishes, or whose member
         #: is let go, is dropped; past :data:`ACTED_CAP` copies the table starts again.
         self._acted: dict[MemberCopy, tuple[str, float]] = {}
+        #: The versions that say only that a copy is starting, waiting for a later one.
+        self.holds = StartingHolds(shared.settings.starting_batch)
 
     def on_event(self, event: WatchEvent) -> None:
         if not self.shared.watching(event.member):
             return  # a late event of a member let go: its new owner has seen it in its list
         if event.type == SYNC:
-            self.observe(event.member, list(event.objects))
-            for obj in event.vanished:
-                self.vanished(event.member, obj)
+            with self.holds.serial(event.member, event.resource):
+                for obj in (*event.objects, *event.vanished):  # the list holds what is newest
+                    self.holds.drop(event.member, _name(obj))
+                self.observe(event.member, list(event.objects))
+                for obj in event.vanished:
+                    self.vanished(event.member, obj)
             self.audit.soon(event.member)  # a list: check it against the record at once
         else:
             self.on_batch([event])
@@ -148,26 +169,62 @@ class CopyObserver:
         is passed over when it only says the copy is starting or running (:func:`_passing`), as
         an informer's work queue hands a controller the latest state of a key once. A syncer
         that fell behind (the read holds a burst) then writes each job once, not once per step;
-        a failure or a restart in between is still acted on and recorded in its turn."""
-        run: list[Mapping[str, Any]] = []
-        names: set[tuple[str, str, str]] = set()
+        a failure or a restart in between is still acted on and recorded in its turn.
+
+        Batched: the newest version of a copy that says only that it is starting is held
+        (:mod:`~fleet.dispatch.sync.holds`); a later version replaces it, and the holds' thread
+        acts on it once it is due."""
         member = events[0].member
         if not self.shared.watching(member):
             return
+        with self.holds.serial(member, events[0].resource):
+            self._on_read(member, events[0].resource, events)
+
+    def _on_read(self, member: str, resource: str, events: list[WatchEvent]) -> None:
+        run: list[Mapping[str, Any]] = []
+        names: set[CopyName] = set()
         superseded = _superseded(member, events)
+        holds, now = self.holds, time.monotonic()
         for index, event in enumerate(events):
             if event.object is None or index in superseded:
                 continue
             name = _name(event.object)
+            holds.drop(member, name)
             if event.type == DELETED or name in names:
                 self.observe(member, run)
                 run, names = [], set()
             if event.type == DELETED:
                 self.vanished(member, event.object)
                 continue
+            if holds.period > 0 and _starting(member, event.object):
+                holds.hold(member, resource, name, event.object, now)
+                continue
             run.append(event.object)
             names.add(name)
         self.observe(member, run)
+
+    def flush_held(self, stop: threading.Event) -> None:
+        """The holds' thread: each held version is acted on once it is due, until ``stop``."""
+        period = self.holds.period
+        if period <= 0:
+            return
+        while True:
+            due = self.holds.next_due()
+            wait = period if due is None else min(period, max(0.005, due - time.monotonic()))
+            if stop.wait(wait):
+                return
+            try:
+                self.flush(time.monotonic())
+            except Exception:  # Redis away: what was held is mirrored from the next read or audit
+                log.exception("event=held_flush_failed")
+
+    def flush(self, now: float) -> None:
+        """Act on the held versions due by ``now``, each under its watch's order."""
+        for member, resource in sorted(self.holds.due(now)):
+            with self.holds.serial(member, resource):
+                copies = self.holds.take_due(member, resource, now)
+                if copies and self.shared.watching(member):
+                    self.observe(member, copies)
 
     def observe(
         self, member: str, copies: Sequence[Mapping[str, Any]], *, unmirrored_only: bool = False
@@ -178,8 +235,12 @@ class CopyObserver:
         them: a list read beside the watches may be older than what they delivered since, and
         must not set a job back; a job that never showed its member's state has nothing to lose."""
         found = [(ident, copy) for copy in copies if (ident := MemberCopy.of(member, copy)) is not None]
-        if unmirrored_only:
-            found = [(i, c) for i, c in found if not self._acted_on(i, c)]
+        if unmirrored_only:  # a copy held is acted on when it is due, or at its next version
+            found = [
+                (i, c)
+                for i, c in found
+                if not self._acted_on(i, c) and not self.holds.holding(member, _name(c))
+            ]
             found = self._holding_quota(found)
         if not found:
             return
@@ -247,6 +308,7 @@ class CopyObserver:
         """Forget what was mirrored from ``member``'s copies (let go: its next owner reads them)."""
         for ident in [i for i in list(self._acted) if i.member == member]:
             self._acted.pop(ident, None)
+        self.holds.forget_member(member)
 
     def _holding_quota(
         self, found: list[tuple[MemberCopy, Mapping[str, Any]]]
@@ -261,6 +323,7 @@ class CopyObserver:
         return [item for item, state in zip(found, states, strict=True) if state == JobState.ADMITTED]
 
     def vanished(self, member: str, copy: Mapping[str, Any]) -> None:
+        self.holds.drop(member, _name(copy))
         ident = MemberCopy.of(member, copy)
         if ident is None:
             return

@@ -63,6 +63,11 @@ class SyncerSettings:
     #: A copy made this long before a list began and absent from it is lost; one made later
     #: may simply not be in it yet.
     copy_grace: float = 5.0
+    #: How long a version of a copy that says only that it is starting (no state yet, or
+    #: Created) waits for a later one before it is mirrored (:mod:`fleet.dispatch.sync.holds`;
+    #: Kubernetes' Job controller batches a Job's pod events for its ``syncJobBatchPeriod``, 1 s):
+    #: a copy that runs within it costs its job one write, not two. 0: each is mirrored at once.
+    starting_batch: float = 1.0
 
 
 @dataclass

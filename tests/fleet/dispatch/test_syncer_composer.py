@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -15,7 +16,7 @@ from fleet.ascend import NPU_RESOURCE as NPU
 from fleet.dispatch.context import Context
 from fleet.dispatch.handback import inflight_entry
 from fleet.dispatch.ownership import Shards
-from fleet.dispatch.sync import MemberCopy
+from fleet.dispatch.sync import MemberCopy, SyncerSettings
 from fleet.dispatch.sync import observer as observer_module
 from fleet.dispatch.sync.observer import _superseded
 from fleet.dispatch.syncer import Syncer
@@ -155,26 +156,95 @@ def _versions(obj: Mapping[str, Any], *steps: list[dict[str, str]]) -> list[Watc
 
 def test_a_burst_of_one_copys_steps_is_written_once_at_its_latest(fake_redis: redis.Redis) -> None:
     """Level, not edge: a read that holds a copy's Created then Running (a syncer that fell
-    behind) writes its job once, at Running, with both conditions; apart, each is written."""
+    behind) writes its job once, at Running, with both conditions. Read apart, Created waits
+    the batch period for a later version: Running within it is one write; Running after it
+    (Created written when it was due) is two."""
     ctx = Context(fake_redis)
     syncer = Syncer(ctx)
     created = [_condition("Created", "JobCreated")]
     running = [*created, _condition("Running", "JobRunning")]
-    burst = ctx.objects.mutate(FLEET_ASCENDJOB, "default", "burst", dispatch_of(ctx, "burst"))
-    apart = ctx.objects.mutate(FLEET_ASCENDJOB, "default", "apart", dispatch_of(ctx, "apart"))
-    assert burst is not None and apart is not None
-
-    since = ctx.objects.get(FLEET_ASCENDJOB, "default", "apart")["metadata"]["resourceVersion"]
-    syncer.observer.on_batch(_versions(burst, created, running))
-    syncer.observer.on_batch(_versions(apart, created))
-    syncer.observer.on_batch(_versions(apart, running))
-    for name in ("burst", "apart"):
+    jobs = {}
+    for name in ("burst", "apart", "slow"):
+        jobs[name] = ctx.objects.mutate(FLEET_ASCENDJOB, "default", name, dispatch_of(ctx, name))
+    since = ctx.objects.get(FLEET_ASCENDJOB, "default", "slow")["metadata"]["resourceVersion"]
+    syncer.observer.on_batch(_versions(jobs["burst"], created, running))
+    syncer.observer.on_batch(_versions(jobs["apart"], created))
+    syncer.observer.on_batch(_versions(jobs["slow"], created))
+    assert current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", "apart")) == "Dispatched"
+    syncer.observer.on_batch(_versions(jobs["apart"], running))  # within the period
+    syncer.observer.flush(time.monotonic() + syncer.settings.starting_batch)  # the period passed
+    assert current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", "slow")) == "Created"
+    syncer.observer.on_batch(_versions(jobs["slow"], running))
+    for name in ("burst", "apart", "slow"):
         obj = ctx.objects.get(FLEET_ASCENDJOB, "default", name)
         assert current_state(obj) == "Running"
         assert [c["type"] for c in obj["status"]["conditions"]][-2:] == ["Created", "Running"]
     changes, _ = ctx.objects.changes(FLEET_ASCENDJOB, since, block_ms=0)
     writes = Counter(str(c.object["metadata"]["name"]) for c in changes if c.object is not None)
-    assert writes == {"burst": 1, "apart": 2}, writes
+    assert writes == {"burst": 1, "apart": 1, "slow": 2}, writes
+
+
+def test_a_starting_copy_is_mirrored_by_the_holds_thread_once_its_batch_period_passed(
+    fake_redis: redis.Redis,
+) -> None:
+    """A copy that stays Created is not left unmirrored: the syncer's holds thread writes it
+    once the batch period passed, not before; a version that is acted on (a failure) never waits."""
+    ctx = Context(fake_redis)
+    syncer = Syncer(ctx, SyncerSettings(starting_batch=0.3))
+    waits = ctx.objects.mutate(FLEET_ASCENDJOB, "default", "waits", dispatch_of(ctx, "waits"))
+    fails = ctx.objects.mutate(FLEET_ASCENDJOB, "default", "fails", dispatch_of(ctx, "fails"))
+    stop = threading.Event()
+    thread = threading.Thread(target=syncer.observer.flush_held, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        started = time.monotonic()
+        syncer.observer.on_batch(_versions(waits, [_condition("Created", "JobCreated")]))
+        syncer.observer.on_batch(_versions(fails, [_condition("Failed", "JobValidFailed")]))
+        assert current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", "fails")) == "Failed"
+        assert current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", "waits")) == "Dispatched"
+        deadline = started + 5
+        while current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", "waits")) != "Created":
+            assert time.monotonic() < deadline, "the held Created was never mirrored"
+            time.sleep(0.02)
+        assert time.monotonic() - started >= 0.3
+        assert len(syncer.observer.holds) == 0
+    finally:
+        stop.set()
+        thread.join(5)
+    assert not thread.is_alive()
+
+
+def test_a_held_version_gives_way_to_a_list_and_is_passed_over_by_the_audit(fake_redis: redis.Redis) -> None:
+    """What a list says is newer than what was held: the list's version is mirrored and the
+    held one dropped (nothing written when its time comes). The copy audit's list, read beside
+    the watch, leaves a held copy to its watch."""
+    ctx = Context(fake_redis)
+    syncer = Syncer(ctx)
+    created = [_condition("Created", "JobCreated")]
+    running = [*created, _condition("Running", "JobRunning")]
+    listed = ctx.objects.mutate(FLEET_ASCENDJOB, "default", "listed", dispatch_of(ctx, "listed"))
+    audited = ctx.objects.mutate(FLEET_ASCENDJOB, "default", "audited", dispatch_of(ctx, "audited"))
+    syncer.observer.on_batch(_versions(listed, created))
+    syncer.observer.on_batch(_versions(audited, created))
+    syncer.observer.observe("m1", [_copy_of(audited, created)], unmirrored_only=True)
+    assert current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", "audited")) == "Dispatched"
+    syncer.observer.on_event(WatchEvent(SYNC, "m1", "ascendjobs", objects=(_copy_of(listed, running),)))
+    obj = ctx.objects.get(FLEET_ASCENDJOB, "default", "listed")
+    assert current_state(obj) == "Running"
+    version = obj["metadata"]["resourceVersion"]
+    syncer.observer.flush(time.monotonic() + syncer.settings.starting_batch)
+    after = ctx.objects.get(FLEET_ASCENDJOB, "default", "listed")
+    assert after["metadata"]["resourceVersion"] == version  # the held Created was not written
+    assert current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", "audited")) == "Created"
+
+
+def test_without_a_batch_period_a_starting_copy_is_mirrored_at_once(fake_redis: redis.Redis) -> None:
+    ctx = Context(fake_redis)
+    syncer = Syncer(ctx, SyncerSettings(starting_batch=0))
+    job = ctx.objects.mutate(FLEET_ASCENDJOB, "default", "now", dispatch_of(ctx, "now"))
+    syncer.observer.on_batch(_versions(job, [_condition("Created", "JobCreated")]))
+    assert current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", "now")) == "Created"
+    assert len(syncer.observer.holds) == 0
 
 
 def test_a_restart_inside_a_burst_is_still_recorded(fake_redis: redis.Redis) -> None:
