@@ -74,6 +74,7 @@ def _client(port: int, bodies: list[bytes], due: list[float] | None, go: Any, re
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     _post(conn, _body("warm", os.getpid()))  # the connection open, the API's first request served
     go.wait()
+    cpu = time.process_time()
     start = go_time = time.monotonic()
     latencies: list[float] = []
     failures: dict[int, int] = {}
@@ -88,19 +89,22 @@ def _client(port: int, bodies: list[bytes], due: list[float] | None, go: Any, re
         latencies.append(time.monotonic() - at)
         if status != 201:
             failures[status] = failures.get(status, 0) + 1
-    report.put((time.monotonic() - start, latencies, failures))
+    report.put((time.monotonic() - start, latencies, failures, time.process_time() - cpu))
     conn.close()
 
 
-def _phase(port: int, clients: int, bodies: list[bytes], rate: float | None) -> dict[str, Any]:
-    """Run one phase across ``clients`` processes; its wall time, latencies and failures."""
+def _phase(ports: list[int], clients: int, bodies: list[bytes], rate: float | None) -> dict[str, Any]:
+    """Run one phase across ``clients`` processes, client ``k`` on replica ``k mod len(ports)``
+    (a Service spreads connections so); its wall time, latencies and failures."""
     spawn = multiprocessing.get_context("spawn")
     go, report = spawn.Event(), spawn.Queue()
     procs = []
     for k in range(clients):
         mine = bodies[k::clients]
         due = None if rate is None else [(k + i * clients) / rate for i in range(len(mine))]
-        procs.append(spawn.Process(target=_client, args=(port, mine, due, go, report), daemon=True))
+        procs.append(
+            spawn.Process(target=_client, args=(ports[k % len(ports)], mine, due, go, report), daemon=True)
+        )
     for proc in procs:
         proc.start()
     time.sleep(2.0)  # each client connected and warmed
@@ -108,13 +112,14 @@ def _phase(port: int, clients: int, bodies: list[bytes], rate: float | None) -> 
     reports = [report.get(timeout=600) for _ in procs]
     for proc in procs:
         proc.join(10)
-    latencies = sorted(x for _, xs, _ in reports for x in xs)
+    latencies = sorted(x for _, xs, _, _ in reports for x in xs)
     failures: dict[int, int] = {}
-    for _, _, failed in reports:
+    for _, _, failed, _ in reports:
         for status, n in failed.items():
             failures[status] = failures.get(status, 0) + n
     return {
-        "wall_s": max(seconds for seconds, _, _ in reports),
+        "wall_s": max(seconds for seconds, _, _, _ in reports),
+        "clients_cpu_s": sum(cpu for _, _, _, cpu in reports),
         "requests": len(latencies),
         "failures": failures,
         "p50_ms": 1000 * statistics.median(latencies),
@@ -130,6 +135,9 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=300.0, help="Open-loop submissions a second.")
     parser.add_argument("--seconds", type=float, default=10.0, help="How long the open-loop phase lasts.")
     parser.add_argument("--durability", choices=("none", "aof"), default="none")
+    parser.add_argument(
+        "--replicas", type=int, default=1, help="API processes (replicas), each its own port."
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="fleet-submit-bench-") as tmp:
         figures = _run(args, Path(tmp))
@@ -139,24 +147,31 @@ def main() -> None:
 def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     server = RedisServer(tmp, appendfsync="always")
     server.start()
-    api: subprocess.Popen[bytes] | None = None
+    apis: list[subprocess.Popen[bytes]] = []
     try:
         Ledger(redis_from_url(server.url)).apply(load(TREE.read_text())[0])
         tokens = tmp / "tokens.csv"
         tokens.write_text(f'{TOKEN},bench,1,"fleet:admins"\n')
-        port = free_port()
-        log = (tmp / "api.log").open("wb")
-        command = [sys.executable, "-c", "from fleet.cli import main; main(prog_name='fleet')", "api"]
-        command += ["--redis", server.url, "--port", str(port), "--token-file", str(tokens)]
-        command += ["--durability", args.durability, "--log-level", "warning"]
-        api = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        wait_for_port(port, timeout=60)
+        ports = [free_port() for _ in range(args.replicas)]
+        for k, port in enumerate(ports):
+            log = (tmp / f"api-{k}.log").open("wb")
+            command = [sys.executable, "-c", "from fleet.cli import main; main(prog_name='fleet')", "api"]
+            command += ["--redis", server.url, "--port", str(port), "--token-file", str(tokens)]
+            command += ["--durability", args.durability, "--log-level", "warning"]
+            apis.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT))
+        for port in ports:
+            wait_for_port(port, timeout=60)
         assert server.proc is not None
-        pids = {"api": api.pid, "redis": server.proc.pid}
+        pids = {f"api-{k}": api.pid for k, api in enumerate(apis)} | {"redis": server.proc.pid}
 
         before = {name: _cpu_seconds(pid) for name, pid in pids.items()}
-        closed = _phase(port, args.clients, [_body("c", i) for i in range(args.jobs)], None)
+        closed = _phase(ports, args.clients, [_body("c", i) for i in range(args.jobs)], None)
         cpu = {name: _cpu_seconds(pid) - before[name] for name, pid in pids.items()}
+        cpu = {
+            "api": sum(v for k, v in cpu.items() if k.startswith("api-")),
+            "redis": cpu["redis"],
+            "clients": closed["clients_cpu_s"],
+        }
         accepted = closed["requests"] / closed["wall_s"]
         print(
             f"closed loop, {args.clients} clients: {accepted:.0f} submissions accepted a second "
@@ -164,10 +179,13 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             f"p99 {closed['p99_ms']:.1f} ms; failures {closed['failures'] or 'none'})"
         )
         per_job = {name: 1000 * seconds / closed["requests"] for name, seconds in cpu.items()}
-        print(f"CPU ms per submission: api {per_job['api']:.2f}, redis {per_job['redis']:.2f}")
+        print(
+            f"CPU ms per submission: api {per_job['api']:.2f}, redis {per_job['redis']:.2f}, "
+            f"clients {per_job['clients']:.2f}"
+        )
 
         count = int(args.rate * args.seconds)
-        opened = _phase(port, args.clients, [_body("o", i) for i in range(count)], args.rate)
+        opened = _phase(ports, args.clients, [_body("o", i) for i in range(count)], args.rate)
         print(
             f"open loop at {args.rate:.0f} a second for {args.seconds:.0f} s: latency p50 "
             f"{opened['p50_ms']:.1f} ms, p99 {opened['p99_ms']:.1f} ms, max {opened['max_ms']:.1f} ms "
@@ -178,6 +196,7 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "durability": args.durability,
             "appendfsync": "always",
             "clients": args.clients,
+            "replicas": args.replicas,
             "accepted_per_s": round(accepted, 1),
             "closed_p50_ms": round(closed["p50_ms"], 2),
             "closed_p99_ms": round(closed["p99_ms"], 2),
@@ -192,8 +211,9 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "cpus": os.cpu_count(),
         }
     finally:
-        if api is not None:
+        for api in apis:
             api.terminate()
+        for api in apis:
             try:
                 api.wait(15)
             except subprocess.TimeoutExpired:
