@@ -315,15 +315,17 @@ class Objects:
             self.client, self._script, [w.keys_and_args(self.keys, self.history) for w in writes]
         )
 
-    def create(self, rt: ResourceType, obj: Obj, *, fence: Fence | None = None) -> Obj:
+    def create(self, rt: ResourceType, obj: Obj, *, fence: Fence | None = None, copy: bool = True) -> Obj:
         """Store a new object with server-set metadata; ``AlreadyExists`` when the name is taken.
 
         ``status`` is stored as given: trusted writers create objects with their first status.
+        ``copy=False``: the caller hands ``obj`` over (its top level and metadata are still
+        copied, the rest is shared; :func:`~fleet.apiserver.new_object`).
         """
         generated = not (obj.get("metadata") or {}).get("name")
         for attempt in range(_NAME_TRIES if generated else 1):
             try:
-                return self._run(Write(rt, new_object(rt, obj), PUT, "", ADDED, fence=fence))
+                return self._run(Write(rt, new_object(rt, obj, copy=copy), PUT, "", ADDED, fence=fence))
             except AlreadyExists:
                 if attempt == (_NAME_TRIES if generated else 1) - 1:
                     raise

@@ -85,6 +85,21 @@ def test_create_refuses_a_taken_name_and_generates_names(redis_client: redis.Red
     assert objects.resource_version() == "2"  # refused creates wrote nothing
 
 
+def test_a_create_handed_its_object_stores_it_whole_and_leaves_the_callers_metadata_alone(
+    redis_client: redis.Redis,
+) -> None:
+    """``copy=False`` (the API's submissions: the body is the request's own) stores what a copy
+    would: the server's metadata on the stored object, none of it written into the caller's
+    metadata, and the spec as sent."""
+    objects = Objects(redis_client)
+    body = {"metadata": {"name": "handed", "namespace": "default", "labels": {"a": "b"}}, "spec": {"x": [1]}}
+    stored = objects.create(ASCENDJOB, body, copy=False)
+    assert body["metadata"] == {"name": "handed", "namespace": "default", "labels": {"a": "b"}}
+    assert stored["metadata"]["uid"] and stored["metadata"]["resourceVersion"]
+    assert stored["spec"] == {"x": [1]}
+    assert objects.get(ASCENDJOB, "default", "handed") == stored
+
+
 def test_update_is_optimistic_and_keeps_server_fields(redis_client: redis.Redis) -> None:
     objects = Objects(redis_client)
     created = objects.create(ASCENDJOB, {**job("a"), "status": {"queue": "root"}})
