@@ -153,6 +153,15 @@ def worker(
     "(and after every list its watches make); keep it well below the failover toleration.",
 )
 @click.option(
+    "--starting-batch",
+    type=click.FloatRange(min=0),
+    default=1.0,
+    show_default=True,
+    help="Seconds a copy's version that says only that it is starting (Created) waits for a later "
+    "one before it is mirrored, as Kubernetes' Job controller batches a Job's pod events: a copy "
+    "that runs within it costs its job one status write, not two. 0: mirrored at once.",
+)
+@click.option(
     "--sharded",
     is_flag=True,
     help="Share the members with the other --sharded syncers through leases in Redis (run any "
@@ -177,6 +186,7 @@ def syncer(
     failure_threshold: int,
     success_threshold: int,
     audit_every: float,
+    starting_batch: float,
     sharded: bool,
     ownership_seconds: float,
 ) -> None:
@@ -192,6 +202,7 @@ def syncer(
         failure_threshold=failure_threshold,
         success_threshold=success_threshold,
         audit_every=audit_every,
+        starting_batch=starting_batch,
     )
     ownership = ownership_seconds if sharded else None
     run_syncer(redis_url, kubeconfig, stop, settings=settings, ownership_seconds=ownership, space=space)

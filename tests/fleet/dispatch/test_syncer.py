@@ -77,11 +77,22 @@ def _drained(fleet: RunningFleet) -> bool:
 def test_a_job_runs_to_success_with_the_members_status_mirrored_and_its_quota_returned(
     fleet_factory: Callable[..., RunningFleet],
 ) -> None:
-    fleet = fleet_factory(members=TWO_MEMBERS, workers=1)
+    # A batch period well above a loaded machine's Created-to-Running (the default is 1 s).
+    fleet = fleet_factory(members=TWO_MEMBERS, workers=1, syncer_args=("--starting-batch", "5"))
+    since = fleet.objects.resource_version()
     fleet.submit(_single("ok", seconds=1.0))
     fleet.wait_for("the job to succeed", lambda: _state(fleet, "ok") == "Succeeded", 30)
     obj = _get(fleet, "ok")
     assert obj is not None
+    # Five changes of the job on its happy path (issue 30, goal 7): created, Admitted,
+    # Dispatched, Running (the member's Created waited its batch period and was superseded),
+    # Succeeded. The worker's Dispatched is not written when the syncer saw the copy first.
+    changes, _ = fleet.objects.changes(FLEET_ASCENDJOB, since, block_ms=0)
+    written = [current_state(c.object) for c in changes if c.object is not None]
+    assert written in (
+        ["Queued", "Admitted", "Dispatched", "Running", "Succeeded"],
+        ["Queued", "Admitted", "Running", "Succeeded"],
+    ), written
     status = obj["status"]
     assert [c["type"] for c in status["conditions"]] == [
         "Queued",
@@ -96,6 +107,7 @@ def test_a_job_runs_to_success_with_the_members_status_mirrored_and_its_quota_re
     assert status["startTime"] and status["completionTime"]
     assert status["cluster"] in TWO_MEMBERS
     fleet.wait_for("the quota to be returned", lambda: _drained(fleet), 10)
+
     # Three Events a happy path (issue 30), the fleet's own acts; the member's Running and
     # Succeeded are the conditions above (the quota is released after any Event the syncer sends;
     # the worker's Dispatched follows its write, so it may lag on a loaded machine).
@@ -162,6 +174,7 @@ def test_a_job_that_always_fails_is_retried_with_growing_delays_then_failed(
         if kind == "Queued" and (m := re.search(r"next attempt in ([0-9.]+)s", message))
     ]
     assert delays == [0.5, 1.0], seen
+
     # One Event per reason, as Kubernetes aggregates them: the three failovers are one Event
     # counted three times. Its own failure (JobFailed) says nothing about member-1: the job goes
     # back there (pack, the name breaks the tie); the second failure there excludes member-1, so
