@@ -154,6 +154,13 @@ def _versions(obj: Mapping[str, Any], *steps: list[dict[str, str]]) -> list[Watc
     return [WatchEvent(MODIFIED, "m1", "ascendjobs", object=_copy_of(obj, step)) for step in steps]
 
 
+def _dispatched(ctx: Context, name: str) -> dict[str, Any]:
+    """The fleet job ``name``, admitted to m1 and marked Dispatched."""
+    obj = ctx.objects.mutate(FLEET_ASCENDJOB, "default", name, dispatch_of(ctx, name))
+    assert obj is not None
+    return obj
+
+
 def test_a_burst_of_one_copys_steps_is_written_once_at_its_latest(fake_redis: redis.Redis) -> None:
     """Level, not edge: a read that holds a copy's Created then Running (a syncer that fell
     behind) writes its job once, at Running, with both conditions. Read apart, Created waits
@@ -163,9 +170,7 @@ def test_a_burst_of_one_copys_steps_is_written_once_at_its_latest(fake_redis: re
     syncer = Syncer(ctx)
     created = [_condition("Created", "JobCreated")]
     running = [*created, _condition("Running", "JobRunning")]
-    jobs = {}
-    for name in ("burst", "apart", "slow"):
-        jobs[name] = ctx.objects.mutate(FLEET_ASCENDJOB, "default", name, dispatch_of(ctx, name))
+    jobs = {name: _dispatched(ctx, name) for name in ("burst", "apart", "slow")}
     since = ctx.objects.get(FLEET_ASCENDJOB, "default", "slow")["metadata"]["resourceVersion"]
     syncer.observer.on_batch(_versions(jobs["burst"], created, running))
     syncer.observer.on_batch(_versions(jobs["apart"], created))
@@ -191,8 +196,8 @@ def test_a_starting_copy_is_mirrored_by_the_holds_thread_once_its_batch_period_p
     once the batch period passed, not before; a version that is acted on (a failure) never waits."""
     ctx = Context(fake_redis)
     syncer = Syncer(ctx, SyncerSettings(starting_batch=0.3))
-    waits = ctx.objects.mutate(FLEET_ASCENDJOB, "default", "waits", dispatch_of(ctx, "waits"))
-    fails = ctx.objects.mutate(FLEET_ASCENDJOB, "default", "fails", dispatch_of(ctx, "fails"))
+    waits = _dispatched(ctx, "waits")
+    fails = _dispatched(ctx, "fails")
     stop = threading.Event()
     thread = threading.Thread(target=syncer.observer.flush_held, args=(stop,), daemon=True)
     thread.start()
@@ -222,8 +227,8 @@ def test_a_held_version_gives_way_to_a_list_and_is_passed_over_by_the_audit(fake
     syncer = Syncer(ctx)
     created = [_condition("Created", "JobCreated")]
     running = [*created, _condition("Running", "JobRunning")]
-    listed = ctx.objects.mutate(FLEET_ASCENDJOB, "default", "listed", dispatch_of(ctx, "listed"))
-    audited = ctx.objects.mutate(FLEET_ASCENDJOB, "default", "audited", dispatch_of(ctx, "audited"))
+    listed = _dispatched(ctx, "listed")
+    audited = _dispatched(ctx, "audited")
     syncer.observer.on_batch(_versions(listed, created))
     syncer.observer.on_batch(_versions(audited, created))
     syncer.observer.observe("m1", [_copy_of(audited, created)], unmirrored_only=True)
@@ -241,7 +246,7 @@ def test_a_held_version_gives_way_to_a_list_and_is_passed_over_by_the_audit(fake
 def test_without_a_batch_period_a_starting_copy_is_mirrored_at_once(fake_redis: redis.Redis) -> None:
     ctx = Context(fake_redis)
     syncer = Syncer(ctx, SyncerSettings(starting_batch=0))
-    job = ctx.objects.mutate(FLEET_ASCENDJOB, "default", "now", dispatch_of(ctx, "now"))
+    job = _dispatched(ctx, "now")
     syncer.observer.on_batch(_versions(job, [_condition("Created", "JobCreated")]))
     assert current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", "now")) == "Created"
     assert len(syncer.observer.holds) == 0
