@@ -6,7 +6,7 @@ the Job's key with ``AddAfter(key, syncJobBatchPeriod)`` (1 s, pkg/controller/jo
 job_controller.go), so that pods that change in quick succession cost one sync and one status
 write. The syncer does the same for the versions of a member copy that say only that it is
 being created or starting: no state yet, or ``Created``, and an outcome of ``STARTING``
-(:func:`fleet.dispatch.sync.observer._passing`). Such a version is held for ``period``; a
+(:func:`fleet.dispatch.sync.observer._starting`). Such a version is held for ``period``; a
 later version of the copy in that time (Running, a failure, its delete, a list that holds it)
 replaces it and is the one acted on. Once the period passes with nothing newer, the held
 version is mirrored as before. A copy that runs within the period is written once, at
