@@ -189,15 +189,15 @@ class CopyObserver:
             if event.object is None or index in superseded:
                 continue
             name = _name(event.object)
+            if event.type != DELETED and holds.period > 0 and _starting(member, event.object):
+                holds.hold(member, resource, name, event.object, now)  # replaces what was held
+                continue
             holds.drop(member, name)
             if event.type == DELETED or name in names:
                 self.observe(member, run)
                 run, names = [], set()
             if event.type == DELETED:
                 self.vanished(member, event.object)
-                continue
-            if holds.period > 0 and _starting(member, event.object):
-                holds.hold(member, resource, name, event.object, now)
                 continue
             run.append(event.object)
             names.add(name)

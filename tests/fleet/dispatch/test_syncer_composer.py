@@ -189,6 +189,25 @@ def test_a_burst_of_one_copys_steps_is_written_once_at_its_latest(fake_redis: re
     assert writes == {"burst": 1, "apart": 1, "slow": 2}, writes
 
 
+def test_a_copy_that_keeps_changing_while_it_starts_is_still_written_within_its_batch_period(
+    fake_redis: redis.Redis,
+) -> None:
+    """A later starting version replaces the held one but keeps its due time, so a copy whose
+    starting versions keep coming is written within one period of the first, at its newest."""
+    ctx = Context(fake_redis)
+    syncer = Syncer(ctx)
+    job = _dispatched(ctx, "busy")
+    syncer.observer.on_batch(_versions(job, []))  # seen, no state yet
+    due = syncer.observer.holds.next_due()
+    assert due is not None
+    time.sleep(0.01)
+    syncer.observer.on_batch(_versions(job, [_condition("Created", "JobCreated")]))
+    assert syncer.observer.holds.next_due() == due
+    syncer.observer.flush(due)
+    assert current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", "busy")) == "Created"
+    assert len(syncer.observer.holds) == 0
+
+
 def test_a_starting_copy_is_mirrored_by_the_holds_thread_once_its_batch_period_passed(
     fake_redis: redis.Redis,
 ) -> None:
