@@ -108,13 +108,17 @@ def _rss(pid: int) -> int:
     return 0
 
 
-def _scrape(port: int) -> dict[str, list[Any]]:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+def _scrape(port: int, *names: str) -> dict[str, list[Any]]:
+    """The metrics a process serves; only the samples ``names`` when given (prometheus_client's
+    ``name[]`` filter): a whole exposition of the dispatcher's 100-member series costs it about
+    20 ms of its GIL, and the placements are sampled five times a second."""
+    query = "?" + "&".join(f"name[]={name}" for name in names) if names else ""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics{query}", timeout=5).read().decode()
     return {family.name: list(family.samples) for family in text_string_to_metric_families(text)}
 
 
 def _placed(port: int) -> float:
-    samples = _scrape(port).get("fleet_dispatch_decisions", [])
+    samples = _scrape(port, "fleet_dispatch_decisions_total").get("fleet_dispatch_decisions", [])
     return float(
         sum(s.value for s in samples if s.name.endswith("_total") and s.labels.get("outcome") == "placed")
     )
