@@ -12,6 +12,7 @@ if TYPE_CHECKING:
         DEFAULT_QUEUE,
         KUEUE_QUEUE_LABEL,
         MIRRORED_FIELDS,
+        AcceptedDemand,
         Dependent,
         FieldError,
         InvalidWorkload,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
         job_ref,
         kind_tag,
         ref_for,
+        stored_demand,
     )
     from fleet.workloads.t9k_jobs import T9K_MPIJOB, T9K_TFJOB
     from fleet.workloads.trainjob import TRAINJOB, with_runtime
@@ -56,6 +58,7 @@ _FACE: Final[dict[str, tuple[str, str]]] = {
     "AscendJobAdapter": ("fleet.workloads.ascendjob", "AscendJobAdapter"),
     "ascendjob": ("fleet.workloads.ascendjob", "ascendjob"),
     "MIRRORED_FIELDS": ("fleet.workloads.base", "MIRRORED_FIELDS"),
+    "AcceptedDemand": ("fleet.workloads.base", "AcceptedDemand"),
     "FieldError": ("fleet.workloads.base", "FieldError"),
     "InvalidWorkload": ("fleet.workloads.base", "InvalidWorkload"),
     "Outcome": ("fleet.workloads.base", "Outcome"),
@@ -83,6 +86,7 @@ _FACE: Final[dict[str, tuple[str, str]]] = {
     "job_ref": ("fleet.workloads.registry", "job_ref"),
     "kind_tag": ("fleet.workloads.registry", "kind_tag"),
     "ref_for": ("fleet.workloads.registry", "ref_for"),
+    "stored_demand": ("fleet.workloads.registry", "stored_demand"),
     "T9K_MPIJOB": ("fleet.workloads.t9k_jobs", "T9K_MPIJOB"),
     "T9K_TFJOB": ("fleet.workloads.t9k_jobs", "T9K_TFJOB"),
     "DEFAULT_QUEUE": ("fleet.workloads.base", "DEFAULT_QUEUE"),
@@ -118,6 +122,7 @@ __all__ = [
     "TFJOB",
     "TRAINJOB",
     "VOLCANO_JOB",
+    "AcceptedDemand",
     "AscendJobAdapter",
     "Dependent",
     "FieldError",
@@ -143,6 +148,7 @@ __all__ = [
     "kind_tag",
     "member_resource",
     "ref_for",
+    "stored_demand",
     "unschedulable",
     "with_runtime",
 ]

@@ -372,22 +372,34 @@ class AscendJobAdapter(ReplicaSpecAdapter):
             return None, errors
         demand: Demand | None = None
         try:
-            counts = {t: spec.replicas for t, spec in job.spec.replica_specs.items()}
-            demand = build_demand(
-                self.replica_templates(obj, counts),
-                min_available=min_available if not errors else None,
-                annotations=job.metadata.annotations,
-                labels=job.metadata.labels,
-            )
+            demand = self._demand(obj, gang=not errors)
         except DemandError as exc:
             errors.append(FieldError(exc.path, exc.message))
         return (demand if not errors else None), errors
+
+    def _demand(self, obj: Mapping[str, Any], *, gang: bool = True) -> Demand:
+        """The demand of a job whose types the rules passed, read from the job as written (one
+        reading for :meth:`_check` and :meth:`accepted_demand`); ``gang=False`` leaves out a
+        ``minAvailable`` that another rule refused."""
+        spec, meta = obj["spec"], obj["metadata"]
+        counts = {str(t): s.get("replicas", 1) for t, s in spec["replicaSpecs"].items()}
+        policy = (spec.get("runPolicy") or {}).get("schedulingPolicy") or {}
+        return build_demand(
+            self.replica_templates(obj, counts),
+            min_available=policy.get("minAvailable") if gang else None,
+            annotations=meta.get("annotations") or {},
+            labels=meta.get("labels") or {},
+        )
 
     def demand(self, obj: Mapping[str, Any]) -> Demand:
         demand, errors = self._check(obj)
         if errors or demand is None:
             raise InvalidWorkload(errors)
         return demand
+
+    def accepted_demand(self, obj: Mapping[str, Any]) -> Demand:
+        """See :class:`~fleet.workloads.base.AcceptedDemand`."""
+        return self._demand(obj)
 
 
 #: The AscendJob adapter (registered in :mod:`fleet.workloads.registry`).

@@ -314,18 +314,28 @@ class KubeflowAdapter(ReplicaSpecAdapter):
             errors += self._policy_errors(job, total if counts else None)
         if errors:
             return None, errors
-        run = job.spec.run_policy if job else None
-        policy = run.scheduling_policy if run else None
         try:
-            demand = build_demand(
-                self.replica_templates(obj, counts),
-                min_available=policy.min_available if policy else None,
-                annotations=(obj.get("metadata") or {}).get("annotations") or {},
-                labels=(obj.get("metadata") or {}).get("labels") or {},
-            )
+            demand = self._demand(obj)
         except DemandError as exc:
             return None, [FieldError(exc.path, exc.message)]
         return demand, []
+
+    def _demand(self, obj: Mapping[str, Any]) -> Demand:
+        """The demand of a job whose types the rules passed, read from the job as written (one
+        reading for :meth:`_check` and :meth:`accepted_demand`)."""
+        spec, meta = obj["spec"], obj["metadata"]
+        counts = {t: s.get("replicas", 1) for t, s in self.replica_specs(spec)}
+        policy = (spec.get("runPolicy") or {}).get("schedulingPolicy") or {}
+        return build_demand(
+            self.replica_templates(obj, counts),
+            min_available=policy.get("minAvailable"),
+            annotations=meta.get("annotations") or {},
+            labels=meta.get("labels") or {},
+        )
+
+    def accepted_demand(self, obj: Mapping[str, Any]) -> Demand:
+        """See :class:`~fleet.workloads.base.AcceptedDemand`."""
+        return self._demand(obj)
 
     def _replica_errors(self, spec: Mapping[str, Any]) -> tuple[dict[str, int], list[FieldError]]:
         """The count of each replica type (when every one is readable) and what is wrong."""

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from fleet.apiserver import ResourceType
+from fleet.placement import Demand, DemandError
 from fleet.workloads.ascendjob import ascendjob
-from fleet.workloads.base import UnknownKind, WorkloadAdapter
+from fleet.workloads.base import AcceptedDemand, UnknownKind, WorkloadAdapter
 from fleet.workloads.batch_jobs import batch_job
 from fleet.workloads.jobset import jobset
 from fleet.workloads.kubeflow_jobs import mpijob, pytorchjob, tfjob
@@ -40,6 +41,7 @@ __all__ = [
     "job_ref",
     "kind_tag",
     "ref_for",
+    "stored_demand",
 ]
 
 #: Every job kind, one line each. The first one's keys carry no kind (see the module doc). The
@@ -80,6 +82,21 @@ def adapter_for(obj: Mapping[str, Any]) -> WorkloadAdapter:
             f"no workload adapter for apiVersion {obj.get('apiVersion')!r}, kind {obj.get('kind')!r}"
         )
     return adapter
+
+
+def stored_demand(obj: Mapping[str, Any]) -> Demand:
+    """The demand of a job Fleet stored, whose kind's rules accepted it at submission: read
+    without asking them again where the kind can (:class:`~fleet.workloads.base.AcceptedDemand`);
+    a job that reading cannot take is judged by the kind's full rules, which raise
+    :class:`~fleet.workloads.base.InvalidWorkload` naming what is wrong. ``UnknownKind`` when
+    Fleet serves no such kind."""
+    adapter = adapter_for(obj)
+    if isinstance(adapter, AcceptedDemand):
+        try:
+            return adapter.accepted_demand(obj)
+        except (DemandError, LookupError, TypeError, AttributeError):
+            pass  # not as its rules accept a job: they say why
+    return adapter.demand(obj)
 
 
 def adapter_by_resource(group: str, plural: str) -> WorkloadAdapter | None:

@@ -24,7 +24,7 @@ from fleet.dispatch.context import Context
 from fleet.dispatch.lease import LEASE_SECONDS, Lease
 from fleet.placement import Demand, Placer
 from fleet.policy import PropagationPolicy
-from fleet.workloads import adapter_for
+from fleet.workloads import stored_demand
 from queues import Fence, Fenced, Planner, PlannerSettings
 
 __all__ = ["COMPONENT", "MEMORY", "DispatcherSettings", "Leading", "Miss", "log"]
@@ -180,7 +180,7 @@ class Leading:
         key = (uid, str(obj["metadata"].get("generation", 1)))
         found = self.demands.get(key)
         if found is None:
-            found = adapter_for(obj).demand(obj)
+            found = stored_demand(obj)
             self.demands[key] = found
             while len(self.demands) > MEMORY:
                 self.demands.popitem(last=False)
