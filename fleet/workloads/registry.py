@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from fleet.apiserver import ResourceType
 from fleet.placement import Demand, DemandError
@@ -84,6 +84,13 @@ def adapter_for(obj: Mapping[str, Any]) -> WorkloadAdapter:
     return adapter
 
 
+@functools.cache
+def _reads_accepted(adapter_type: type) -> bool:
+    """Whether a kind's adapter is an :class:`AcceptedDemand` (asked once a type: a protocol's
+    check walks its members, about a third of the reading itself)."""
+    return issubclass(adapter_type, AcceptedDemand)
+
+
 def stored_demand(obj: Mapping[str, Any]) -> Demand:
     """The demand of a job Fleet stored, whose kind's rules accepted it at submission: read
     without asking them again where the kind can (:class:`~fleet.workloads.base.AcceptedDemand`);
@@ -91,9 +98,9 @@ def stored_demand(obj: Mapping[str, Any]) -> Demand:
     :class:`~fleet.workloads.base.InvalidWorkload` naming what is wrong. ``UnknownKind`` when
     Fleet serves no such kind."""
     adapter = adapter_for(obj)
-    if isinstance(adapter, AcceptedDemand):
+    if _reads_accepted(type(adapter)):
         try:
-            return adapter.accepted_demand(obj)
+            return cast(AcceptedDemand, adapter).accepted_demand(obj)
         except (DemandError, LookupError, TypeError, AttributeError):
             pass  # not as its rules accept a job: they say why
     return adapter.demand(obj)
