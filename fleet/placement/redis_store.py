@@ -52,20 +52,20 @@ class RedisReservations:
                 args += [_field(node, resource), amount, basis.get(node, {}).get(resource, 0)]
         return [self.keys.member_base(reservation.member)], args
 
-    def reserve(self, reservation: Reservation, basis: Takes, now: float) -> bool:
+    def reserve(self, reservation: Reservation, basis: Takes, now: float) -> int:
         return self.reserve_many([(reservation, basis)], now)[0]
 
-    def reserve_many(self, items: Sequence[tuple[Reservation, Takes]], now: float) -> list[bool]:
+    def reserve_many(self, items: Sequence[tuple[Reservation, Takes]], now: float) -> list[int]:
         calls = [self._reserve_call(reservation, basis, now) for reservation, basis in items]
-        return [bool(reply) for reply in run_script_many(self.client, self._reserve, calls)]
+        return [int(reply) for reply in run_script_many(self.client, self._reserve, calls)]
 
-    def release(self, member: str, reservation_id: str) -> bool:
+    def release(self, member: str, reservation_id: str) -> int:
         return self.release_many(member, [reservation_id])[0]
 
-    def release_many(self, member: str, reservation_ids: Sequence[str]) -> list[bool]:
+    def release_many(self, member: str, reservation_ids: Sequence[str]) -> list[int]:
         base = self.keys.member_base(member)
         calls: list[_Call] = [([base], [rid]) for rid in reservation_ids]
-        return [bool(reply) for reply in run_script_many(self.client, self._release, calls)]
+        return [int(reply) for reply in run_script_many(self.client, self._release, calls)]
 
     def held(self, member: str, now: float) -> dict[str, dict[str, int]]:
         self._version(keys=[self.keys.member_base(member)], args=[now])

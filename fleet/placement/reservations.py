@@ -99,20 +99,23 @@ def fits_basis(held: Takes, takes: Takes, basis: Takes) -> bool:
 
 
 class ReservationStore(Protocol):
-    def reserve(self, reservation: Reservation, basis: Takes, now: float) -> bool:
-        """Hold ``reservation`` if it fits ``basis``; ``True`` also when it is already held."""
+    def reserve(self, reservation: Reservation, basis: Takes, now: float) -> int:
+        """Hold ``reservation`` if it fits ``basis``: 0 when refused, else the member's
+        :meth:`versions` number after it (truthy; also when it is already held, unchanged). The
+        version lets a writer tell its own change from others' without reading the holds again."""
         ...
 
-    def reserve_many(self, items: Sequence[tuple[Reservation, Takes]], now: float) -> list[bool]:
+    def reserve_many(self, items: Sequence[tuple[Reservation, Takes]], now: float) -> list[int]:
         """:meth:`reserve` of each ``(reservation, basis)`` in order, in one exchange: a later
         one is checked against the holds the earlier ones made."""
         ...
 
-    def release(self, member: str, reservation_id: str) -> bool:
-        """Drop a reservation (confirmed, dispatched elsewhere, or abandoned)."""
+    def release(self, member: str, reservation_id: str) -> int:
+        """Drop a reservation (confirmed, dispatched elsewhere, or abandoned): 0 when it is not
+        held, else the member's version after it."""
         ...
 
-    def release_many(self, member: str, reservation_ids: Sequence[str]) -> list[bool]:
+    def release_many(self, member: str, reservation_ids: Sequence[str]) -> list[int]:
         """:meth:`release` of each of ``member``'s ``reservation_ids``, in one exchange."""
         ...
 
@@ -164,29 +167,29 @@ class MemoryReservations:
             if r is not None and r.expires_at <= now:
                 self.release(member, rid)
 
-    def reserve(self, reservation: Reservation, basis: Takes, now: float) -> bool:
+    def reserve(self, reservation: Reservation, basis: Takes, now: float) -> int:
         self._expire(now)
         items = self._items.setdefault(reservation.member, {})
         if reservation.id in items:
-            return True
+            return self._version[reservation.member]
         if not fits_basis(self._held.get(reservation.member, {}), reservation.takes, basis):
-            return False
+            return 0
         items[reservation.id] = reservation
         self._apply(reservation, +1)
         heapq.heappush(self._expiry, (reservation.expires_at, reservation.member, reservation.id))
-        return True
+        return self._version[reservation.member]
 
-    def release(self, member: str, reservation_id: str) -> bool:
+    def release(self, member: str, reservation_id: str) -> int:
         r = self._items.get(member, {}).pop(reservation_id, None)
         if r is None:
-            return False
+            return 0
         self._apply(r, -1)
-        return True
+        return self._version[member]
 
-    def reserve_many(self, items: Sequence[tuple[Reservation, Takes]], now: float) -> list[bool]:
+    def reserve_many(self, items: Sequence[tuple[Reservation, Takes]], now: float) -> list[int]:
         return [self.reserve(reservation, basis, now) for reservation, basis in items]
 
-    def release_many(self, member: str, reservation_ids: Sequence[str]) -> list[bool]:
+    def release_many(self, member: str, reservation_ids: Sequence[str]) -> list[int]:
         return [self.release(member, rid) for rid in reservation_ids]
 
     def held(self, member: str, now: float) -> dict[str, dict[str, int]]:

@@ -13,6 +13,10 @@ local function drop(id)
   redis.call('INCR', K_VERSION)
 end
 
+local function version()
+  return tonumber(redis.call('GET', K_VERSION) or '0')
+end
+
 local function expire(now)
   local due = redis.call('ZRANGEBYSCORE', K_EXPIRY, '-inf', now)
   for _, id in ipairs(due) do drop(id) end

@@ -1,7 +1,8 @@
 -- ARGV: now, id, json, expires_at, then (field, take, basis) triples.
+-- Returns 0 when refused, else the member's version after it (held already: the version as is).
 expire(ARGV[1])
 local id = ARGV[2]
-if redis.call('HEXISTS', K_ITEMS, id) == 1 then return 1 end
+if redis.call('HEXISTS', K_ITEMS, id) == 1 then return version() end
 for i = 5, #ARGV, 3 do
   local have = tonumber(redis.call('HGET', K_HELD, ARGV[i]) or '0')
   if have + tonumber(ARGV[i + 1]) > tonumber(ARGV[i + 2]) then return 0 end
@@ -12,5 +13,4 @@ for i = 5, #ARGV, 3 do
 end
 redis.call('HSET', K_ITEMS, id, ARGV[3])
 redis.call('ZADD', K_EXPIRY, ARGV[4], id)
-redis.call('INCR', K_VERSION)
-return 1
+return redis.call('INCR', K_VERSION)

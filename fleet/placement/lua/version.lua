@@ -1,3 +1,3 @@
 -- ARGV: now. Returns the version after dropping expired reservations.
 expire(ARGV[1])
-return tonumber(redis.call('GET', K_VERSION) or '0')
+return version()

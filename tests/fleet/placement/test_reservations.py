@@ -214,15 +214,66 @@ def test_batched_reserve_and_release_act_in_order(store_factory: Callable[[], Re
     first = Reservation("u/1", "m", "default/a", {"n0": {NPU_RESOURCE: 6}}, 1, expires_at=2000.0)
     second = Reservation("u/2", "m", "default/b", {"n0": {NPU_RESOURCE: 4}}, 1, expires_at=2000.0)
     third = Reservation("u/3", "m", "default/c", {"n0": {NPU_RESOURCE: 2}}, 1, expires_at=2000.0)
+    # Each answer is the member's version after it (0: refused or not held): one more per change.
+    (start,) = store.versions(["m"], 1000.0).values()
     assert store.reserve_many([(first, basis), (second, basis), (third, basis)], 1000.0) == [
-        True,
-        False,
-        True,
+        start + 1,
+        0,
+        start + 2,
     ]
     assert store.held("m", 1000.0) == {"n0": {NPU_RESOURCE: 8}}
-    assert store.release_many("m", ["u/1", "u/2", "u/3"]) == [True, False, True]
+    assert store.reserve(first, basis, 1000.0) == start + 2  # held already: nothing changed
+    assert store.release_many("m", ["u/1", "u/2", "u/3"]) == [start + 3, 0, start + 4]
     assert store.held("m", 1000.0) == {}
+    assert store.versions(["m"], 1000.0) == {"m": start + 4}
     assert store.reserve_many([], 1000.0) == []
+
+
+class _CountingStore:
+    """A store that counts how often a member's holds are read back whole."""
+
+    def __init__(self, store: ReservationStore) -> None:
+        self.store = store
+        self.reads = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def reservations(self, member: str, now: float) -> list[Reservation]:
+        self.reads += 1
+        return self.store.reservations(member, now)
+
+
+def test_a_placer_reads_a_members_holds_back_only_when_someone_else_changed_them(
+    store_factory: Callable[[], ReservationStore],
+) -> None:
+    """Its own holds and releases are laid over its view as it makes them; the store's version
+    tells it when the member changed otherwise (another dispatcher, an expiry), and only then
+    are the member's holds read back."""
+    clock = Clock()
+    members = {"m": [node(f"n{i}", 8) for i in range(4)]}
+    counting = _CountingStore(store_factory())
+    placer = _placer(counting, clock, members)
+    placer.sync()
+    first_read = counting.reads
+    d = demand(job(workers=0, npus=2))
+    decided = placer.place_many([PlaceRequest(d, f"u{i}/1", f"default/j{i}") for i in range(3)])
+    assert all(decided)
+    placer.place(d, reservation_id="u3/1", job="default/j3")
+    placer.release("m", "u3/1")
+    placer.sync()
+    assert counting.reads == first_read  # its own writes only: nothing read back
+    other = _placer(store_factory(), clock, members)
+    assert other.place(d, reservation_id="x/1", job="default/x") is not None
+    placer.sync()
+    assert counting.reads == first_read + 1  # another's hold: read once
+    assert {n: dict(placer.member("m").held(n)) for n in ("n0", "n1", "n2", "n3")} == {
+        n: dict(v) for n, v in {**{f"n{i}": {} for i in range(4)}, **counting.held("m", clock.now)}.items()
+    }
+    clock.now += 61.0  # every hold expires
+    placer.sync()
+    assert counting.reads == first_read + 2
+    assert not any(placer.member("m").held(f"n{i}") for i in range(4))
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -258,3 +309,38 @@ def test_the_holds_laid_over_a_member_are_what_the_store_holds_after_any_sequenc
         held = store.held("m", clock.now)
         assert {n: dict(cap.held(n)) for n in held} == held
         assert not any(cap.held(n) for n in {f"n{i}" for i in range(4)} - set(held))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_after_a_sync_the_holds_laid_over_a_member_are_the_stores_whoever_changed_them(
+    seed: int, store_factory: Callable[[], ReservationStore]
+) -> None:
+    """Another dispatcher's holds and releases and holds that expire mix with the placer's own:
+    whatever it kept without reading back, each sync leaves its view exactly the store's."""
+    rng = random.Random(seed)
+    clock = Clock()
+    members = {"m": [node(f"n{i}", 8) for i in range(4)]}
+    placer, other = _placer(store_factory(), clock, members), _placer(store_factory(), clock, members)
+    cap = placer.member("m")
+    mine: list[str] = []
+    theirs: list[str] = []
+    for step in range(150):
+        action = rng.choice(["place", "place", "release", "other", "other-release", "expire", "sync"])
+        d = demand(job(workers=0, npus=rng.choice([1, 2, 4])))
+        if action == "place":
+            if placer.place(d, reservation_id=f"u{step}/1", job=f"default/j{step}"):
+                mine.append(f"u{step}/1")
+        elif action == "release" and mine:
+            placer.release("m", mine.pop(rng.randrange(len(mine))))
+        elif action == "other":
+            if other.place(d, reservation_id=f"x{step}/1", job=f"default/x{step}"):
+                theirs.append(f"x{step}/1")
+        elif action == "other-release" and theirs:
+            other.release("m", theirs.pop(rng.randrange(len(theirs))))
+        elif action == "expire":
+            clock.now += rng.choice([1.0, 30.0, 61.0])
+        else:
+            placer.sync()
+            held = placer.store.held("m", clock.now)
+            assert {n: dict(cap.held(n)) for n in held} == held
+            assert not any(cap.held(n) for n in {f"n{i}" for i in range(4)} - set(held))
