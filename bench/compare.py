@@ -67,7 +67,8 @@ def _run(tree: Path, bench: list[str], log: Path) -> dict[str, Any]:
 
 
 def _numbers(figures: dict[str, Any], prefix: str = "") -> dict[str, float]:
-    """Every numeric figure, nested ones named ``outer.inner``."""
+    """Every numeric figure, nested ones named ``outer.inner``, those of a list of runs (one per
+    member count in ``bench.scale_bench``) ``outer.0.inner``."""
     out: dict[str, float] = {}
     for key, value in figures.items():
         name = f"{prefix}{key}"
@@ -77,6 +78,10 @@ def _numbers(figures: dict[str, Any], prefix: str = "") -> dict[str, float]:
             out[name] = float(value)
         elif isinstance(value, dict):
             out.update(_numbers(value, f"{name}."))
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, dict):
+                    out.update(_numbers(item, f"{name}.{i}."))
     return out
 
 

@@ -30,6 +30,16 @@ def test_each_figure_gets_medians_ranges_a_ratio_and_whether_the_ranges_overlap(
     assert summary["cpu.dispatcher"]["ratio"] == round(2.2 / 2.1, 3)
 
 
+def test_a_list_of_runs_is_compared_run_by_run() -> None:
+    """``bench.scale_bench`` ends with one run per member count under ``runs``."""
+    base: list[dict[str, Any]] = [{"runs": [{"members": 10, "rate": 100}, {"members": 100, "rate": 50}]}]
+    head: list[dict[str, Any]] = [{"runs": [{"members": 10, "rate": 120}, {"members": 100, "rate": 150}]}]
+    summary = summarise(base, head)
+    assert summary["runs.0.rate"]["ratio"] == 1.2
+    assert summary["runs.1.rate"]["ratio"] == 3.0
+    assert summary["runs.1.members"]["ratio"] == 1.0
+
+
 def test_text_and_flags_are_not_figures_and_a_figure_on_one_side_only_is_left_out() -> None:
     summary = summarise([{"rate": 1, "ok": True, "note": "x"}], [{"rate": 2, "extra": 5}])
     assert set(summary) == {"rate"}
