@@ -445,6 +445,25 @@ class MemberCapacity:
                 self._unclass(info)
                 self._reclass(info)
 
+    def set_held_on(self, held: Mapping[str, Mapping[str, int]]) -> None:
+        """Replace the overlay of the nodes ``held`` names only; the others keep theirs (what
+        one hold made or ended changes, without comparing every held node)."""
+        touched: list[str] = []
+        for name, amounts in held.items():
+            kept = {r: a for r, a in amounts.items() if a}
+            if kept == self._held.get(name, {}):
+                continue
+            if kept:
+                self._held[name] = kept
+            else:
+                self._held.pop(name, None)
+            touched.append(name)
+        for name in touched:
+            info = self._nodes.get(name)
+            if info is not None:
+                self._unclass(info)
+                self._reclass(info)
+
     # ---- internals ---------------------------------------------------------------------------
 
     def _group_free(self, info: NodeInfo, held: Mapping[str, int]) -> dict[str, int]:

@@ -335,7 +335,9 @@ class Placer:
             holds.add(add)
         if drop is not None:
             holds.drop(drop)
-        self._members[member].set_held(holds.sums)
+        # Only the nodes these holds touch: laying the whole member again cost a placement
+        # its member's held nodes (a seventh of deciding at 100 members of 100 nodes).
+        self._members[member].set_held_on(holds.take_changed())
 
     def _advance(self, member: str, version: int) -> None:
         """The store's version of ``member`` after one write of this placer's (0: it changed
@@ -426,8 +428,11 @@ class _Holds:
         self.items: dict[str, Reservation] = {}
         #: What the holds take together (node -> resource -> amount; zeros are left in).
         self.sums: dict[str, dict[str, int]] = {}
+        #: Nodes whose sums changed since :meth:`take_changed` (what a capacity must lay again).
+        self.changed: set[str] = set()
         for reservation in reservations:
             self.add(reservation)
+        self.changed.clear()  # laid whole by whoever read them
 
     def add(self, reservation: Reservation) -> None:
         """Hold ``reservation`` (one held already under its id is replaced, not counted twice)."""
@@ -445,3 +450,10 @@ class _Holds:
             slot = self.sums.setdefault(node, {})
             for resource, amount in amounts.items():
                 slot[resource] = slot.get(resource, 0) + sign * amount
+            self.changed.add(node)
+
+    def take_changed(self) -> dict[str, dict[str, int]]:
+        """The sums of the nodes changed since the last call."""
+        out = {node: self.sums[node] for node in self.changed}
+        self.changed.clear()
+        return out

@@ -79,6 +79,19 @@ def test_holds_are_laid_over_live_usage() -> None:
     assert _free(cap) == [(6, 1), (8, 1)]
 
 
+def test_holds_laid_on_some_nodes_leave_the_others_as_they_were() -> None:
+    cap = MemberCapacity.from_lists("m", [node("a", 8), node("b", 8), node("c", 8)])
+    cap.set_held({"a": {NPU_RESOURCE: 4}, "b": {NPU_RESOURCE: 8}})
+    before = cap.version
+    cap.set_held_on({"b": {NPU_RESOURCE: 0}, "c": {NPU_RESOURCE: 2}})  # b's hold ended, c got one
+    assert _free(cap) == [(4, 1), (6, 1), (8, 1)]
+    assert cap.held("a") == {NPU_RESOURCE: 4} and cap.held("b") == {}
+    assert cap.version > before  # a fit decided before this is decided again
+    unchanged = cap.version
+    cap.set_held_on({"a": {NPU_RESOURCE: 4}})
+    assert cap.version == unchanged
+
+
 def _annotated(name: str, node_name: str, ids: list[int]) -> dict[str, object]:
     """A bound pod with the NPU ids the volcano plugin wrote on it."""
     obj = pod(name, node_name, len(ids))
