@@ -28,6 +28,7 @@ members :func:`choose` applies ``pack`` (least capacity left) or ``spread`` (mos
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -191,9 +192,14 @@ class _Unit:
         return self.cls.free_map.get(NPU_RESOURCE, 0)
 
 
-def _best_fit(unit: _Unit) -> tuple[int, int, int, str]:
+def _free_key(unit: _Unit) -> tuple[int, int, int]:
+    """Best fit first: fewest free NPUs, then cpu, then memory."""
     free = unit.cls.free_map
-    return (free.get(NPU_RESOURCE, 0), free.get("cpu", 0), free.get("memory", 0), min(unit.names))
+    return (free.get(NPU_RESOURCE, 0), free.get("cpu", 0), free.get("memory", 0))
+
+
+def _best_fit(unit: _Unit) -> tuple[int, int, int, str]:
+    return (*_free_key(unit), min(unit.names))
 
 
 def _verdicts(groups: Sequence[Group], demand: Demand, identity: bool) -> list[dict[int, bool]]:
@@ -516,7 +522,11 @@ def _in_member_order(units: Sequence[_Unit], group: Group) -> list[tuple[str, in
     """
     if sum(u.per_node[0] * len(u.names) for u in units) < group.count:
         return None
-    order = sorted((*_best_fit(unit)[:3], name, unit.per_node[0]) for unit in units for name in unit.names)
+    # Each node takes at least one pod, so the first ``count`` of the order are all it can use
+    # (``nsmallest`` is ``sorted(...)[:count]``); a unit's free amounts are read once for its
+    # nodes, not once per node.
+    keyed = [(_free_key(unit), unit.per_node[0], unit.names) for unit in units]
+    order = heapq.nsmallest(group.count, ((*key, name, room) for key, room, names in keyed for name in names))
     out: list[tuple[str, int]] = []
     left = group.count
     for *_, name, room in order:
