@@ -403,7 +403,9 @@ class Cycle:
             )
             for p in plans
         ]
-        written = mutate_jobs(self.ctx.objects, changes, fence=leading.fence)
+        # The jobs as this cycle read them (a write finding one changed since reads it again).
+        currents = [p.candidate.obj for p in plans]
+        written = mutate_jobs(self.ctx.objects, changes, fence=leading.fence, currents=currents)
         sent: list[tuple[_Plan, dict[str, Any]]] = []
         for plan, stored in zip(plans, written, strict=True):
             ours = stored is not None and current_state(stored) == Phase.ADMITTED

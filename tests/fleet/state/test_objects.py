@@ -202,6 +202,38 @@ def test_many_objects_are_read_and_changed_in_a_batch(redis_client: redis.Redis)
     assert a == objects.get(ASCENDJOB, "team-a", "a")  # what it returns is what is stored
 
 
+def test_a_batch_written_from_objects_read_earlier_reads_again_only_those_changed_since(
+    redis_client: redis.Redis,
+) -> None:
+    """The dispatcher admits from the jobs its cycle read (``currents``): no second read, and a
+    job another writer changed meanwhile, or deleted, is not written over."""
+    objects = Objects(redis_client)
+
+    def bump(obj: dict[str, Any]) -> dict[str, Any]:
+        obj["status"]["n"] += 1
+        return obj
+
+    spent: list[int] = []
+    for given in (False, True, False):  # the first loads the write script
+        read = [objects.create(ASCENDJOB, {**job(f"{x}{len(spent)}"), "status": {"n": 0}}) for x in "ab"]
+        with _counting(redis_client) as sent:
+            objects.mutate_many(
+                ASCENDJOB,
+                [("team-a", o["metadata"]["name"], bump) for o in read],
+                currents=read if given else None,
+            )
+        spent.append(len(sent))
+    assert spent[1] == spent[2] - 1  # the read the caller made is not made again
+    read = [objects.create(ASCENDJOB, {**job(name), "status": {"n": 0}}) for name in ("a", "b", "c")]
+    objects.mutate(ASCENDJOB, "team-a", "b", lambda o: {**o, "status": {"n": 10}})  # another writer
+    objects.delete(ASCENDJOB, "team-a", "c")
+    a, b, c = objects.mutate_many(ASCENDJOB, [("team-a", n, bump) for n in ("a", "b", "c")], currents=read)
+    assert a is not None and a["status"] == {"n": 1}
+    assert b is not None and b["status"] == {"n": 11}  # on what is stored now, not the old read
+    assert c is None
+    assert objects.get(ASCENDJOB, "team-a", "b")["status"] == {"n": 11}
+
+
 def test_many_kinds_are_read_in_one_round_trip(redis_client: redis.Redis) -> None:
     """The dispatcher looks for a job's namesakes of every other kind at once."""
     objects = Objects(redis_client)
