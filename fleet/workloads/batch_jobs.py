@@ -270,23 +270,34 @@ class BatchJobAdapter(ReplicaSpecAdapter):
             )
         if errors:
             return None, errors
-        template = ReplicaTemplate(
-            name=POD_SET,
-            replicas=count,
-            template=obj["spec"]["template"],
-            path="spec.template",
-            pod_labels=self.pod_labels(name, POD_SET),
-        )
         try:
-            demand = build_demand(
-                [template],
-                min_available=count,
-                annotations=job.metadata.annotations,
-                labels=job.metadata.labels,
-            )
+            demand = self._demand(obj)
         except DemandError as exc:
             return None, [FieldError(exc.path, exc.message)]
         return demand, []
+
+    def _demand(self, obj: Mapping[str, Any]) -> Demand:
+        """The demand of a job whose types the rules passed, read from the job as written (one
+        reading for :meth:`_check` and :meth:`accepted_demand`): its pods all at once."""
+        spec, meta = obj["spec"], obj["metadata"]
+        count = pods_count(spec)
+        template = ReplicaTemplate(
+            name=POD_SET,
+            replicas=count,
+            template=spec["template"],
+            path="spec.template",
+            pod_labels=self.pod_labels(str(meta["name"]), POD_SET),
+        )
+        return build_demand(
+            [template],
+            min_available=count,
+            annotations=meta.get("annotations") or {},
+            labels=meta.get("labels") or {},
+        )
+
+    def accepted_demand(self, obj: Mapping[str, Any]) -> Demand:
+        """See :class:`~fleet.workloads.base.AcceptedDemand`."""
+        return self._demand(obj)
 
     def validate(self, obj: Mapping[str, Any]) -> list[FieldError]:
         return self._check(obj)[1]

@@ -248,12 +248,18 @@ def _policy_errors(policies: list[_Policy], path: str) -> list[FieldError]:
     return errors
 
 
-def gang_size(spec: _Spec) -> int:
-    """The PodGroup's ``minMember``: ``spec.minAvailable``, else the sum of the tasks'
-    ``minAvailable`` (each its ``replicas`` when unset), as the mutating webhook defaults it."""
-    if spec.min_available > 0:
-        return spec.min_available
-    return sum(t.min_available if t.min_available is not None else t.replicas for t in spec.tasks)
+def gang_size(spec: Mapping[str, Any]) -> int:
+    """The PodGroup's ``minMember`` of a job's ``spec`` as written (its rules passed):
+    ``spec.minAvailable``, else the sum of the tasks' ``minAvailable`` (each its ``replicas``
+    when unset), as the mutating webhook defaults it."""
+    wanted = int(spec.get("minAvailable") or 0)
+    if wanted > 0:
+        return wanted
+    tasks = spec.get("tasks") or []
+    return sum(
+        int(t["minAvailable"]) if t.get("minAvailable") is not None else int(t.get("replicas") or 0)
+        for t in tasks
+    )
 
 
 class VolcanoJobAdapter(ReplicaSpecAdapter):
@@ -296,7 +302,6 @@ class VolcanoJobAdapter(ReplicaSpecAdapter):
             errors.append(FieldError("spec.tasks", "must list at least one task", "FieldValueRequired"))
         raw_tasks = obj["spec"]["tasks"] if spec.tasks else []
         seen: set[str] = set()
-        templates: list[ReplicaTemplate] = []
         templates_ok = True
         for i, task in enumerate(spec.tasks):
             path = f"spec.tasks[{i}]"
@@ -329,15 +334,6 @@ class VolcanoJobAdapter(ReplicaSpecAdapter):
             causes = validate_pod_template(raw_tasks[i]["template"], f"{path}.template")
             templates_ok = templates_ok and not causes
             errors += [FieldError(c.field, c.message, c.reason) for c in causes]
-            templates.append(
-                ReplicaTemplate(
-                    name=task.name,
-                    replicas=task.replicas,
-                    template=raw_tasks[i]["template"],
-                    path=f"{path}.template",
-                    pod_labels=self.pod_labels(name, task.name),
-                )
-            )
         total = sum(t.replicas for t in spec.tasks)
         if spec.tasks and total == 0:
             errors.append(
@@ -362,15 +358,37 @@ class VolcanoJobAdapter(ReplicaSpecAdapter):
         if errors or not templates_ok:
             return None, errors
         try:
-            demand = build_demand(
-                templates,
-                min_available=gang_size(spec),
-                annotations=job.metadata.annotations,
-                labels=job.metadata.labels,
-            )
+            demand = self._demand(obj)
         except DemandError as exc:
             return None, [FieldError(exc.path, exc.message)]
         return demand, []
+
+    def _demand(self, obj: Mapping[str, Any]) -> Demand:
+        """The demand of a job whose types the rules passed, read from the job as written (one
+        reading for :meth:`_check` and :meth:`accepted_demand`): a task per replica type, the
+        gang :func:`gang_size`."""
+        spec, meta = obj["spec"], obj["metadata"]
+        name = str(meta["name"])
+        templates = [
+            ReplicaTemplate(
+                name=str(task.get("name") or ""),
+                replicas=int(task.get("replicas") or 0),
+                template=task["template"],
+                path=f"spec.tasks[{i}].template",
+                pod_labels=self.pod_labels(name, str(task.get("name") or "")),
+            )
+            for i, task in enumerate(spec["tasks"])
+        ]
+        return build_demand(
+            templates,
+            min_available=gang_size(spec),
+            annotations=meta.get("annotations") or {},
+            labels=meta.get("labels") or {},
+        )
+
+    def accepted_demand(self, obj: Mapping[str, Any]) -> Demand:
+        """See :class:`~fleet.workloads.base.AcceptedDemand`."""
+        return self._demand(obj)
 
     def validate(self, obj: Mapping[str, Any]) -> list[FieldError]:
         return self._check(obj)[1]

@@ -69,6 +69,30 @@ def _variants() -> Iterator[tuple[str, dict[str, Any]]]:
     for spec in one["spec"]["pytorchReplicaSpecs"].values():
         spec.pop("replicas", None)  # the operator's default: one
     yield "pytorch: replicas left to their default", one
+    vcjob = _first(SAMPLES / "vcjob-mindspore-910b.yaml", "Job")
+    by_task = copy.deepcopy(vcjob)
+    by_task["spec"].pop("minAvailable", None)  # the webhook sums the tasks' own
+    by_task["spec"]["tasks"][0]["minAvailable"] = 1
+    yield "volcano: the gang summed from the tasks' minAvailable", by_task
+    two = copy.deepcopy(vcjob)
+    two["spec"].pop("minAvailable", None)
+    two["spec"]["tasks"].append({**copy.deepcopy(two["spec"]["tasks"][0]), "name": "ps", "replicas": 1})
+    yield "volcano: two tasks, each whole", two
+    batch = _first(SAMPLES / "kueue-batch-job.yaml", "Job")
+    fewer = copy.deepcopy(batch)
+    fewer["spec"]["parallelism"] = 2  # two at a time of three completions
+    yield "batch: parallelism below completions", fewer
+    work_queue = copy.deepcopy(batch)
+    del work_queue["spec"]["completions"]  # a work queue: parallelism pods
+    yield "batch: a work queue", work_queue
+
+
+def _first(path: Path, kind: str) -> dict[str, Any]:
+    """The first document of ``kind`` in the sample at ``path``."""
+    found: dict[str, Any] = next(
+        d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") == kind
+    )
+    return found
 
 
 CASES = [*_manifests(), *_variants()]
@@ -84,10 +108,21 @@ def test_an_accepted_job_has_the_demand_its_full_rules_give(name: str, obj: dict
 
 
 def test_the_samples_exercise_the_reading_of_every_kind_that_has_it() -> None:
-    """The comparison above is not vacuous: AscendJob and the Kubeflow kinds are each read both
-    ways on jobs their rules accept."""
-    compared = {adapter_for(obj).kind for _, obj in CASES if isinstance(adapter_for(obj), AcceptedDemand)}
-    assert {"AscendJob", "PyTorchJob", "TFJob", "MPIJob"} <= compared
+    """The comparison above is not vacuous: every kind that reads accepted jobs (AscendJob, the
+    Kubeflow kinds, batch/v1 and Volcano's Job) is read both ways on jobs its rules accept."""
+    compared = {
+        f"{adapter_for(obj).kind}.{adapter_for(obj).api_version}"
+        for _, obj in CASES
+        if isinstance(adapter_for(obj), AcceptedDemand)
+    }
+    assert {
+        "AscendJob.mindxdl.gitee.com/v1",
+        "PyTorchJob.kubeflow.org/v1",
+        "TFJob.kubeflow.org/v1",
+        "MPIJob.kubeflow.org/v2beta1",
+        "Job.batch/v1",
+        "Job.batch.volcano.sh/v1alpha1",
+    } <= compared, compared
 
 
 def test_a_stored_job_is_not_judged_again_by_a_rule_that_does_not_touch_its_pods() -> None:
