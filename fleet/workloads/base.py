@@ -286,8 +286,9 @@ class AcceptedDemand(Protocol):
 
     def accepted_demand(self, obj: Mapping[str, Any]) -> Demand:
         """The demand, read the way the kind's full rules read it (one reading for both); may raise
-        :class:`~fleet.placement.DemandError`, ``LookupError`` or ``TypeError`` on a job its rules
-        never accepted, which is then judged by :meth:`WorkloadAdapter.demand`."""
+        :class:`~fleet.placement.DemandError` (a ``ValueError``), ``LookupError``, ``TypeError`` or
+        ``AttributeError`` on a job its rules never accepted, which is then judged by
+        :meth:`WorkloadAdapter.demand`."""
         ...
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Final, cast
 
 from fleet.apiserver import ResourceType
-from fleet.placement import Demand, DemandError
+from fleet.placement import Demand
 from fleet.workloads.ascendjob import ascendjob
 from fleet.workloads.base import AcceptedDemand, UnknownKind, WorkloadAdapter
 from fleet.workloads.batch_jobs import batch_job
@@ -101,7 +101,7 @@ def stored_demand(obj: Mapping[str, Any]) -> Demand:
     if _reads_accepted(type(adapter)):
         try:
             return cast(AcceptedDemand, adapter).accepted_demand(obj)
-        except (DemandError, LookupError, TypeError, AttributeError):
+        except (ValueError, LookupError, TypeError, AttributeError):  # DemandError is a ValueError
             pass  # not as its rules accept a job: they say why
     return adapter.demand(obj)
 

@@ -146,6 +146,10 @@ def test_a_stored_job_whose_pods_cannot_be_read_fails_with_the_full_rules_answer
     not_a_map["spec"]["replicaSpecs"] = [not_a_map["spec"]["replicaSpecs"]["Master"]]
     with pytest.raises(InvalidWorkload, match="replicaSpecs"):
         stored_demand(not_a_map)
+    vcjob = _first(SAMPLES / "vcjob-mindspore-910b.yaml", "Job")
+    vcjob["spec"]["minAvailable"] = "two"  # stored by hand, never through the API
+    with pytest.raises(InvalidWorkload, match=r"spec\.minAvailable"):
+        stored_demand(vcjob)
     torch = yaml.safe_load((SAMPLES / "pytorchjob.yaml").read_text())
     torch["spec"]["pytorchReplicaSpecs"]["Master"]["template"] = "a string"
     with pytest.raises(InvalidWorkload, match=r"pytorchReplicaSpecs\.Master"):
