@@ -17,20 +17,34 @@ path from Admitted to Dispatched (docs/benchmarks.md).
   pipeline (a state set inside a pipeline is always followed by a real write).
 
 Everything else (dequeueing, the task's registries and results, suspension, the scheduler, stop
-requests) is RQ's own.
+requests) is RQ's own, but for one thing: RQ's loop waits out a Redis that is away only while it
+dequeues, and quits on a connection error anywhere else. A Redis failover (Sentinel promoting a
+replica) at the moment of the suspension check, a heartbeat or a state write then ended the
+worker for good, and the propagations it would have run waited for ever. Those three here
+log the error and let the loop go on to its dequeue, which waits for Redis with RQ's own
+backoff: a suspension check that cannot read Redis counts as not suspended (it is asked again
+before the next task), and a heartbeat or a state write that could not be sent is sent again by
+the next one.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Final
 
+import redis
 from rq import SimpleWorker
 
 __all__ = ["HEARTBEAT_EVERY", "Worker"]
 
 #: Seconds between two heartbeats the work loop sends on its own (a task's are always sent).
 HEARTBEAT_EVERY: Final = 1.0
+
+#: What a Redis that is away (or failing over) raises.
+_AWAY: Final = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+log = logging.getLogger("fleet.dispatch.worker")
 
 
 class Worker(SimpleWorker):
@@ -49,9 +63,13 @@ class Worker(SimpleWorker):
             return
         if timeout is None and time.monotonic() - self._beaten_at < HEARTBEAT_EVERY:
             return
-        with self.connection.pipeline(transaction=False) as pipe:
-            super().heartbeat(timeout, pipeline=pipe)
-            pipe.execute()
+        try:
+            with self.connection.pipeline(transaction=False) as pipe:
+                super().heartbeat(timeout, pipeline=pipe)
+                pipe.execute()
+        except _AWAY as error:
+            log.warning("event=heartbeat_unsent worker=%s error=%r", self.name, error)
+            return
         self._beaten_at = time.monotonic()
 
     def set_state(self, state: str, pipeline: Any = None) -> None:
@@ -61,5 +79,16 @@ class Worker(SimpleWorker):
             return
         if state == self._written_state:
             return
-        super().set_state(state)
+        try:
+            super().set_state(state)
+        except _AWAY as error:
+            log.warning("event=state_unsent worker=%s state=%s error=%r", self.name, state, error)
+            self._written_state = None
+            return
         self._written_state = state
+
+    def check_for_suspension(self, burst: bool) -> None:
+        try:
+            super().check_for_suspension(burst)
+        except _AWAY as error:
+            log.warning("event=suspension_unread worker=%s error=%r", self.name, error)

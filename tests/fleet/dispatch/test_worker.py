@@ -8,6 +8,7 @@ import pytest
 import redis
 from rq import Queue, SimpleWorker, get_current_job
 from rq.worker import BaseWorker
+from rq.worker import base as rq_worker_base
 
 from fleet.dispatch import worker as worker_module
 from fleet.dispatch.worker import HEARTBEAT_EVERY, Worker
@@ -104,3 +105,43 @@ def test_a_task_costs_far_fewer_round_trips_than_with_rqs_simple_worker(
     # RQ's loop: three heartbeats of three commands and two idle-state writes per task, here at
     # most one heartbeat a second, pipelined, and no repeated state write.
     assert spent["fleet"] <= spent["simple"] - 8 * tasks, spent
+
+
+def test_a_redis_away_outside_the_dequeue_does_not_end_the_worker(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RQ's loop waits for Redis only while it dequeues; a failover that fails its suspension
+    check, a heartbeat or a state write ended the worker (a sentinel failover in CI left every
+    propagation it would have run Admitted). Here each fails once, and the tasks still run."""
+    failing = {"suspension": 1, "heartbeat": 1, "state": 1}
+
+    def away(what: str) -> None:
+        if failing[what]:
+            failing[what] -= 1
+            raise redis.exceptions.ConnectionError(f"{what}: Connection refused")
+
+    suspended = getattr(rq_worker_base, "is_suspended")  # noqa: B009 (RQ does not export it)
+
+    def is_suspended(*args: Any, **kwargs: Any) -> Any:
+        away("suspension")
+        return suspended(*args, **kwargs)
+
+    monkeypatch.setattr(rq_worker_base, "is_suspended", is_suspended)
+    beat, state = BaseWorker.heartbeat, BaseWorker.set_state
+
+    def heartbeat(self: BaseWorker, *args: Any, **kwargs: Any) -> Any:
+        away("heartbeat")
+        return beat(self, *args, **kwargs)
+
+    def set_state(self: BaseWorker, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("pipeline") is None and (len(args) < 2 or args[1] is None):
+            away("state")
+        return state(self, *args, **kwargs)
+
+    monkeypatch.setattr(BaseWorker, "heartbeat", heartbeat)
+    monkeypatch.setattr(BaseWorker, "set_state", set_state)
+    queue = Queue("work", connection=redis_client)
+    jobs = [queue.enqueue(double, i) for i in range(3)]
+    Worker([queue], connection=redis_client).work(burst=True)
+    assert failing == {"suspension": 0, "heartbeat": 0, "state": 0}  # each failed once
+    assert [job.return_value() for job in jobs] == [0, 2, 4]
