@@ -64,11 +64,11 @@ from fleet.batch import (
     SUSPENDED_REASON,
     JobCondition,
 )
-from fleet.placement import Demand, DemandError, ReplicaTemplate, build_demand
+from fleet.placement import Demand, ReplicaTemplate, build_demand
 from fleet.workloads.base import KUEUE_QUEUE_LABEL, FieldError, InvalidWorkload, Outcome, WorkloadStatus
 from fleet.workloads.models import Open, pydantic_errors
 from fleet.workloads.replicas import ReplicaSpecAdapter
-from fleet.workloads.verdicts import remembered
+from fleet.workloads.verdicts import demand_verdict, remembered
 
 __all__ = ["BATCH_JOB", "MIRRORED_STATUS", "BatchJobAdapter", "batch_job", "pods_count"]
 
@@ -270,11 +270,7 @@ class BatchJobAdapter(ReplicaSpecAdapter):
             )
         if errors:
             return None, errors
-        try:
-            demand = self._demand(obj)
-        except DemandError as exc:
-            return None, [FieldError(exc.path, exc.message)]
-        return demand, []
+        return demand_verdict(self._demand, obj)
 
     def _demand(self, obj: Mapping[str, Any]) -> Demand:
         """The demand of a job whose types the rules passed, read from the job as written (one

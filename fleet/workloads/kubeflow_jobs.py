@@ -83,11 +83,11 @@ from fleet.kubeflow import (
     SUSPENDED,
     TF_SUCCESS_POLICIES,
 )
-from fleet.placement import Demand, DemandError, build_demand
+from fleet.placement import Demand, build_demand
 from fleet.workloads.base import FieldError, InvalidWorkload, Outcome, WorkloadStatus
 from fleet.workloads.models import RESTART_POLICIES, Int32, Int64, Open, pydantic_errors
 from fleet.workloads.replicas import ReplicaSpecAdapter
-from fleet.workloads.verdicts import remembered
+from fleet.workloads.verdicts import demand_verdict, remembered
 
 __all__ = [
     "JOB_NAME_LABEL",
@@ -314,11 +314,7 @@ class KubeflowAdapter(ReplicaSpecAdapter):
             errors += self._policy_errors(job, total if counts else None)
         if errors:
             return None, errors
-        try:
-            demand = self._demand(obj)
-        except DemandError as exc:
-            return None, [FieldError(exc.path, exc.message)]
-        return demand, []
+        return demand_verdict(self._demand, obj)
 
     def _demand(self, obj: Mapping[str, Any]) -> Demand:
         """The demand of a job whose types the rules passed, read from the job as written (one

@@ -23,10 +23,10 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
 
 from fleet.apiserver import Memory, content_digest
-from fleet.placement import Demand
+from fleet.placement import Demand, DemandError
 from fleet.workloads.base import FieldError
 
-__all__ = ["VERDICT_MEMORY", "Verdict", "remembered"]
+__all__ = ["VERDICT_MEMORY", "Verdict", "demand_verdict", "remembered"]
 
 #: How many verdicts are kept, across the kinds (a few MB at most).
 VERDICT_MEMORY: Final = 1024
@@ -72,3 +72,12 @@ def remembered(check: Callable[[A, Mapping[str, Any]], Verdict]) -> Callable[[A,
         return demand, errors
 
     return remembering
+
+
+def demand_verdict(read: Callable[[Mapping[str, Any]], Demand], obj: Mapping[str, Any]) -> Verdict:
+    """The verdict of a job every other rule passed: the demand ``read`` makes of it, or the
+    field the reading refused."""
+    try:
+        return read(obj), []
+    except DemandError as exc:
+        return None, [FieldError(exc.path, exc.message)]

@@ -57,7 +57,7 @@ from fleet.apiserver import (
     validate_pod_template,
 )
 from fleet.ascend import Condition
-from fleet.placement import Demand, DemandError, ReplicaTemplate, build_demand
+from fleet.placement import Demand, ReplicaTemplate, build_demand
 from fleet.volcano import (
     ACTIONS,
     DEFAULT_MAX_RETRY,
@@ -82,7 +82,7 @@ from fleet.workloads.base import (
 )
 from fleet.workloads.models import Int32, Open, pydantic_errors
 from fleet.workloads.replicas import ReplicaSpecAdapter
-from fleet.workloads.verdicts import remembered
+from fleet.workloads.verdicts import demand_verdict, remembered
 
 __all__ = ["MIRRORED_STATUS", "PRIORITY_FIELD", "QUEUE_FIELD", "VOLCANO_JOB", "VolcanoJobAdapter", "vcjob"]
 
@@ -357,11 +357,7 @@ class VolcanoJobAdapter(ReplicaSpecAdapter):
                 )
         if errors or not templates_ok:
             return None, errors
-        try:
-            demand = self._demand(obj)
-        except DemandError as exc:
-            return None, [FieldError(exc.path, exc.message)]
-        return demand, []
+        return demand_verdict(self._demand, obj)
 
     def _demand(self, obj: Mapping[str, Any]) -> Demand:
         """The demand of a job whose types the rules passed, read from the job as written (one
