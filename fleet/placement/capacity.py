@@ -433,17 +433,7 @@ class MemberCapacity:
 
     def set_held(self, held: Mapping[str, Mapping[str, int]]) -> None:
         """Replace the reservation overlay (node -> resource -> amount held)."""
-        new = {n: {r: a for r, a in v.items() if a} for n, v in held.items()}
-        new = {n: v for n, v in new.items() if v}
-        touched = [n for n in set(new) | set(self._held) if new.get(n) != self._held.get(n)]
-        if not touched:
-            return
-        self._held = new
-        for name in touched:
-            info = self._nodes.get(name)
-            if info is not None:
-                self._unclass(info)
-                self._reclass(info)
+        self.set_held_on({name: held.get(name, {}) for name in {*held, *self._held}})
 
     def set_held_on(self, held: Mapping[str, Mapping[str, int]]) -> None:
         """Replace the overlay of the nodes ``held`` names only; the others keep theirs (what

@@ -372,14 +372,15 @@ class AscendJobAdapter(ReplicaSpecAdapter):
             return None, errors
         demand: Demand | None = None
         try:
-            demand = self._demand(obj, gang=not errors)
+            demand = self.accepted_demand(obj, gang=not errors)
         except DemandError as exc:
             errors.append(FieldError(exc.path, exc.message))
         return (demand if not errors else None), errors
 
-    def _demand(self, obj: Mapping[str, Any], *, gang: bool = True) -> Demand:
-        """The demand of a job whose types the rules passed, read from the job as written (one
-        reading for :meth:`_check` and :meth:`accepted_demand`); ``gang=False`` leaves out a
+    def accepted_demand(self, obj: Mapping[str, Any], *, gang: bool = True) -> Demand:
+        """The demand of a job whose types the rules passed, read from the job as written (the one
+        reading :meth:`_check` builds its demand with; see
+        :class:`~fleet.workloads.base.AcceptedDemand`); ``gang=False`` leaves out a
         ``minAvailable`` that another rule refused."""
         spec, meta = obj["spec"], obj["metadata"]
         counts = {str(t): s.get("replicas", 1) for t, s in spec["replicaSpecs"].items()}
@@ -396,10 +397,6 @@ class AscendJobAdapter(ReplicaSpecAdapter):
         if errors or demand is None:
             raise InvalidWorkload(errors)
         return demand
-
-    def accepted_demand(self, obj: Mapping[str, Any]) -> Demand:
-        """See :class:`~fleet.workloads.base.AcceptedDemand`."""
-        return self._demand(obj)
 
 
 #: The AscendJob adapter (registered in :mod:`fleet.workloads.registry`).

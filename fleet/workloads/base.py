@@ -44,6 +44,7 @@ __all__ = [
     "WorkloadStatus",
     "fleet_label_errors",
     "fleet_labels",
+    "is_accepted_demand",
     "is_dependent",
     "is_pausable",
     "is_pod_evidence",
@@ -397,6 +398,10 @@ def is_pod_evidence(adapter: object) -> TypeGuard[PodEvidence]:
 
 def is_queue_naming(adapter: object) -> TypeGuard[QueueNaming]:
     return _capable(adapter, QueueNaming)
+
+
+def is_accepted_demand(adapter: object) -> TypeGuard[AcceptedDemand]:
+    return _capable(adapter, AcceptedDemand)
 
 
 #: The queue a job is put in when it names none, in the schedulers these kinds are written for:

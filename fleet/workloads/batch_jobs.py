@@ -270,11 +270,12 @@ class BatchJobAdapter(ReplicaSpecAdapter):
             )
         if errors:
             return None, errors
-        return demand_verdict(self._demand, obj)
+        return demand_verdict(self.accepted_demand, obj)
 
-    def _demand(self, obj: Mapping[str, Any]) -> Demand:
-        """The demand of a job whose types the rules passed, read from the job as written (one
-        reading for :meth:`_check` and :meth:`accepted_demand`): its pods all at once."""
+    def accepted_demand(self, obj: Mapping[str, Any]) -> Demand:
+        """The demand of a job whose types the rules passed, read from the job as written (the one
+        reading :meth:`_check` builds its demand with; see
+        :class:`~fleet.workloads.base.AcceptedDemand`): its pods all at once."""
         spec, meta = obj["spec"], obj["metadata"]
         count = pods_count(spec)
         template = ReplicaTemplate(
@@ -290,10 +291,6 @@ class BatchJobAdapter(ReplicaSpecAdapter):
             annotations=meta.get("annotations") or {},
             labels=meta.get("labels") or {},
         )
-
-    def accepted_demand(self, obj: Mapping[str, Any]) -> Demand:
-        """See :class:`~fleet.workloads.base.AcceptedDemand`."""
-        return self._demand(obj)
 
     def validate(self, obj: Mapping[str, Any]) -> list[FieldError]:
         return self._check(obj)[1]

@@ -314,11 +314,12 @@ class KubeflowAdapter(ReplicaSpecAdapter):
             errors += self._policy_errors(job, total if counts else None)
         if errors:
             return None, errors
-        return demand_verdict(self._demand, obj)
+        return demand_verdict(self.accepted_demand, obj)
 
-    def _demand(self, obj: Mapping[str, Any]) -> Demand:
-        """The demand of a job whose types the rules passed, read from the job as written (one
-        reading for :meth:`_check` and :meth:`accepted_demand`)."""
+    def accepted_demand(self, obj: Mapping[str, Any]) -> Demand:
+        """The demand of a job whose types the rules passed, read from the job as written (the one
+        reading :meth:`_check` builds its demand with; see
+        :class:`~fleet.workloads.base.AcceptedDemand`)."""
         spec, meta = obj["spec"], obj["metadata"]
         counts = {t: s.get("replicas", 1) for t, s in self.replica_specs(spec)}
         policy = (spec.get("runPolicy") or {}).get("schedulingPolicy") or {}
@@ -328,10 +329,6 @@ class KubeflowAdapter(ReplicaSpecAdapter):
             annotations=meta.get("annotations") or {},
             labels=meta.get("labels") or {},
         )
-
-    def accepted_demand(self, obj: Mapping[str, Any]) -> Demand:
-        """See :class:`~fleet.workloads.base.AcceptedDemand`."""
-        return self._demand(obj)
 
     def _replica_errors(self, spec: Mapping[str, Any]) -> tuple[dict[str, int], list[FieldError]]:
         """The count of each replica type (when every one is readable) and what is wrong."""

@@ -16,12 +16,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from fleet.apiserver import ResourceType
 from fleet.placement import Demand
 from fleet.workloads.ascendjob import ascendjob
-from fleet.workloads.base import AcceptedDemand, UnknownKind, WorkloadAdapter
+from fleet.workloads.base import UnknownKind, WorkloadAdapter, is_accepted_demand
 from fleet.workloads.batch_jobs import batch_job
 from fleet.workloads.jobset import jobset
 from fleet.workloads.kubeflow_jobs import mpijob, pytorchjob, tfjob
@@ -84,13 +84,6 @@ def adapter_for(obj: Mapping[str, Any]) -> WorkloadAdapter:
     return adapter
 
 
-@functools.cache
-def _reads_accepted(adapter_type: type) -> bool:
-    """Whether a kind's adapter is an :class:`AcceptedDemand` (asked once a type: a protocol's
-    check walks its members, about a third of the reading itself)."""
-    return issubclass(adapter_type, AcceptedDemand)
-
-
 def stored_demand(obj: Mapping[str, Any]) -> Demand:
     """The demand of a job Fleet stored, whose kind's rules accepted it at submission: read
     without asking them again where the kind can (:class:`~fleet.workloads.base.AcceptedDemand`);
@@ -98,9 +91,9 @@ def stored_demand(obj: Mapping[str, Any]) -> Demand:
     :class:`~fleet.workloads.base.InvalidWorkload` naming what is wrong. ``UnknownKind`` when
     Fleet serves no such kind."""
     adapter = adapter_for(obj)
-    if _reads_accepted(type(adapter)):
+    if is_accepted_demand(adapter):
         try:
-            return cast(AcceptedDemand, adapter).accepted_demand(obj)
+            return adapter.accepted_demand(obj)
         except (ValueError, LookupError, TypeError, AttributeError):  # DemandError is a ValueError
             pass  # not as its rules accept a job: they say why
     return adapter.demand(obj)

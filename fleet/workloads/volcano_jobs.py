@@ -357,11 +357,12 @@ class VolcanoJobAdapter(ReplicaSpecAdapter):
                 )
         if errors or not templates_ok:
             return None, errors
-        return demand_verdict(self._demand, obj)
+        return demand_verdict(self.accepted_demand, obj)
 
-    def _demand(self, obj: Mapping[str, Any]) -> Demand:
-        """The demand of a job whose types the rules passed, read from the job as written (one
-        reading for :meth:`_check` and :meth:`accepted_demand`): a task per replica type, the
+    def accepted_demand(self, obj: Mapping[str, Any]) -> Demand:
+        """The demand of a job whose types the rules passed, read from the job as written (the one
+        reading :meth:`_check` builds its demand with; see
+        :class:`~fleet.workloads.base.AcceptedDemand`): a task per replica type, the
         gang :func:`gang_size`."""
         spec, meta = obj["spec"], obj["metadata"]
         name = str(meta["name"])
@@ -381,10 +382,6 @@ class VolcanoJobAdapter(ReplicaSpecAdapter):
             annotations=meta.get("annotations") or {},
             labels=meta.get("labels") or {},
         )
-
-    def accepted_demand(self, obj: Mapping[str, Any]) -> Demand:
-        """See :class:`~fleet.workloads.base.AcceptedDemand`."""
-        return self._demand(obj)
 
     def validate(self, obj: Mapping[str, Any]) -> list[FieldError]:
         return self._check(obj)[1]
