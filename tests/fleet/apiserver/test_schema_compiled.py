@@ -1,4 +1,4 @@
-"""The compiled schema check (``fastjsonschema``) and ``jsonschema`` give one verdict.
+"""The compiled schema check (``jsonschema-rs``) and ``jsonschema`` give one verdict.
 
 :func:`fleet.apiserver.schema.schema_causes` trusts the compiled check's yes and asks
 ``jsonschema`` only when it says no, so a yes where ``jsonschema`` finds a cause would let a bad
@@ -10,6 +10,7 @@ verdict from both.
 from __future__ import annotations
 
 import copy
+import datetime
 import random
 from pathlib import Path
 from typing import Any
@@ -98,3 +99,19 @@ def test_the_compiled_check_and_jsonschema_agree_on_a_sample_and_its_mutations(
         assert (schema_causes(rt.schema, mutant) == []) == conforms
         refused += not conforms
     assert refused > 0, "some mutations break the schema, so the test can tell the two apart"
+
+
+def test_what_the_compiled_check_cannot_take_is_left_to_the_walk() -> None:
+    """Bodies reach the check as JSON decodes them (YAML re-encoded as JSON first), so a value
+    JSON has no type for cannot come; if one did, the check answers no (the walk judges) and does
+    not raise. An integer past 64 bits gets the walk's verdict."""
+    name, sample = next((n, s) for n, s in SAMPLED if s["kind"] == "AscendJob")
+    rt = _kinds()[(sample["apiVersion"], sample["kind"])]
+    assert rt.schema is not None
+    dated = copy.deepcopy(sample)
+    dated["spec"]["schedulerName"] = datetime.date(2026, 11, 29)
+    assert not _conforms(rt.schema, dated)
+    for replicas in (2**70, -(2**70), 2**63):
+        huge = copy.deepcopy(sample)
+        next(iter(huge["spec"]["replicaSpecs"].values()))["replicas"] = replicas
+        assert _conforms(rt.schema, huge) == (not list(_validator(rt.schema).iter_errors(huge))), name
