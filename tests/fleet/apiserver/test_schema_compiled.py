@@ -1,4 +1,4 @@
-"""The compiled schema check (``jsonschema-rs``) and ``jsonschema`` give one verdict.
+"""The compiled checks (``jsonschema-rs``) and the walks they spare give one verdict.
 
 :func:`fleet.apiserver.schema.schema_causes` trusts the compiled check's yes and asks
 ``jsonschema`` only when it says no, so a yes where ``jsonschema`` finds a cause would let a bad
@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from fleet.apiserver.resources import ResourceType
-from fleet.apiserver.schema import _conforms, _validator, schema_causes
+from fleet.apiserver.schema import _conforms, _untouched, _validator, _walk, prune, schema_causes
 from fleet.endpoint.registry import fleet_registry
 
 SAMPLES = Path(__file__).resolve().parents[3] / "config" / "samples"
@@ -115,3 +115,50 @@ def test_what_the_compiled_check_cannot_take_is_left_to_the_walk() -> None:
         huge = copy.deepcopy(sample)
         next(iter(huge["spec"]["replicaSpecs"].values()))["replicas"] = replicas
         assert _conforms(rt.schema, huge) == (not list(_validator(rt.schema).iter_errors(huge))), name
+
+
+def _nested_mutants(sample: dict[str, Any], rng: random.Random) -> list[dict[str, Any]]:
+    """Mutations pruning meets in what users send: an unknown field or a ``null`` put deep in the
+    object (a container, a replica spec, the metadata), besides :func:`_mutant`'s."""
+    out = []
+    dicts = [p for p in _places(sample) if isinstance(_at(sample, p), dict)]
+    for _ in range(MUTATIONS):
+        mutant = copy.deepcopy(sample)
+        where = _at(mutant, rng.choice(dicts)) if dicts else mutant
+        field = rng.choice(["unknownField", "name", "replicas", "labels", "x"])
+        where[field] = rng.choice([None, "two", 2, {"x": 1}, [{"x": 1}]])
+        out.append(mutant)
+    meta = copy.deepcopy(sample)
+    meta["metadata"]["unknownMetaField"] = 1
+    return [*out, meta, {**copy.deepcopy(sample), "metadata": None}, {**copy.deepcopy(sample), "extra": {}}]
+
+
+def _at(node: Any, path: tuple[Any, ...]) -> Any:
+    for key in path:
+        node = node[key]
+    return node
+
+
+@pytest.mark.parametrize(("name", "sample"), SAMPLED, ids=[name for name, _ in SAMPLED])
+def test_the_compiled_prune_check_and_the_walk_agree_on_a_sample_and_its_mutations(
+    name: str, sample: dict[str, Any]
+) -> None:
+    """:func:`prune` trusts the compiled check's yes ("nothing to drop") and walks only on a
+    no: a yes where the walk would drop a field or a ``null`` would store what the API server
+    drops. So the check says yes exactly when the walk finds nothing and changes nothing."""
+    rt = _kinds()[(sample["apiVersion"], sample["kind"])]
+    assert rt.schema is not None
+    assert _untouched(sample, rt.schema), "a sample as written takes the fast path"
+    rng = random.Random(name)
+    mutants = [_mutant(sample, rng) for _ in range(MUTATIONS)] + _nested_mutants(sample, rng)
+    touched = 0
+    for mutant in mutants:
+        walked = copy.deepcopy(mutant)
+        meta, rest = _walk(walked, rt.schema, sort_keys=True)
+        untouched = not meta and not rest and walked == mutant
+        assert _untouched(mutant, rt.schema) == untouched, mutant
+        pruned = copy.deepcopy(mutant)
+        assert prune(pruned, rt.schema) == (meta, rest)
+        assert pruned == walked
+        touched += not untouched
+    assert touched > 0, "some mutations are pruned, so the test can tell the two apart"
