@@ -44,6 +44,25 @@ class MemberConfigError(ValueError):
     """The member configuration cannot be used; the message names the file and the context."""
 
 
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def read_kubeconfig(path: Path) -> dict[str, Any]:
+    """The kubeconfig at ``path`` as YAML's safe loader reads it (libyaml's, when present, as
+    ``kubectl`` reads it at Go's speed), or :class:`MemberConfigError` naming the file."""
+    if not path.is_file():
+        raise MemberConfigError(f"kubeconfig {path}: no such file")
+    try:
+        config = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise MemberConfigError(f"kubeconfig {path}: cannot read it ({exc})") from None
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        raise MemberConfigError(f"kubeconfig {path}: cannot read it (must be a map)")
+    return config
+
+
 class ClientFactory(Protocol):
     """Knows the members and builds an authenticated ``ApiClient`` for one of them."""
 
@@ -67,21 +86,30 @@ class KubeconfigClients:
     def __repr__(self) -> str:
         return f"KubeconfigClients(path={str(self.path)!r})"
 
+    def _config(self) -> dict[str, Any]:
+        """The kubeconfig, parsed once for every member (one C-speed YAML load: with 100 members
+        the ``kubernetes`` client's own pure-Python loads, one to list the contexts and one to
+        build the clients, took half a second of a role's start; issue 30)."""
+        if self._parsed is None:
+            self._parsed = read_kubeconfig(self.path)
+        config: dict[str, Any] = self._parsed
+        return config
+
     def members(self) -> list[str]:
-        if not self.path.is_file():
-            raise MemberConfigError(f"kubeconfig {self.path}: no such file")
-        try:
-            contexts, _active = kube_config.list_kube_config_contexts(str(self.path))  # type: ignore[no-untyped-call]
-        except (ConfigException, OSError, ValueError) as exc:
-            raise MemberConfigError(f"kubeconfig {self.path}: cannot read contexts ({exc})") from None
+        config = self._config()
+        contexts = config.get("contexts")
+        if not isinstance(contexts, list):
+            raise MemberConfigError(
+                f"kubeconfig {self.path}: cannot read contexts (contexts: must be a list)"
+            )
         names: list[str] = []
         # The fleet endpoint under another user (``fleet up``'s tenant context, team-a) is no member.
         fleet_clusters = {
             (context.get("context") or {}).get("cluster")
-            for context in contexts or ()
+            for context in contexts
             if isinstance(context, dict) and context.get("name") == self.fleet_context
         } - {None}
-        for context in contexts or ():
+        for context in contexts:
             name = context.get("name") if isinstance(context, dict) else None
             if not isinstance(name, str) or not name:
                 raise MemberConfigError(f"kubeconfig {self.path}: contexts[].name: every context needs one")
@@ -92,13 +120,14 @@ class KubeconfigClients:
 
     def build(self, name: str, settings: MemberSettings) -> ApiClient:
         configuration = Configuration()
+        config = self._config()
         try:
-            if self._parsed is None:  # parsed once for all members (one YAML load, not one each)
-                self._parsed = kube_config.KubeConfigMerger(str(self.path))  # type: ignore[no-untyped-call]
-            if self._parsed.config is None:
-                raise ConfigException("Invalid kube-config file. No configuration found.")
+            # As ``load_kube_config`` reads one file: relative certificate and token paths are
+            # taken from the kubeconfig's directory (``KubeConfigMerger`` does the same).
             loader = kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]
-                config_dict=self._parsed.config, active_context=name
+                config_dict=config,
+                active_context=name,
+                config_base_path=os.path.abspath(os.path.dirname(self.path)),
             )
             loader.load_and_set(configuration)  # type: ignore[no-untyped-call]  # as load_kube_config
             if "expiry" not in vars(loader):
@@ -152,10 +181,7 @@ def member_labels(path: str | os.PathLike[str] | None) -> dict[str, dict[str, st
     that are not a map of strings, naming the context."""
     if path is None or not Path(path).is_file():
         return {}
-    try:
-        config = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise MemberConfigError(f"kubeconfig {path}: cannot read it ({exc})") from None
+    config = read_kubeconfig(Path(path))
     out: dict[str, dict[str, str]] = {}
     for context in config.get("contexts") or []:
         name = context.get("name") if isinstance(context, dict) else None

@@ -150,3 +150,47 @@ def test_an_expiring_token_is_refreshed_before_a_request(tmp_path: Path) -> None
         assert first != second  # it expires within the client's skew: fetched again
     finally:
         members["m"].close()
+
+
+def test_file_paths_in_a_kubeconfig_are_read_from_its_directory(tmp_path: Path, monkeypatch: Any) -> None:
+    """A relative ``certificate-authority`` or ``tokenFile`` is found beside the kubeconfig, as
+    kubectl finds it, whatever the working directory."""
+    home = tmp_path / "clusters"
+    home.mkdir()
+    (home / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    (home / "token").write_text("token-from-a-file")
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "east",
+                "cluster": {"server": "https://127.0.0.1:7443", "certificate-authority": "ca.crt"},
+            }
+        ],
+        "users": [{"name": "east-admin", "user": {"tokenFile": "token"}}],
+        "contexts": [{"name": "east", "context": {"cluster": "east", "user": "east-admin"}}],
+        "current-context": "east",
+    }
+    (home / "kubeconfig").write_text(yaml.safe_dump(config))
+    monkeypatch.chdir(tmp_path)
+    members = load_members(Path("clusters") / "kubeconfig")
+    try:
+        configuration = members["east"].api_client.configuration
+        assert configuration.ssl_ca_cert == str(home / "ca.crt")
+        headers: dict[str, str] = {}
+        members["east"].api_client.update_params_for_auth(headers, [], ["BearerToken"], "/", "GET", None)
+        assert headers["authorization"] == "Bearer token-from-a-file"
+    finally:
+        for member in members.values():
+            member.close()
+
+
+def test_a_kubeconfig_that_is_not_a_map_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text("- just\n- a list\n")
+    with pytest.raises(MemberConfigError, match=r"kubeconfig .*kubeconfig: cannot read it \(must be a map\)"):
+        load_members(path)
+    path.write_text("contexts: {a: 1}\n")
+    with pytest.raises(MemberConfigError, match=r"contexts: must be a list"):
+        load_members(path)
