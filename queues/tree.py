@@ -283,8 +283,10 @@ class _Index:
     job's leaf and its priority cap had walked the whole tree three times per submission (a
     tenth of an in-process submission's CPU with 36 nodes; issue 30)."""
 
-    #: Node name -> node (of equal names, the last in walk order, as a walk's dict keeps).
+    #: Node name -> node, and -> its path (of equal names, the last in walk order, as a walk's
+    #: dict keeps).
     nodes: dict[str, QuotaNode]
+    paths: dict[str, str]
     #: Namespace -> the node that binds it (the last in walk order).
     bound: dict[str, str]
     #: Node name -> the names on the paths of the nodes so named; namespace -> the names on the
@@ -297,12 +299,14 @@ class _Index:
 
 def _build_index(tree: ElasticQuotaTree) -> _Index:
     nodes: dict[str, QuotaNode] = {}
+    paths: dict[str, str] = {}
     bound: dict[str, str] = {}
     of_name: dict[str, set[str]] = {}
     of_namespace: dict[str, set[str]] = {}
     caps: list[tuple[str, int]] = []
     for path, _, node in tree.walk():
         nodes[node.name] = node
+        paths[node.name] = path
         parts = path.split("/")
         of_name.setdefault(node.name, set()).update(parts)
         for namespace in node.namespaces:
@@ -314,6 +318,7 @@ def _build_index(tree: ElasticQuotaTree) -> _Index:
             caps.append((node.name, cap))
     return _Index(
         nodes,
+        paths,
         bound,
         {name: frozenset(parts) for name, parts in of_name.items()},
         {namespace: frozenset(parts) for namespace, parts in of_namespace.items()},
@@ -342,7 +347,7 @@ class ElasticQuotaTree(_Strict):
 
     def paths(self) -> dict[str, str]:
         """Node name -> path (``child-2`` -> ``root/child-2``); names are unique in a valid tree."""
-        return {node.name: path for path, _, node in self.walk()}
+        return dict(self._index.paths)
 
     def leaf_for(self, namespace: str, labels: Mapping[str, str] | None = None) -> str:
         """The name of the leaf a job of ``namespace`` with ``labels`` belongs to.

@@ -92,5 +92,6 @@ def outcome(tree: ElasticQuotaTree, namespace: str, labels: dict[str, str]) -> t
 def test_the_index_answers_as_the_walk(root: QuotaNode, namespace: str, name: str) -> None:
     tree = ElasticQuotaTree(spec=TreeSpec(root=root))
     assert priority_cap(tree, namespace, name) == walked_cap(tree, namespace, name)
+    assert tree.paths() == {node.name: path for path, _, node in tree.walk()}
     for labels in ({}, {QUOTA_LABEL: name}, {QUOTA_LABEL: "team-a"}):
         assert outcome(tree, namespace, labels) == walked_leaf(tree, namespace, labels)
