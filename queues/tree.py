@@ -9,7 +9,7 @@ loads, so nothing downstream ever sees a float. It dumps quantities back as Kube
 
 from __future__ import annotations
 
-import functools
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -326,6 +326,21 @@ def _build_index(tree: ElasticQuotaTree) -> _Index:
     )
 
 
+#: Tree identity -> (a weak reference to it, its index). Kept beside the tree, not in it, so a
+#: ``model_copy(update=...)`` of a tree is indexed anew, never answered from its original's.
+_INDEXES: dict[int, tuple[weakref.ref[ElasticQuotaTree], _Index]] = {}
+
+
+def _index_of(tree: ElasticQuotaTree) -> _Index:
+    key = id(tree)
+    known = _INDEXES.get(key)
+    if known is not None and known[0]() is tree:
+        return known[1]
+    index = _build_index(tree)
+    _INDEXES[key] = (weakref.ref(tree, lambda _: _INDEXES.pop(key, None)), index)
+    return index
+
+
 class ElasticQuotaTree(_Strict):
     """The whole document; :meth:`walk` yields ``(path, parent_path, node)`` root first."""
 
@@ -341,9 +356,9 @@ class ElasticQuotaTree(_Strict):
             yield path, parent, node
             stack.extend((f"{path}/{child.name}", path, child) for child in reversed(node.children))
 
-    @functools.cached_property
+    @property
     def _index(self) -> _Index:
-        return _build_index(self)
+        return _index_of(self)
 
     def paths(self) -> dict[str, str]:
         """Node name -> path (``child-2`` -> ``root/child-2``); names are unique in a valid tree."""

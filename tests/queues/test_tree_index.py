@@ -95,3 +95,22 @@ def test_the_index_answers_as_the_walk(root: QuotaNode, namespace: str, name: st
     assert tree.paths() == {node.name: path for path, _, node in tree.walk()}
     for labels in ({}, {QUOTA_LABEL: name}, {QUOTA_LABEL: "team-a"}):
         assert outcome(tree, namespace, labels) == walked_leaf(tree, namespace, labels)
+
+
+def test_a_copy_of_a_tree_with_other_nodes_answers_for_its_own_nodes() -> None:
+    """The index is kept beside the tree, not in it: a ``model_copy`` with another spec (the
+    way a pydantic model is changed) is indexed anew."""
+    tree = ElasticQuotaTree(
+        spec=TreeSpec(root=QuotaNode(name="root", children=(QuotaNode(name="a", namespaces=("team-a",)),)))
+    )
+    assert tree.leaf_for("team-a") == "a"
+    moved = tree.model_copy(
+        update={
+            "spec": TreeSpec(
+                root=QuotaNode(name="root", children=(QuotaNode(name="b", namespaces=("team-a",)),))
+            )
+        }
+    )
+    assert moved.leaf_for("team-a") == "b"
+    assert moved.paths() == {"root": "root", "b": "root/b"}
+    assert tree.leaf_for("team-a") == "a"
