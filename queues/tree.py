@@ -279,9 +279,9 @@ class TreeSpec(_Strict):
 
 @dataclass(frozen=True)
 class _Index:
-    """What a submission asks of a tree, found in one walk and kept on the (frozen) tree: a
-    job's leaf and its priority cap had walked the whole tree three times per submission (a
-    tenth of an in-process submission's CPU with 36 nodes; issue 30)."""
+    """What a submission asks of a tree, found in one walk and kept while the (frozen) tree
+    lives (:func:`_index_of`): a job's leaf, queue and priority cap had walked the whole tree four
+    times per submission (a tenth of an in-process submission's CPU with 36 nodes; issue 30)."""
 
     #: Node name -> node, and -> its path (of equal names, the last in walk order, as a walk's
     #: dict keeps).
