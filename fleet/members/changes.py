@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from fleet.members.clients import FLEET_CONTEXT, MemberConfigError
+from fleet.members.clients import FLEET_CONTEXT, MemberConfigError, parse_kubeconfig
 
 __all__ = ["KubeconfigChanges", "MemberChanges", "fingerprints"]
 
@@ -59,7 +59,7 @@ def fingerprints(text: str | bytes, *, fleet_context: str = FLEET_CONTEXT) -> di
     """Member -> the digest of its context and the cluster and user entries it names. Raises
     :class:`MemberConfigError` for a file a member's client could not be built from."""
     try:
-        config = yaml.safe_load(text)
+        config = parse_kubeconfig(text)
     except yaml.YAMLError as exc:
         raise MemberConfigError(f"not valid YAML ({exc})") from None
     if not isinstance(config, dict):

@@ -47,13 +47,20 @@ class MemberConfigError(ValueError):
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+def parse_kubeconfig(text: str | bytes) -> Any:
+    """A kubeconfig's text as YAML's safe loader reads it, libyaml's when present: PyYAML's
+    pure-Python loader took half a second of a role's start for 100 members (issue 30). Raises
+    ``yaml.YAMLError``."""
+    return yaml.load(text, Loader=_LOADER)
+
+
 def read_kubeconfig(path: Path) -> dict[str, Any]:
-    """The kubeconfig at ``path`` as YAML's safe loader reads it (libyaml's, when present, as
-    ``kubectl`` reads it at Go's speed), or :class:`MemberConfigError` naming the file."""
+    """The kubeconfig at ``path`` (:func:`parse_kubeconfig`), or :class:`MemberConfigError`
+    naming the file."""
     if not path.is_file():
         raise MemberConfigError(f"kubeconfig {path}: no such file")
     try:
-        config = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)
+        config = parse_kubeconfig(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise MemberConfigError(f"kubeconfig {path}: cannot read it ({exc})") from None
     if config is None:
