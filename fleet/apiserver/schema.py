@@ -103,18 +103,30 @@ def _validator(schema: Mapping[str, Any]) -> Draft202012Validator:
     return _by_identity(_VALIDATORS, schema, build)
 
 
+_Rust = jsonschema_rs.Draft202012Validator
+
+
+def _rust(document: dict[str, Any]) -> _Rust | None:
+    """``document`` compiled by ``jsonschema-rs``; None when it cannot be (then its callers'
+    walks decide every object)."""
+    try:
+        return _Rust(document)
+    except (ValueError, jsonschema_rs.ValidationError):
+        return None
+
+
+def _says_yes(check: _Rust | None, obj: Mapping[str, Any]) -> bool:
+    """A compiled check's yes; anything it cannot take (or no check at all) is no yes."""
+    if check is None:
+        return False
+    try:
+        return bool(check.is_valid(obj))
+    except (ValueError, TypeError, OverflowError):
+        return False
+
+
 #: Compiled checks; None: the schema could not be compiled, so every object goes to ``jsonschema``.
-_COMPILED: dict[int, tuple[Mapping[str, Any], jsonschema_rs.Draft202012Validator | None]] = {}
-
-
-def _compiled(schema: Mapping[str, Any]) -> jsonschema_rs.Draft202012Validator | None:
-    def build() -> jsonschema_rs.Draft202012Validator | None:
-        try:
-            return jsonschema_rs.Draft202012Validator(_without_formats(schema))
-        except (ValueError, jsonschema_rs.ValidationError):
-            return None
-
-    return _by_identity(_COMPILED, schema, build)
+_COMPILED: dict[int, tuple[Mapping[str, Any], _Rust | None]] = {}
 
 
 def _conforms(schema: Mapping[str, Any], obj: Mapping[str, Any]) -> bool:
@@ -127,13 +139,7 @@ def _conforms(schema: Mapping[str, Any], obj: Mapping[str, Any]) -> bool:
     no yes, and the walk judges.
     ``tests/fleet/apiserver/test_schema_compiled.py`` holds the two to one verdict on every
     served kind's samples and their mutations."""
-    check = _compiled(schema)
-    if check is None:
-        return False
-    try:
-        return bool(check.is_valid(obj))
-    except (ValueError, TypeError, OverflowError):
-        return False
+    return _says_yes(_by_identity(_COMPILED, schema, lambda: _rust(_without_formats(schema))), obj)
 
 
 def _without_formats(node: Any, *, names: bool = False) -> Any:
@@ -360,14 +366,7 @@ def _compile(node: Mapping[str, Any], defs: Mapping[str, Any], memo: dict[int, _
 
 def _structure(schema: Mapping[str, Any]) -> _Node:
     """The compiled root of a kind's schema (its own fields; ``metadata`` is apart)."""
-    known = _STRUCTURES.get(id(schema))
-    if known is not None and known[0] is schema:
-        return known[1]
-    if len(_STRUCTURES) > 256:
-        _STRUCTURES.clear()
-    root = _compile(schema, schema.get("$defs") or {}, {})
-    _STRUCTURES[id(schema)] = (schema, root)
-    return root
+    return _by_identity(_STRUCTURES, schema, lambda: _compile(schema, schema.get("$defs") or {}, {}))
 
 
 @functools.cache
@@ -457,22 +456,15 @@ def _strict(root: _Node, meta: _Node) -> dict[str, Any]:
     return {"type": "object", "properties": top, "additionalProperties": root.preserve, "$defs": defs}
 
 
-_STRICT: dict[int, tuple[Mapping[str, Any], jsonschema_rs.Draft202012Validator]] = {}
+_STRICT: dict[int, tuple[Mapping[str, Any], _Rust | None]] = {}
 
 
 def _untouched(obj: Mapping[str, Any], schema: Mapping[str, Any]) -> bool:
     """Whether :func:`prune` would leave ``obj`` as it is, by a compiled check of :func:`_strict`
     (3 us for the sample AscendJob, where the walk took about 50 us under load; issue 30). Only
     its yes is trusted; on a no the walk runs and finds what to drop."""
-    check = _by_identity(
-        _STRICT,
-        schema,
-        lambda: jsonschema_rs.Draft202012Validator(_strict(_structure(schema), _object_meta())),
-    )
-    try:
-        return bool(check.is_valid(obj))
-    except (ValueError, TypeError, OverflowError):
-        return False
+    check = _by_identity(_STRICT, schema, lambda: _rust(_strict(_structure(schema), _object_meta())))
+    return _says_yes(check, obj)
 
 
 def prune(
