@@ -88,7 +88,7 @@ from fleet.state import (
     parse_taints,
 )
 from fleet.timestamps import rfc3339
-from fleet.workloads import InvalidWorkload, UnknownKind, adapter_for
+from fleet.workloads import InvalidWorkload, UnknownKind, stored_demand
 from queues import Ledger, Waiting, job_wait, job_would_wait
 
 __all__ = [
@@ -218,7 +218,7 @@ class Explainer:
         (:func:`queues.job_wait`), any other with its state (its quota is in use or released)."""
         state = current_state(obj) or ""
         try:
-            demand = adapter_for(obj).demand(obj)
+            demand = stored_demand(obj)  # as the dispatcher reads it
         except (InvalidWorkload, UnknownKind) as error:
             return self._object(
                 obj,

@@ -42,7 +42,15 @@ from fleet.jobs.priority import (
 from fleet.jobs.store import job_kind
 from fleet.placement import Demand
 from fleet.state import Objects, event_call, record_event
-from fleet.workloads import DEFAULT_QUEUE, KUEUE_QUEUE_LABEL, adapter_for, is_queue_naming, job_key, job_ref
+from fleet.workloads import (
+    DEFAULT_QUEUE,
+    KUEUE_QUEUE_LABEL,
+    adapter_for,
+    is_queue_naming,
+    job_key,
+    job_ref,
+    stored_demand,
+)
 from queues import QUOTA_LABEL, ElasticQuotaTree, Ledger, leaf_in, queue_name
 
 __all__ = [
@@ -256,7 +264,9 @@ def queue_accepted(objects: Objects, ledger: Ledger, prepared: Prepared, stored:
 def enqueue(ledger: Ledger, obj: Mapping[str, Any]) -> Prepared:
     """Queue a stored job on its leaf (idempotent: a job already pending or admitted stays), with
     the priority recorded at its submission (:func:`fleet.jobs.priority.job_priority`): the
-    PriorityClasses are not read again, so a class deleted or changed since changes nothing."""
-    prepared = _derive(obj, ledger.tree(), adapter_for(obj).demand(obj), job_priority(obj))
+    PriorityClasses are not read again, so a class deleted or changed since changes nothing.
+    Its demand is read as accepted (:func:`fleet.workloads.stored_demand`, as the dispatcher
+    reads it): a rule that came after its submission does not fail it."""
+    prepared = _derive(obj, ledger.tree(), stored_demand(obj), job_priority(obj))
     ledger.enqueue(prepared.key, prepared.leaf, prepared.request, prepared.priority)
     return prepared

@@ -17,12 +17,13 @@ import yaml
 
 from fleet.endpoint.auth import Identity
 from fleet.placement import NEVER
-from fleet.state import DEFAULT_DISPATCH_KEYS
+from fleet.state import DEFAULT_DISPATCH_KEYS, Objects
 from fleet.state.member_health import MemberHealth, write_health
 from queues import Ledger
 from tests.fleet.endpoint.conftest import JOB, JOBS, TREE, call
 from tests.support.capacity_records import MEMBERS, publish
 from tests.support.fleet_api import FleetApiThread, keyspace
+from tests.support.kinds import FLEET_ASCENDJOB
 
 pytestmark = pytest.mark.integration
 
@@ -165,6 +166,27 @@ def test_a_stored_queued_job_is_explained_where_it_stands(fleet: tuple[FleetApiT
     assert answer["status"]["placement"]["member"] == "member-2"
     missing = call(api, "GET", EXPLAIN.replace("default-test-pytorch", "nobody"), token=TEAM)
     assert missing[0] == 404
+
+
+def test_a_job_stored_before_a_rule_came_is_explained_as_the_dispatcher_reads_it(
+    fleet: tuple[FleetApiThread, redis.Redis],
+) -> None:
+    """A job accepted before a rule came (here the framework label, as if required later) is
+    never judged again (the dispatcher reads its demand as accepted): explaining it says where
+    it stands, not that it is invalid."""
+    api, client = fleet
+    assert call(api, "POST", f"{JOBS}/namespaces/default/ascendjobs", _sample(), token=TEAM)[0] == 201
+
+    def unlabel(obj: dict[str, Any]) -> dict[str, Any]:
+        del obj["metadata"]["labels"]["framework"]
+        return obj
+
+    Objects(client).mutate(FLEET_ASCENDJOB, "default", "default-test-pytorch", unlabel, subresource=None)
+    status, answer = call(api, "GET", EXPLAIN, token=TEAM)
+    assert status == 200, answer
+    assert answer["status"]["state"] == "Queued"
+    assert answer["status"]["position"] == "1 of 1 in queue root-child-2"
+    assert answer["status"]["verdict"] != "NeverFits", answer
 
 
 def test_discovery_lists_the_subresource_with_its_kind(fleet: tuple[FleetApiThread, redis.Redis]) -> None:

@@ -8,7 +8,7 @@ import redis
 
 from fleet.jobs import current_state, submit
 from fleet.jobs.phases import FleetReason
-from fleet.jobs.submit import prepare, queue_accepted
+from fleet.jobs.submit import enqueue, prepare, queue_accepted
 from fleet.state import Objects, events_for
 from queues import JobState, Ledger
 from tests.fleet.placement import factory
@@ -91,3 +91,16 @@ def test_a_tree_applied_elsewhere_costs_the_next_submission_one_read(
     before = round_trips[0]
     submit(objects, ledger, job("again"))
     assert round_trips[0] - before == 3
+
+
+def test_a_job_stored_before_a_rule_came_is_queued_again_as_accepted(redis_client: redis.Redis) -> None:
+    """What the reconcile and a resume do with a stored job the ledger does not hold: its demand
+    is read as accepted (a rule that came after, here the framework label as if required later,
+    does not fail it), and it waits in its queue with the request it was accepted with."""
+    objects, ledger = Objects(redis_client), Ledger(redis_client)
+    stored = submit(objects, ledger, job("before-the-rule", workers=1, npus=8))
+    ledger.release("default/before-the-rule")
+    del stored["metadata"]["labels"]["framework"]
+    prepared = enqueue(ledger, stored)
+    assert prepared.request == {"huawei.com/Ascend910": 16, "pods": 2}
+    assert ledger.pending.peek("root", 10) == ["default/before-the-rule"]
