@@ -20,6 +20,8 @@ two ``fleet worker`` and one ``fleet syncer`` as processes (the test harness of
    showed ``Running`` minus when the member's copy did (one clock, the system's monotonic one).
    **Admitted to copy** (issue 30, goal 4): from when the fleet first showed the job
    ``Admitted`` to when its copy was first seen in its member, by the same two watches.
+   ``--member-latency MS`` delays every answer of every member (the simulator's ``slow`` fault):
+   the simulated members answer in a millisecond, a real API server a region away in tens.
 3. **Failover.** The member with the most jobs is taken down (connection refused); the clock
    runs until every one of its jobs is ``Running`` in another member; the figure reported is
    that time minus the policy's toleration (5 s here).
@@ -330,6 +332,14 @@ def main() -> None:
     )
     parser.add_argument("--no-failover", action="store_true", help="Skip the failover figure.")
     parser.add_argument(
+        "--member-latency",
+        type=int,
+        default=0,
+        metavar="MS",
+        help="Every member answers every API request this many milliseconds late (the simulator's "
+        "slow fault, health probes apart): a member's API server in another region, or a busy one.",
+    )
+    parser.add_argument(
         "--compare-durability",
         action="store_true",
         help="Run once per durability setting (everysec, always, everysec + WAIT 1, and "
@@ -401,6 +411,8 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         if args.memory_only:
             return {"benchmark": "dispatch-memory", "jobs": args.memory_jobs, **memory}
         with running_sim(_topology(args.members, args.nodes)) as sim:
+            for i in range(args.members) if args.member_latency else ():
+                sim.fault(f"member-{i + 1}", "slow", ms=args.member_latency, probes=False)
             client = redis_from_url(server.url)
             objects = Objects(client)
             objects.create(PROPAGATION_POLICY, _policy())
@@ -522,6 +534,7 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         "members": args.members,
         "nodes_per_member": args.nodes,
         "jobs": args.jobs,
+        "member_latency_ms": args.member_latency,
         "mode": "backlog" if args.backlog else "live",
         "submitters": args.submitters,
         "submit_per_s": round(args.jobs / submitted),
