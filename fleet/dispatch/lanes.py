@@ -2,7 +2,7 @@
 
 Lanes: one bounded pool of threads per member (:func:`lanes`), so a member's creates wait only on
 that member; the propagation tasks (:mod:`fleet.dispatch.propagation`) hand their member calls to
-them and wait at most :data:`LANE_WAIT`.
+them and wait at most :data:`TASK_WAIT`.
 
 In flight: the dispatcher marks each attempt it sends in the in-flight set, with a deadline
 (``DispatcherSettings.inflight_timeout``) by which some worker must have taken it. A worker that
@@ -51,9 +51,9 @@ log = logging.getLogger("fleet.dispatch.tasks")
 CREATE_CONCURRENCY: Final = 4
 #: Creates that may wait in one member's lane; past that, a batch's creates are deferred.
 LANE_BACKLOG: Final = 64
-#: How long a propagation task waits on its member's lane before it returns, leaving what is
-#: still running there to the lane (which marks it done itself): a worker is never held longer
-#: by a slow member, so batches for other members never wait behind it.
+#: How long a batch's Dispatched marks wait for its slowest creates: then those that ended are
+#: written, and each later one as it ends (a slow member holds its own lane, never the batch's
+#: marks nor the worker). A create past a full lane is sent again after it, too.
 LANE_WAIT: Final = 1.0
 #: How long a propagation task waits for its creates before it leaves them to the lane and takes
 #: the next task: a near member's batch (a few milliseconds a create) ends within it, and the task
