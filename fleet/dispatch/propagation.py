@@ -219,8 +219,7 @@ class _Batch:
         self.ctx = ctx
         self._lock = threading.Lock()
         self._left = 0
-        self._ended: dict[tuple[str, str, int], str] = {}
-        self._made: list[tuple[Propagation, str]] = []
+        self._ended: dict[tuple[str, str, int], tuple[Propagation, str]] = {}
         self._writing = False
         self._written = threading.Event()
         self._all_ended = threading.Event()
@@ -249,14 +248,14 @@ class _Batch:
     def outcomes(self) -> dict[tuple[str, str, int], str]:
         """What each create that ended before the marks were written did; the rest ``pending``."""
         with self._lock:
-            return dict(self._ended)
+            return {ident: outcome for ident, (_, outcome) in self._ended.items()}
 
     def write(self) -> None:
         """Write the marks of what has ended (once; a second caller waits for the first)."""
         with self._lock:
             first = not self._writing
             self._writing = True
-            made, self._made = self._made, []
+            made = [ended for ended in self._ended.values() if ended[1] in _MADE]
             timer, self._timer = self._timer, None
         if not first:
             self._written.wait()
@@ -280,9 +279,7 @@ class _Batch:
             self._left -= 1
             late = self._writing
             if not late:
-                self._ended[item[:3]] = outcome
-                if outcome in _MADE:
-                    self._made.append((item, outcome))
+                self._ended[item[:3]] = (item, outcome)
             last = self._left == 0
         if late:
             if outcome in _MADE:

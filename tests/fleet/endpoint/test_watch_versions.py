@@ -54,22 +54,23 @@ def read_events(response: Any) -> list[dict[str, Any]]:
     return [json.loads(line) for line in body.splitlines() if line.strip()]
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[FleetApiThread]:
+def _replica(fresh_wait: float) -> Iterator[FleetApiThread]:
     redis_client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
-    with FleetApiThread(redis_client, members=lambda: ["member-1"], fresh_wait=WAIT) as api:
+    with FleetApiThread(redis_client, members=lambda: ["member-1"], fresh_wait=fresh_wait) as api:
         yield api
     redis_client.close()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FleetApiThread]:
+    yield from _replica(WAIT)
 
 
 @pytest.fixture(scope="module")
 def patient_server() -> Iterator[FleetApiThread]:
     """A replica that waits kube-apiserver's whole 3 s for a version not reached: a create sent
     once a watch has answered reaches it in time on a busy machine too (1 s did not, once, in CI)."""
-    redis_client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
-    with FleetApiThread(redis_client, members=lambda: ["member-1"], fresh_wait=FRESH_WAIT_SECONDS) as api:
-        yield api
-    redis_client.close()
+    yield from _replica(FRESH_WAIT_SECONDS)
 
 
 def sample(name: str) -> dict[str, Any]:
