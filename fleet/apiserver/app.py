@@ -60,6 +60,7 @@ from fleet.apiserver.store import (
 )
 from fleet.apiserver.tables import build_table, wants_table
 from fleet.apiserver.validation import validate_metadata
+from fleet.cancelling import cancel_and_wait
 
 __all__ = [
     "Access",
@@ -1051,10 +1052,11 @@ class _Api:
             self.hub.open -= 1
             self.metrics.watchers.labels(rt.plural).dec()
             closing.cancel()
-            if pending is not None and not pending.done():
-                pending.cancel()
-                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, ApiError):
-                    await pending
+            if pending is not None:
+                # cancel_and_wait, not one cancel: a cancellation lost in a Redis call would
+                # leave this stream waiting for the store's next change, past timeoutSeconds.
+                with contextlib.suppress(StopAsyncIteration, ApiError):
+                    await cancel_and_wait(pending)
             aclose = getattr(events, "aclose", None)
             if aclose is not None:
                 await aclose()

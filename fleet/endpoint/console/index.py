@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from fleet.apiserver import ADDED, DELETED, ERROR, MODIFIED, ResourceType
+from fleet.cancelling import cancel_and_wait
 from fleet.jobs import cluster_of, current_state, job_queue_of, last_condition, status_of
 from fleet.kinds import FLEET_JOB_KINDS
 from fleet.state import AsyncObjects
@@ -110,9 +111,9 @@ class JobIndex:
     async def close(self) -> None:
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        for task in self._tasks:  # again while one runs on: a cancel lost in a Redis call
+            with contextlib.suppress(Exception):
+                await cancel_and_wait(task)
         self._tasks.clear()
 
     # ---- reads ----------------------------------------------------------------------------------

@@ -6,17 +6,21 @@ it accepts plain dicts (and these tests send dicts on purpose, as Fleet's member
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import threading
 import time
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import Any, cast
 
 import httpx
 import pytest
 from kubernetes import client, watch
 
-from fleet.apiserver import NODE
+from fleet.apiserver import NODE, MemoryStore, Store, WatchEvent
 from fleet.ascend import ASCENDJOB_GROUP, ASCENDJOB_PLURAL, ASCENDJOB_VERSION
+from fleet.cancelling import AGAIN_AFTER_SECONDS
 from tests.support.apiserver import ApiServerThread
 
 pytestmark = pytest.mark.integration
@@ -330,6 +334,47 @@ def test_watch_bookmarks_and_timeout(apiserver: ApiServerThread) -> None:
     bookmarks = [e for e in events if e["type"] == "BOOKMARK"]
     assert len(bookmarks) >= 2  # the fixture sends one every 0.5 s
     assert bookmarks[-1]["object"]["metadata"]["resourceVersion"] == str(apiserver.store.resource_version)
+
+
+class _LosesOneCancellation:
+    """A store whose watch, with nothing to send, loses the first cancellation of its read and
+    goes back to waiting: what a Redis-backed watch did when ``timeoutSeconds`` cancelled it
+    while a command was being written (redis-py's ``wait_for`` on Python 3.11, gh-86296)."""
+
+    def __init__(self, inner: MemoryStore) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def watch(self, rt: Any, namespace: str | None, **_: Any) -> AsyncIterator[WatchEvent]:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.Event().wait()
+        await asyncio.Event().wait()
+        yield WatchEvent("ADDED", {})  # never reached
+
+
+@contextlib.asynccontextmanager
+async def _losing_store() -> AsyncIterator[Store]:
+    yield cast(Store, _LosesOneCancellation(MemoryStore.with_default_namespaces()))
+
+
+def test_a_watch_ends_at_timeout_seconds_even_when_its_store_loses_a_cancellation() -> None:
+    """``kubectl get -w --request-timeout`` and client-go's watch timeouts rely on the stream
+    ending at ``timeoutSeconds``; before, this one never ended."""
+    server = ApiServerThread(store_factory=_losing_store).start()
+    try:
+        started = time.monotonic()
+        response = httpx.get(
+            f"{server.url}/api/v1/namespaces/default/pods",
+            params={"watch": "true", "resourceVersion": "1", "timeoutSeconds": "1"},
+            timeout=15,
+        )
+        elapsed = time.monotonic() - started
+        assert response.status_code == 200 and response.text == ""
+        assert 0.9 <= elapsed < 1 + AGAIN_AFTER_SECONDS + 3, f"ended after {elapsed:.1f}s"
+    finally:
+        server.close()
 
 
 def test_discovery_and_version(apiserver: ApiServerThread, api: Any) -> None:
