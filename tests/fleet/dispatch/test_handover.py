@@ -15,9 +15,10 @@ from collections.abc import Callable
 
 import pytest
 from rq import Worker
+from rq.scheduler import RQScheduler
 
 from fleet.jobs.phases import Phase
-from fleet.state.dispatch_keys import DEFAULT_DISPATCH_KEYS
+from fleet.state.dispatch_keys import DEFAULT_DISPATCH_KEYS, PROPAGATE_QUEUE
 from tests.fleet.dispatch.conftest import MODULE_POOL, RunningFleet, mixed_job
 
 pytestmark = pytest.mark.integration
@@ -113,3 +114,41 @@ def test_a_killed_workers_in_flight_propagations_go_to_the_other_worker_within_s
     assert fleet.client.zcard(INFLIGHT) == 0
     copies = fleet.member_copies()
     assert sorted(len(members) for members in copies.values()) == [1, 1, 1]
+
+
+def test_a_worker_killed_while_it_waits_for_tasks_takes_none_with_it(
+    fleet_factory: Callable[..., RunningFleet],
+) -> None:
+    """A worker killed with SIGKILL while it waits for a task: Redis drops its connections at
+    once, and the next propagation goes to a live worker within seconds. Before, RQ's forked
+    scheduler outlived the worker with copies of its sockets: Redis gave the dead worker's
+    blocking read the next task, and the job waited out the dispatcher's ``inflight_timeout``
+    (30 s)."""
+    fleet = fleet_factory(members={"member-1": MODULE_POOL}, workers=1, syncer=False)
+    fleet.wait_for("the dispatcher to start", _started(fleet, "dispatcher", "event=dispatcher_started"), 30)
+    lock = RQScheduler.get_locking_key(DEFAULT_DISPATCH_KEYS.queue(PROPAGATE_QUEUE))
+    fleet.wait_for("the worker's scheduler", lambda: bool(fleet.client.exists(lock)), 30)
+    fleet.wait_for(
+        "the worker to wait for tasks",
+        lambda: [w.get_state() for w in Worker.all(connection=fleet.client)] == ["idle"],
+        30,
+    )
+    name = Worker.all(connection=fleet.client)[0].name
+
+    fleet.procs.kill9("worker-1")
+    fleet.wait_for(
+        "Redis to drop the killed worker's connections",
+        lambda: not any(c["name"] == name for c in fleet.client.client_list()),
+        BOUND,
+    )
+    fleet.procs.start("worker-2", "worker")
+    fleet.wait_for(
+        "the new worker to wait for tasks",
+        lambda: "idle" in [w.get_state() for w in Worker.all(connection=fleet.client) if w.name != name],
+        30,
+    )
+    key = f"team-a/{fleet.submit(mixed_job(0, 'team-a', 60))['metadata']['name']}"
+    submitted = time.monotonic()
+    fleet.wait_for("the copy", lambda: fleet.states()[key] == Phase.DISPATCHED, 40)
+    took = time.monotonic() - submitted
+    assert took < BOUND, f"the propagation waited {took:.1f}s for a worker"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
 import redis
-from rq import Queue, SimpleWorker, get_current_job
+from rq import Queue, Retry, SimpleWorker, get_current_job
+from rq.scheduler import RQScheduler
 from rq.worker import BaseWorker
 from rq.worker import base as rq_worker_base
 
@@ -145,3 +147,40 @@ def test_a_redis_away_outside_the_dequeue_does_not_end_the_worker(
     Worker([queue], connection=redis_client).work(burst=True)
     assert failing == {"suspension": 0, "heartbeat": 0, "state": 0}  # each failed once
     assert [job.return_value() for job in jobs] == [0, 2, 4]
+
+
+def fails_on_its_first_run() -> str:
+    """A task whose first run fails, as an eviction does while its member is away."""
+    job = get_current_job()
+    assert job is not None
+    if not job.connection.incr(f"runs:{job.id}") > 1:
+        raise RuntimeError("member away")
+    return "done"
+
+
+def test_a_failed_tasks_retry_is_enqueued_by_the_scheduler_thread_which_ends_with_the_worker(
+    redis_client: redis.Redis,
+) -> None:
+    """Evictions and purges retry with backoff (``Retry(interval=...)``): RQ's scheduler enqueues
+    them when due. It runs in a thread of the worker, no process of its own: a forked one
+    outlived a killed worker holding its sockets (tests/fleet/dispatch/test_handover.py)."""
+    queue = Queue("work", connection=redis_client)
+    job = queue.enqueue(fails_on_its_first_run, retry=Retry(max=2, interval=1))
+    worker = Worker([queue], connection=redis_client)
+    before = {t.ident for t in threading.enumerate()}
+    seen: list[str] = []
+
+    def watch() -> None:
+        while job.get_status(refresh=True) not in ("finished", "failed"):
+            seen.extend(t.name for t in threading.enumerate() if t.ident not in before)
+            threading.Event().wait(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    worker.work(with_scheduler=True, max_jobs=2, logging_level="WARNING")  # the failure, then the retry
+    watcher.join(10)
+
+    assert job.get_status(refresh=True) == "finished" and job.return_value() == "done"
+    assert "rq-scheduler" in seen
+    assert not [t for t in threading.enumerate() if t.name == "rq-scheduler"]  # stopped with the worker
+    assert redis_client.get(RQScheduler.get_locking_key("work")) is None  # its lock released
