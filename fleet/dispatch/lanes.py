@@ -2,7 +2,7 @@
 
 Lanes: one bounded pool of threads per member (:func:`lanes`), so a member's creates wait only on
 that member; the propagation tasks (:mod:`fleet.dispatch.propagation`) hand their member calls to
-them and wait at most :data:`LANE_WAIT`.
+them and wait at most :data:`TASK_WAIT`.
 
 In flight: the dispatcher marks each attempt it sends in the in-flight set, with a deadline
 (``DispatcherSettings.inflight_timeout``) by which some worker must have taken it. A worker that
@@ -32,7 +32,16 @@ import redis
 
 from fleet.dispatch.context import CLAIM_SECONDS, Context
 
-__all__ = ["CLAIM_SECONDS", "CREATE_CONCURRENCY", "LANE_BACKLOG", "LANE_WAIT", "Claim", "lanes"]
+__all__ = [
+    "CLAIM_SECONDS",
+    "CREATE_CONCURRENCY",
+    "DRAIN_SECONDS",
+    "LANE_BACKLOG",
+    "LANE_WAIT",
+    "TASK_WAIT",
+    "Claim",
+    "lanes",
+]
 
 log = logging.getLogger("fleet.dispatch.tasks")
 
@@ -42,10 +51,19 @@ log = logging.getLogger("fleet.dispatch.tasks")
 CREATE_CONCURRENCY: Final = 4
 #: Creates that may wait in one member's lane; past that, a batch's creates are deferred.
 LANE_BACKLOG: Final = 64
-#: How long a propagation task waits on its member's lane before it returns, leaving what is
-#: still running there to the lane (which marks it done itself): a worker is never held longer
-#: by a slow member, so batches for other members never wait behind it.
+#: How long a batch's Dispatched marks wait for its slowest creates: then those that ended are
+#: written, and each later one as it ends (a slow member holds its own lane, never the batch's
+#: marks nor the worker). A create past a full lane is sent again after it, too.
 LANE_WAIT: Final = 1.0
+#: How long a propagation task waits for its creates before it leaves them to the lane and takes
+#: the next task: a near member's batch (a few milliseconds a create) ends within it, and the task
+#: marks it in one write as before; a far or busy member's does not, and holds no worker.
+TASK_WAIT: Final = 0.05
+#: How long a stopping worker waits for the creates still in its lanes (a task returns as soon as
+#: it has handed them over): they end, and are marked, before the worker closes its clients.
+#: Within Kubernetes' default 30 s grace period; past it a claim lapses and another worker sends
+#: the create again (adopted, never a second copy).
+DRAIN_SECONDS: Final = 20.0
 
 
 class _Lanes:
@@ -80,6 +98,19 @@ class _Lanes:
     def queued(self, member: str) -> int:
         with self._lock:
             return self._queued[member]
+
+    def drain(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` for every lane's creates to end; whether they all did."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                left = sum(self._queued.values())
+            if not left:
+                return True
+            if time.monotonic() >= deadline:
+                log.warning("event=lanes_not_drained creates=%d", left)
+                return False
+            time.sleep(0.05)
 
 
 @functools.cache

@@ -25,6 +25,7 @@ from fleet.connections import mask_url, redis_from_url
 from fleet.dispatch.capacity_publisher import CapacityPublisher
 from fleet.dispatch.context import CLAIM_SECONDS, MEMBERS_EVERY, Context, install
 from fleet.dispatch.dispatcher import Dispatcher, DispatcherSettings
+from fleet.dispatch.lanes import DRAIN_SECONDS, lanes
 from fleet.dispatch.ownership import Shards
 from fleet.dispatch.syncer import Syncer, SyncerSettings
 from fleet.dispatch.worker import Worker
@@ -138,8 +139,9 @@ def run_worker(
     space: KeySpace = DEFAULT_SPACE,
 ) -> None:
     """Run an RQ worker on the eviction, propagation and purge queues, in that order (it stops
-    on SIGTERM after its current task). Its claim on the propagations it runs lasts
-    ``claim_seconds`` unless renewed (:class:`fleet.dispatch.tasks.Claim`)."""
+    on SIGTERM after its current task and the creates its lanes still hold). Its claim on the
+    propagations it runs lasts ``claim_seconds`` unless renewed
+    (:class:`fleet.dispatch.tasks.Claim`)."""
     log.info("event=connecting role=worker redis=%s prefix=%s", mask_url(redis_url), space.prefix)
     ctx = Context(redis_from_url(redis_url), kubeconfig, space, claim_seconds=claim_seconds)
     log.info("event=worker_members members=%d", len(ctx.members))  # built now, not on the first task
@@ -155,6 +157,7 @@ def run_worker(
     try:
         worker.work(burst=burst, with_scheduler=True, logging_level="WARNING")
     finally:
+        lanes().drain(DRAIN_SECONDS)  # its tasks returned as they handed their creates over
         stop.set()
         ctx.close()
 

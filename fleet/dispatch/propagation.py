@@ -27,8 +27,7 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, wait
-from dataclasses import dataclass, field
+from concurrent.futures import Future
 from typing import Any, Final
 
 import redis
@@ -37,7 +36,7 @@ from fleet.dispatch import companions
 from fleet.dispatch.context import Context, current, policy_for
 from fleet.dispatch.degraded import adopt
 from fleet.dispatch.handback import COMPONENT, fail, give_back, inflight_entry
-from fleet.dispatch.lanes import LANE_BACKLOG, LANE_WAIT, Claim, lanes
+from fleet.dispatch.lanes import LANE_BACKLOG, LANE_WAIT, TASK_WAIT, Claim, lanes
 from fleet.jobs import (
     Attempt,
     Change,
@@ -121,23 +120,34 @@ def _wanted(obj: Mapping[str, Any] | None, uid: str, attempt: int, member: str) 
 def propagate(
     key: str, uid: str, attempt: int, member: str, pin: Mapping[str, Sequence[str]] | None = None
 ) -> str:
-    """Create attempt ``attempt`` of fleet job ``key`` in ``member``; returns what it did."""
-    return propagate_batch([(key, uid, attempt, member, pin)])[0]
+    """Create attempt ``attempt`` of fleet job ``key`` in ``member``, waiting for the member's
+    answer (at most :data:`LANE_WAIT`); returns what it did."""
+    return propagate_batch([(key, uid, attempt, member, pin)], wait=LANE_WAIT)[0]
 
 
-def propagate_batch(items: Sequence[Propagation]) -> list[str]:
+def propagate_batch(items: Sequence[Propagation], *, wait: float = TASK_WAIT) -> list[str]:
     """Create the member copies of many attempts; returns what it did for each.
 
     The dispatcher sends one batch per member per round, so the fleet objects are read in one
     round trip, and the Dispatched marks, in-flight entries and Events written in one pipeline
     each; the member calls (the Kubernetes API creates one object per request) go to the
     member's own lane, up to ``CREATE_CONCURRENCY`` at a time, so a batch waits on the member's
-    latency a few times, not once per job. The task waits at most :data:`LANE_WAIT` for them:
-    what is still running then is finished by the lane (outcome ``pending`` here), so a slow
-    member holds its own lane, never the worker. Once a member cannot be reached, the items not
-    yet started are handed back at once rather than each waiting out the retries again; a member
-    that is slow (timeouts, its breaker open on timeouts) has its creates deferred, and handed
-    back once it has been degraded longer than the job's toleration (:func:`_defer`).
+    latency a few times, not once per job.
+
+    The task hands the creates to the lane and returns after ``wait`` seconds at most
+    (:data:`TASK_WAIT` as the dispatcher sends it): a worker takes its next batch while a far
+    member answers, so batches queue in the members' lanes, each bounded by its member, not
+    behind one worker's wait (with members 30 ms away, two workers that waited up to
+    :data:`LANE_WAIT` on every batch held admitted jobs 2 s in the queue; docs/benchmarks.md).
+    The batch's marks still go out together (:class:`_Batch`): the task writes them when all its
+    creates ended within its wait, else the last of them to end does, or, when one outlasts
+    :data:`LANE_WAIT`, a timer writes those that ended and the stragglers are marked as they end
+    (:class:`_LateMarks`). What has not ended when the task returns is ``pending`` in its outcomes.
+
+    Once a member cannot be reached, the items not yet started are handed back at once rather
+    than each waiting out the retries again; a member that is slow (timeouts, its breaker open on
+    timeouts) has its creates deferred, and handed back once it has been degraded longer than the
+    job's toleration (:func:`_defer`).
     """
     ctx = current()
     objs = get_jobs(ctx.objects, [item[0] for item in items])
@@ -156,8 +166,7 @@ def propagate_batch(items: Sequence[Propagation]) -> list[str]:
     marks = ctx.degraded.current()
     adopt(marks, {name: m.breaker for name, m in ctx.members.items()})
     unreachable: dict[str, MemberUnavailable] = {}
-    batch = _Batch()
-    futures: dict[tuple[str, str, int], Future[str]] = {}
+    batch = _Batch(ctx)
     by_key: dict[tuple[str, str, int], str] = {}
     # The creates handed to lanes are claimed until each ends, in the lane if not here.
     claim = Claim(ctx, [])
@@ -166,6 +175,7 @@ def propagate_batch(items: Sequence[Propagation]) -> list[str]:
     policies = ctx.policies()  # once a batch: whether each job's references go with it
     deps = {item[:3]: policy_for(obj, policies).spec.deps for item, obj in wanted}
     found = companions.fetch(ctx, [obj for item, obj in wanted if deps[item[:3]]])
+    handed: list[tuple[Propagation, Future[str]]] = []
     for item, obj in wanted:
         mark = marks.get(item[3])
         if mark is not None and mark.holds(now):  # not called while the fleet avoids it
@@ -182,24 +192,14 @@ def propagate_batch(items: Sequence[Propagation]) -> list[str]:
             busy.append(item)
             by_key[item[:3]] = "deferred"
             continue
-        futures[item[:3]] = future
+        handed.append((item, future))
         future.add_done_callback(functools.partial(_unclaim, claim, entry))
-        future.add_done_callback(functools.partial(_late, ctx, batch, item))
     claim.start()
     _busy(ctx, busy)
-    wait(list(futures.values()), timeout=LANE_WAIT)
-    with batch.lock:
-        batch.closed = True
-        for ident, future in futures.items():
-            if future.done():
-                batch.collected.add(ident)
-                by_key[ident] = future.result() if future.exception() is None else "failed"
-            else:
-                by_key[ident] = "pending"
-    outcomes = [by_key.get(item[:3], "superseded") for item in items]
-    done = [(item, outcome) for item, outcome in zip(items, outcomes, strict=True) if outcome in _MADE]
-    _mark_dispatched(ctx, done)
-    return outcomes
+    batch.hand(handed, wait=wait)
+    ended = batch.outcomes()
+    by_key |= {item[:3]: ended.get(item[:3], "pending") for item, _ in handed}
+    return [by_key.get(item[:3], "superseded") for item in items]
 
 
 def _unclaim(claim: Claim, entry: str, _: Future[str]) -> None:
@@ -207,25 +207,87 @@ def _unclaim(claim: Claim, entry: str, _: Future[str]) -> None:
     claim.drop(entry)
 
 
-@dataclass
 class _Batch:
-    """What a propagation task collected itself; the lane finishes the rest (:func:`_late`)."""
+    """One task's creates in their lane, and their Dispatched marks written together.
 
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    closed: bool = False
-    collected: set[tuple[str, str, int]] = field(default_factory=set)
+    The marks are written once, by the first of: the create that ends last, the task at the end
+    of its wait, a timer :data:`LANE_WAIT` after the hand-off. That write takes what has ended by
+    then; a create that ends later is marked through the group commit of late marks
+    (:class:`_LateMarks`), as one that outlasted its task always was."""
 
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self._lock = threading.Lock()
+        self._left = 0
+        self._ended: dict[tuple[str, str, int], tuple[Propagation, str]] = {}
+        self._writing = False
+        self._written = threading.Event()
+        self._all_ended = threading.Event()
+        self._timer: threading.Timer | None = None
 
-def _late(ctx: Context, batch: _Batch, item: Propagation, future: Future[str]) -> None:
-    """A create that finished in its lane after its task stopped waiting: marked here."""
-    with batch.lock:
-        if not batch.closed or item[:3] in batch.collected:
-            return  # the task collects it
-    if future.exception() is not None:
-        return
-    outcome = future.result()
-    if outcome in _MADE:
-        _late_marks(ctx).put(item, outcome)
+    def hand(self, handed: Sequence[tuple[Propagation, Future[str]]], *, wait: float) -> None:
+        """Follow ``handed`` (their creates submitted) for ``wait`` at most: when all of them
+        end within it, their marks are written when this returns."""
+        if not handed:
+            return
+        with self._lock:
+            self._left = len(handed)
+        for item, future in handed:
+            future.add_done_callback(functools.partial(self._ended_one, item))
+        if self._all_ended.wait(min(wait, LANE_WAIT)) or wait >= LANE_WAIT:
+            self.write()
+            return
+        with self._lock:
+            if self._writing:
+                return
+            self._timer = threading.Timer(LANE_WAIT - wait, self._write_quietly)
+            self._timer.daemon = True
+            self._timer.name = "batch-marks"
+        self._timer.start()
+
+    def outcomes(self) -> dict[tuple[str, str, int], str]:
+        """What each create that ended before the marks were written did; the rest ``pending``."""
+        with self._lock:
+            return {ident: outcome for ident, (_, outcome) in self._ended.items()}
+
+    def write(self) -> None:
+        """Write the marks of what has ended (once; a second caller waits for the first)."""
+        with self._lock:
+            first = not self._writing
+            self._writing = True
+            made = [ended for ended in self._ended.values() if ended[1] in _MADE]
+            timer, self._timer = self._timer, None
+        if not first:
+            self._written.wait()
+            return
+        if timer is not None:
+            timer.cancel()
+        try:
+            _mark_dispatched(self.ctx, made)
+        finally:
+            self._written.set()
+
+    def _write_quietly(self) -> None:
+        try:
+            self.write()
+        except Exception:  # Redis away: the syncer sees the copies and marks them, or in-flight resends
+            log.exception("event=batch_marks_failed jobs=%d", len(self._ended))
+
+    def _ended_one(self, item: Propagation, future: Future[str]) -> None:
+        outcome = "failed" if future.exception() is not None else future.result()
+        with self._lock:
+            self._left -= 1
+            late = self._writing
+            if not late:
+                self._ended[item[:3]] = (item, outcome)
+            last = self._left == 0
+        if late:
+            if outcome in _MADE:
+                _late_marks(self.ctx).put(item, outcome)
+            return
+        if last:
+            self._all_ended.set()
+            self._write_quietly()
 
 
 class _LateMarks:

@@ -22,7 +22,7 @@ import redis
 
 from fleet.ascend import NPU_RESOURCE
 from fleet.dispatch.context import Context, install
-from fleet.dispatch.tasks import propagate_batch
+from fleet.dispatch.tasks import LANE_WAIT, propagate_batch
 from fleet.jobs import cluster_of, current_state, prepare
 from fleet.jobs.phases import FleetReason, Phase
 from fleet.placement import RedisReservations, job_pod_key
@@ -135,7 +135,7 @@ def test_a_member_finding_the_job_invalid_fails_it_with_its_message_and_gives_ev
     item = _place(ctx, key, "m1")
     assert ctx.ledger.usages(NODES) != before  # admitted: the quota is taken
 
-    assert propagate_batch([item]) == ["rejected"]
+    assert propagate_batch([item], wait=LANE_WAIT) == ["rejected"]
 
     obj = _get(ctx, key)
     assert current_state(obj) == Phase.FAILED
@@ -162,7 +162,7 @@ def test_a_refusal_of_the_members_own_sends_the_job_elsewhere_and_the_last_one_f
     for member, refusal in zip(MEMBERS, ("forbidden", "no-crd", "policy"), strict=True):
         members.fault(member, "refuse-create", refusal=refusal, job=key)
 
-    assert propagate_batch([_place(ctx, key, "m1")]) == ["refused"]
+    assert propagate_batch([_place(ctx, key, "m1")], wait=LANE_WAIT) == ["refused"]
     obj = _get(ctx, key)
     assert current_state(obj) == Phase.QUEUED  # back in its queue, m1 never tried again for it
     assert set(obj["status"]["refused"]) == {"m1"}
@@ -173,9 +173,9 @@ def test_a_refusal_of_the_members_own_sends_the_job_elsewhere_and_the_last_one_f
     assert ctx.ledger.usages(NODES) == before
     assert ctx.reservations.reservations("m1", time.time()) == []
 
-    assert propagate_batch([_place(ctx, key, "m2")]) == ["refused"]
+    assert propagate_batch([_place(ctx, key, "m2")], wait=LANE_WAIT) == ["refused"]
     assert current_state(_get(ctx, key)) == Phase.QUEUED
-    assert propagate_batch([_place(ctx, key, "m3")]) == ["refused"]
+    assert propagate_batch([_place(ctx, key, "m3")], wait=LANE_WAIT) == ["refused"]
 
     obj = _get(ctx, key)
     assert current_state(obj) == Phase.FAILED
@@ -207,7 +207,7 @@ def test_a_job_whose_copy_cannot_be_made_fails_and_the_rest_of_its_batch_is_crea
     keys = [_accepted(ctx, "first"), _accepted(ctx, "unbuildable"), _accepted(ctx, "last")]
     items = [_place(ctx, key, "m1") for key in keys]
 
-    assert propagate_batch(items) == ["created", "failed", "created"]
+    assert propagate_batch(items, wait=LANE_WAIT) == ["created", "failed", "created"]
 
     deep = _get(ctx, keys[1])
     assert current_state(deep) == Phase.FAILED

@@ -40,7 +40,7 @@ def test_a_batch_is_created_concurrently_with_one_outcome_per_item_in_order(
         uids = [o["metadata"]["uid"] for o in objs]
         items: list[Any] = [(f"default/t{i}", uid, 1, "m1", None) for i, uid in enumerate(uids)]
         items[5] = (items[5][0], items[5][1], 2, "m1", None)  # an attempt the job is not at
-        outcomes = propagate_batch(items)
+        outcomes = propagate_batch(items, wait=LANE_WAIT)
         assert outcomes == ["created"] * 5 + ["superseded"] + ["created"] * (count - 6)
         copies = {c["metadata"]["name"]: c for c in ctx.member("m1").list_jobs(JOBS, namespace="default")}
         assert sorted(copies) == sorted(f"t{i}" for i in range(count) if i != 5)
@@ -53,7 +53,7 @@ def test_a_batch_is_created_concurrently_with_one_outcome_per_item_in_order(
             labels = copies[f"t{i}"]["metadata"]["labels"]
             assert labels[JOB_UID_LABEL] == obj["metadata"]["uid"] and labels[ATTEMPT_LABEL] == "1"
         # Run again (a task that ran twice): the copies are adopted, nothing is created twice.
-        again = propagate_batch([items[0], items[1]])
+        again = propagate_batch([items[0], items[1]], wait=LANE_WAIT)
         assert again == ["adopted", "adopted"]
         assert len(ctx.member("m1").list_jobs(JOBS, namespace="default")) == count - 1
     finally:
@@ -120,11 +120,11 @@ def test_a_slow_member_holds_its_own_lane_never_the_worker_and_its_creates_move_
             (f"default/f{i}", o["metadata"]["uid"], 1, "fast", None) for i, o in enumerate(fast)
         ]
         started = time.monotonic()
-        outcomes = propagate_batch(slow_items)
+        outcomes = propagate_batch(slow_items, wait=LANE_WAIT)
         assert time.monotonic() - started < LANE_WAIT + 0.5
         assert set(outcomes) <= {"pending", "deferred"}
         started = time.monotonic()
-        assert propagate_batch(fast_items) == ["created"] * 3
+        assert propagate_batch(fast_items, wait=LANE_WAIT) == ["created"] * 3
         assert time.monotonic() - started < 1.0, "a batch for a healthy member waited behind the slow one"
         # The slow lane: two timeouts open the breaker, on timeouts: the member is degraded.
         deadline = time.monotonic() + 10
@@ -173,19 +173,53 @@ def test_a_member_the_worker_does_not_know_yet_is_read_again_then_waited_for_the
         assert list(ctx.members) == ["fast"]
         early = admitted_on(ctx, "early", "slow")
         members_only(two_members.kubeconfig, path, {"fast", "slow"})
-        assert propagate_batch([("default/early", early["metadata"]["uid"], 1, "slow", None)]) == ["created"]
+        assert propagate_batch(
+            [("default/early", early["metadata"]["uid"], 1, "slow", None)], wait=LANE_WAIT
+        ) == ["created"]
         ahead = admitted_on(ctx, "ahead", "later")
         item: Any = ("default/ahead", ahead["metadata"]["uid"], 1, "later", None)
-        assert propagate_batch([item]) == ["deferred"]
+        assert propagate_batch([item], wait=LANE_WAIT) == ["deferred"]
         assert current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", "ahead")) == Phase.ADMITTED
         assert (fake_redis.zscore(ctx.keys.inflight, "default/ahead|" + item[1] + "|1") or 0) > time.time()
         monkeypatch.setattr(propagation, "MEMBER_LAG_SECONDS", 0.0)
-        assert propagate_batch([item]) == ["unavailable"]
+        assert propagate_batch([item], wait=LANE_WAIT) == ["unavailable"]
         obj = ctx.objects.get(FLEET_ASCENDJOB, "default", "ahead")
         assert current_state(obj) == Phase.QUEUED
         assert obj["status"]["conditions"][-1]["reason"] == FleetReason.MEMBER_UNAVAILABLE
     finally:
         ctx.close()
+
+
+def _spy_marks(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """Every write of Dispatched marks, by the jobs it held (the writes themselves go through)."""
+    writes: list[list[str]] = []
+    real = propagation._mark_dispatched
+
+    def spy(ctx: Context, done: Any) -> None:
+        if done:
+            writes.append(sorted(item[0] for item, _ in done))
+        real(ctx, done)
+
+    monkeypatch.setattr(propagation, "_mark_dispatched", spy)
+    return writes
+
+
+def _dispatched_once(ctx: Context, names: list[str], *, within: float) -> None:
+    """Wait until every job is Dispatched; then each has exactly one Dispatched Event and no
+    in-flight entry is left."""
+    deadline = time.monotonic() + within
+    while any(
+        current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", n)) != Phase.DISPATCHED for n in names
+    ):
+        assert time.monotonic() < deadline, "a create was never marked Dispatched"
+        time.sleep(0.05)
+    time.sleep(0.3)  # nothing more comes
+    for name in names:
+        reasons = [
+            e["reason"] for e in events_for(ctx.objects, ctx.objects.get(FLEET_ASCENDJOB, "default", name))
+        ]
+        assert reasons.count(FleetReason.DISPATCHED) == 1, reasons
+    assert ctx.client.zcard(ctx.keys.inflight) == 0
 
 
 def test_creates_that_outlast_their_task_are_each_marked_dispatched_once(
@@ -206,17 +240,77 @@ def test_creates_that_outlast_their_task_are_each_marked_dispatched_once(
             (f"default/late{i}", o["metadata"]["uid"], 1, "m1", None) for i, o in enumerate(objs)
         ]
         assert set(propagate_batch(items)) == {"pending"}
-        deadline = time.monotonic() + 20
-        while any(current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", f"late{i}")) != Phase.DISPATCHED
-                  for i in range(count)):  # fmt: skip
-            assert time.monotonic() < deadline, "a late create was never marked Dispatched"
-            time.sleep(0.1)
-        time.sleep(0.3)  # nothing more comes
-        for i in range(count):
-            obj = ctx.objects.get(FLEET_ASCENDJOB, "default", f"late{i}")
-            reasons = [e["reason"] for e in events_for(ctx.objects, obj)]
-            assert reasons.count(FleetReason.DISPATCHED) == 1, reasons
-        assert fake_redis.zcard(ctx.keys.inflight) == 0
+        _dispatched_once(ctx, [f"late{i}" for i in range(count)], within=20)
+    finally:
+        ctx.close()
+
+
+def test_a_task_hands_its_creates_to_the_lane_and_the_batch_marks_them_together(
+    member: RunningSim, fake_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the dispatcher sends it, a task returns before its member answers (the worker is free
+    for the next batch), and the batch's Dispatched marks still go out in one write, made by the
+    create that ends last."""
+    ctx = Context(
+        fake_redis, member.kubeconfig, settings=MemberSettings(request_timeout=10.0, call_budget=20.0)
+    )
+    install(ctx)
+    member.fault("m1", "slow", ms=150, probes=False)
+    writes = _spy_marks(monkeypatch)
+    try:
+        count = CREATE_CONCURRENCY + 2  # two rounds of the lane, well within LANE_WAIT
+        names = [f"h{i}" for i in range(count)]
+        objs = [admitted_on(ctx, name, "m1") for name in names]
+        items: list[Any] = [
+            (f"default/{n}", o["metadata"]["uid"], 1, "m1", None) for n, o in zip(names, objs, strict=True)
+        ]
+        started = time.monotonic()
+        assert propagate_batch(items) == ["pending"] * count
+        assert time.monotonic() - started < 0.3, "the task waited for its member"
+        assert all(
+            current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", n)) == Phase.ADMITTED for n in names
+        )
+        _dispatched_once(ctx, names, within=10)
+        assert writes == [sorted(f"default/{n}" for n in names)]
+        assert len(ctx.member("m1").list_jobs(JOBS, namespace="default")) == count
+    finally:
+        member.fault("m1", "ok")
+        ctx.close()
+
+
+def test_a_create_that_outlasts_the_lane_wait_does_not_hold_its_batch_marks(
+    member: RunningSim, fake_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One create of a batch much slower than the rest: ``LANE_WAIT`` after the hand-off the
+    creates that ended are marked Dispatched together, and the slow one when it ends, each
+    once."""
+    ctx = Context(fake_redis, member.kubeconfig)
+    install(ctx)
+    writes = _spy_marks(monkeypatch)
+    real = propagation._propagate_one
+
+    def slow_for_one(ctx: Context, item: Any, *args: Any, **kwargs: Any) -> str:
+        if item[0] == "default/w0":
+            time.sleep(LANE_WAIT + 1.0)
+        return real(ctx, item, *args, **kwargs)
+
+    monkeypatch.setattr(propagation, "_propagate_one", slow_for_one)
+    try:
+        names = [f"w{i}" for i in range(3)]
+        objs = [admitted_on(ctx, name, "m1") for name in names]
+        items: list[Any] = [
+            (f"default/{n}", o["metadata"]["uid"], 1, "m1", None) for n, o in zip(names, objs, strict=True)
+        ]
+        started = time.monotonic()
+        propagate_batch(items)
+        deadline = started + LANE_WAIT + 0.8
+        while current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", "w1")) != Phase.DISPATCHED:
+            assert time.monotonic() < deadline, "the batch's marks waited for its slowest create"
+            time.sleep(0.05)
+        assert time.monotonic() - started >= LANE_WAIT - 0.05  # written by the batch's timer
+        assert current_state(ctx.objects.get(FLEET_ASCENDJOB, "default", "w0")) == Phase.ADMITTED
+        _dispatched_once(ctx, names, within=10)
+        assert writes == [["default/w1", "default/w2"], ["default/w0"]]
     finally:
         ctx.close()
 
