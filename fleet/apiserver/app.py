@@ -1055,7 +1055,9 @@ class _Api:
             if pending is not None:
                 # cancel_and_wait, not one cancel: a cancellation lost in a Redis call would
                 # leave this stream waiting for the store's next change, past timeoutSeconds.
-                with contextlib.suppress(StopAsyncIteration, ApiError):
+                # This stream's own cancellation (the server stopping) is taken here too, so
+                # that the store's watch below is still closed on the loop it runs on.
+                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, ApiError):
                     await cancel_and_wait(pending)
             aclose = getattr(events, "aclose", None)
             if aclose is not None:

@@ -112,7 +112,7 @@ class JobIndex:
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:  # again while one runs on: a cancel lost in a Redis call
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # each is awaited
                 await cancel_and_wait(task)
         self._tasks.clear()
 
