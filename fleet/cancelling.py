@@ -3,9 +3,10 @@
 On Python 3.11, ``asyncio.wait_for`` returns the inner result instead of raising when the
 cancellation of its caller lands in the step in which the inner awaitable completes
 (python/cpython gh-86296; 3.12 rebuilt ``wait_for`` on ``asyncio.timeout``, GH-96764). redis-py
-sends every asyncio command through ``wait_for`` whenever ``socket_timeout`` is set, and since
-redis-py 8 it is set by default (5 s), so a task cancelled while one of its Redis commands is
-being written carries on as if nothing happened. A watch's pending read cancelled at
+writes every asyncio command through ``wait_for`` whenever ``socket_timeout`` is set, and its
+asyncio client sets it by default (``redis._defaults.DEFAULT_SOCKET_TIMEOUT``, 5 s, in 8.1), so
+a task cancelled while one of its Redis commands is being written carries on as if nothing
+happened. A watch's pending read cancelled at
 ``timeoutSeconds`` then went back to waiting for the next change, and the watch of a quiet kind
 never ended (seen in CI: ``kubectl get namespaces -w`` past its timeout).
 
