@@ -29,9 +29,22 @@ AGAIN_AFTER_SECONDS: Final = 0.5
 async def cancel_and_wait(task: asyncio.Future[Any], *, again_after: float = AGAIN_AFTER_SECONDS) -> None:
     """Cancel ``task`` and return once it has ended, cancelling it again each ``again_after``
     seconds while it runs on. It raises what the task raised if the task failed; a task that
-    ended by cancellation, or whose cancellation was lost and that then returned, is fine."""
+    ended by cancellation, or whose cancellation was lost and that then returned, is fine.
+
+    A caller cancelled meanwhile still waits for the task to end, then raises
+    ``CancelledError``, as ``await task`` does: whoever closes what the task was using (an
+    async generator it was advancing, say) must find it no longer running."""
+    loop = asyncio.get_running_loop()
+    interrupted = False
     while not task.done():
         task.cancel()
-        await asyncio.wait({task}, timeout=again_after)
+        deadline = loop.time() + again_after
+        while not task.done() and (left := deadline - loop.time()) > 0:
+            try:
+                await asyncio.wait({task}, timeout=left)
+            except asyncio.CancelledError:
+                interrupted = True
+    if interrupted:
+        raise asyncio.CancelledError
     if not task.cancelled():
         task.result()

@@ -93,3 +93,28 @@ def test_the_failure_of_a_task_that_failed_is_raised() -> None:
             await cancel_and_wait(task)
 
     asyncio.run(main())
+
+
+def test_a_caller_cancelled_meanwhile_still_waits_for_the_task_then_raises() -> None:
+    """As ``await task`` does: the watch stream closes the generator the task was advancing
+    right after, and a generator still running cannot be closed."""
+    ended: list[str] = []
+
+    async def cleans_up_slowly() -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await asyncio.sleep(0.2)
+            ended.append("task")
+
+    async def main() -> None:
+        task = asyncio.create_task(cleans_up_slowly())
+        await asyncio.sleep(0)
+        caller = asyncio.create_task(cancel_and_wait(task, again_after=1.0))
+        await asyncio.sleep(0.05)
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        assert ended == ["task"] and task.done()
+
+    asyncio.run(main())
