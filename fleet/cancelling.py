@@ -6,9 +6,9 @@ cancellation of its caller lands in the step in which the inner awaitable comple
 writes every asyncio command through ``wait_for`` whenever ``socket_timeout`` is set, and its
 asyncio client sets it by default (``redis._defaults.DEFAULT_SOCKET_TIMEOUT``, 5 s, in 8.1), so
 a task cancelled while one of its Redis commands is being written carries on as if nothing
-happened. A watch's pending read cancelled at
-``timeoutSeconds`` then went back to waiting for the next change, and the watch of a quiet kind
-never ended (seen in CI: ``kubectl get namespaces -w`` past its timeout).
+happened. A watch's pending read cancelled at ``timeoutSeconds`` then went back to waiting for
+the next change, and the watch of a quiet kind never ended (seen in CI: a watch of namespaces
+past its timeout).
 
 :func:`cancel_and_wait` cancels again while the task has not ended. Each repeat comes only after
 ``again_after`` seconds, so a task that honours the first cancellation gets that long for its

@@ -1052,7 +1052,7 @@ class _Api:
             self.hub.open -= 1
             self.metrics.watchers.labels(rt.plural).dec()
             closing.cancel()
-            if pending is not None:
+            if pending is not None and not pending.done():
                 # cancel_and_wait, not one cancel: a cancellation lost in a Redis call would
                 # leave this stream waiting for the store's next change, past timeoutSeconds.
                 # This stream's own cancellation (the server stopping) is taken here too, so
