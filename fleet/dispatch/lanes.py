@@ -2,7 +2,7 @@
 
 Lanes: one bounded pool of threads per member (:func:`lanes`), so a member's creates wait only on
 that member; the propagation tasks (:mod:`fleet.dispatch.propagation`) hand their member calls to
-them and wait at most :data:`TASK_WAIT`.
+them and return at once.
 
 In flight: the dispatcher marks each attempt it sends in the in-flight set, with a deadline
 (``DispatcherSettings.inflight_timeout``) by which some worker must have taken it. A worker that
@@ -38,7 +38,6 @@ __all__ = [
     "DRAIN_SECONDS",
     "LANE_BACKLOG",
     "LANE_WAIT",
-    "TASK_WAIT",
     "Claim",
     "lanes",
 ]
@@ -55,10 +54,6 @@ LANE_BACKLOG: Final = 64
 #: written, and each later one as it ends (a slow member holds its own lane, never the batch's
 #: marks nor the worker). A create past a full lane is sent again after it, too.
 LANE_WAIT: Final = 1.0
-#: How long a propagation task waits for its creates before it leaves them to the lane and takes
-#: the next task: a near member's batch (a few milliseconds a create) ends within it, and the task
-#: marks it in one write as before; a far or busy member's does not, and holds no worker.
-TASK_WAIT: Final = 0.05
 #: How long a stopping worker waits for the creates still in its lanes (a task returns as soon as
 #: it has handed them over): they end, and are marked, before the worker closes its clients.
 #: Within Kubernetes' default 30 s grace period; past it a claim lapses and another worker sends

@@ -36,7 +36,7 @@ from fleet.dispatch import companions
 from fleet.dispatch.context import Context, current, policy_for
 from fleet.dispatch.degraded import adopt
 from fleet.dispatch.handback import COMPONENT, fail, give_back, inflight_entry
-from fleet.dispatch.lanes import LANE_BACKLOG, LANE_WAIT, TASK_WAIT, Claim, lanes
+from fleet.dispatch.lanes import LANE_BACKLOG, LANE_WAIT, Claim, lanes
 from fleet.jobs import (
     Attempt,
     Change,
@@ -125,7 +125,7 @@ def propagate(
     return propagate_batch([(key, uid, attempt, member, pin)], wait=LANE_WAIT)[0]
 
 
-def propagate_batch(items: Sequence[Propagation], *, wait: float = TASK_WAIT) -> list[str]:
+def propagate_batch(items: Sequence[Propagation], *, wait: float = 0.0) -> list[str]:
     """Create the member copies of many attempts; returns what it did for each.
 
     The dispatcher sends one batch per member per round, so the fleet objects are read in one
@@ -134,13 +134,13 @@ def propagate_batch(items: Sequence[Propagation], *, wait: float = TASK_WAIT) ->
     member's own lane, up to ``CREATE_CONCURRENCY`` at a time, so a batch waits on the member's
     latency a few times, not once per job.
 
-    The task hands the creates to the lane and returns after ``wait`` seconds at most
-    (:data:`TASK_WAIT` as the dispatcher sends it): a worker takes its next batch while a far
-    member answers, so batches queue in the members' lanes, each bounded by its member, not
-    behind one worker's wait (with members 30 ms away, two workers that waited up to
-    :data:`LANE_WAIT` on every batch held admitted jobs 2 s in the queue; docs/benchmarks.md).
-    The batch's marks still go out together (:class:`_Batch`): the task writes them when all its
-    creates ended within its wait, else the last of them to end does, or, when one outlasts
+    The task hands the creates to the lane and returns (after ``wait`` at most; the dispatcher's
+    tasks do not wait): a worker takes its next batch while the members answer, so batches queue
+    in the members' lanes, each bounded by its member, never behind a worker. A worker runs one
+    task at a time, and one that waited for its creates held the next round's batches in the
+    queue: 50 ms a task, with members 30 ms away, held admitted jobs a second there at 200
+    admissions a second (docs/benchmarks.md). The batch's marks still go out together
+    (:class:`_Batch`): the last of its creates to end writes them, or, when one outlasts
     :data:`LANE_WAIT`, a timer writes those that ended and the stragglers are marked as they end
     (:class:`_LateMarks`). What has not ended when the task returns is ``pending`` in its outcomes.
 

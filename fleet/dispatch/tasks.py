@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from fleet.dispatch import companions
 from fleet.dispatch.context import current
-from fleet.dispatch.lanes import CLAIM_SECONDS, CREATE_CONCURRENCY, LANE_WAIT, TASK_WAIT, Claim
+from fleet.dispatch.lanes import CLAIM_SECONDS, CREATE_CONCURRENCY, LANE_WAIT, Claim
 from fleet.dispatch.propagation import (
     DEFER_SECONDS,
     EXCLUDE_DEGRADED_SECONDS,
@@ -34,7 +34,6 @@ __all__ = [
     "EXCLUDE_REFUSED_SECONDS",
     "EXCLUDE_UNAVAILABLE_SECONDS",
     "LANE_WAIT",
-    "TASK_WAIT",
     "Claim",
     "Propagation",
     "delete_copy",

@@ -278,6 +278,31 @@ def test_a_task_hands_its_creates_to_the_lane_and_the_batch_marks_them_together(
         ctx.close()
 
 
+def test_a_task_does_not_wait_even_for_a_near_member(
+    member: RunningSim, fake_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A member that answers in 20 ms: the task still returns before it answers, so the worker
+    takes the next round's batch meanwhile (one that waited held the rounds behind it in the
+    queue: a second at 200 admissions a second with members 30 ms away), and the batch is
+    marked in one write when its last create ends."""
+    ctx = Context(fake_redis, member.kubeconfig)
+    install(ctx)
+    member.fault("m1", "slow", ms=20, probes=False)
+    writes = _spy_marks(monkeypatch)
+    try:
+        names = [f"n{i}" for i in range(CREATE_CONCURRENCY)]  # one round of the lane
+        objs = [admitted_on(ctx, name, "m1") for name in names]
+        items: list[Any] = [
+            (f"default/{n}", o["metadata"]["uid"], 1, "m1", None) for n, o in zip(names, objs, strict=True)
+        ]
+        assert propagate_batch(items) == ["pending"] * len(names)
+        _dispatched_once(ctx, names, within=10)
+        assert writes == [sorted(f"default/{n}" for n in names)]
+    finally:
+        member.fault("m1", "ok")
+        ctx.close()
+
+
 def test_a_create_that_outlasts_the_lane_wait_does_not_hold_its_batch_marks(
     member: RunningSim, fake_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
