@@ -303,3 +303,12 @@ def test_the_directive_defaults_to_warn_and_names_the_supported_values() -> None
 
 def test_a_warning_header_escapes_its_text() -> None:
     assert fields.warning_header('unknown field "spec.a\\b"') == '299 - "unknown field \\"spec.a\\\\b\\""'
+
+
+def test_a_key_repeated_only_deep_in_a_list_is_found_and_a_body_without_one_has_none() -> None:
+    """The decode flags a repeated key wherever it is (here only in a list's second object),
+    and a body that repeats none is not walked for paths at all."""
+    deep = b'{"spec": {"containers": [{"name": "a"}, {"name": "b", "image": "x", "name": "c"}]}}'
+    assert fields.json_duplicates(deep) == ["spec.containers[1].name"]
+    assert fields.json_duplicates(b'{"spec": {"containers": [{"name": "a"}, {"name": "b"}]}}') == []
+    assert fields.json_duplicates(b"not json") == []
