@@ -21,8 +21,8 @@ Dispatcher (:mod:`~fleet.dispatch.dispatcher`), one leader at a time
 Workers (:mod:`~fleet.dispatch.tasks`, run by RQ)
     ``propagate_batch`` (``propagate`` for one): create the member copies of the attempts the
     round sent to one member (one read of their fleet objects, the member calls a few at a
-    time in that member's own lane of the worker, which the task waits on 50 ms at most, so no
-    member holds the worker nor the other members' batches; one pipeline of ``Dispatched``
+    time in that member's own lane of the worker, which the task hands them to and returns, so
+    no member holds the worker nor the other members' batches; one pipeline of ``Dispatched``
     writes for the batch, made by whoever sees its creates end), each named and labelled
     after the fleet job (:mod:`fleet.labels`), optionally pinned to the planned nodes.
     Creation is idempotent: an existing copy of the same uid and attempt is adopted, an older

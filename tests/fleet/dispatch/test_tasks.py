@@ -245,20 +245,30 @@ def test_creates_that_outlast_their_task_are_each_marked_dispatched_once(
         ctx.close()
 
 
+@pytest.mark.parametrize(
+    ("latency_ms", "count"),
+    [
+        # Near: one round of the lane, which a task that waited 50 ms saw end and marked itself;
+        # waiting held the rounds behind it in the queue (a second at 200 admissions a second
+        # with members 30 ms away).
+        (20, CREATE_CONCURRENCY),
+        (150, CREATE_CONCURRENCY + 2),  # far: two rounds of the lane, well within LANE_WAIT
+    ],
+    ids=["near", "far"],
+)
 def test_a_task_hands_its_creates_to_the_lane_and_the_batch_marks_them_together(
-    member: RunningSim, fake_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
+    member: RunningSim, fake_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch, latency_ms: int, count: int
 ) -> None:
-    """As the dispatcher sends it, a task returns before its member answers (the worker is free
-    for the next batch), and the batch's Dispatched marks still go out in one write, made by the
-    create that ends last."""
+    """As the dispatcher sends it, a task returns before its member answers, however near (the
+    worker is free for the next batch), and the batch's Dispatched marks still go out in one
+    write, made by the create that ends last."""
     ctx = Context(
         fake_redis, member.kubeconfig, settings=MemberSettings(request_timeout=10.0, call_budget=20.0)
     )
     install(ctx)
-    member.fault("m1", "slow", ms=150, probes=False)
+    member.fault("m1", "slow", ms=latency_ms, probes=False)
     writes = _spy_marks(monkeypatch)
     try:
-        count = CREATE_CONCURRENCY + 2  # two rounds of the lane, well within LANE_WAIT
         names = [f"h{i}" for i in range(count)]
         objs = [admitted_on(ctx, name, "m1") for name in names]
         items: list[Any] = [
@@ -273,31 +283,6 @@ def test_a_task_hands_its_creates_to_the_lane_and_the_batch_marks_them_together(
         _dispatched_once(ctx, names, within=10)
         assert writes == [sorted(f"default/{n}" for n in names)]
         assert len(ctx.member("m1").list_jobs(JOBS, namespace="default")) == count
-    finally:
-        member.fault("m1", "ok")
-        ctx.close()
-
-
-def test_a_task_does_not_wait_even_for_a_near_member(
-    member: RunningSim, fake_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A member that answers in 20 ms: the task still returns before it answers, so the worker
-    takes the next round's batch meanwhile (one that waited held the rounds behind it in the
-    queue: a second at 200 admissions a second with members 30 ms away), and the batch is
-    marked in one write when its last create ends."""
-    ctx = Context(fake_redis, member.kubeconfig)
-    install(ctx)
-    member.fault("m1", "slow", ms=20, probes=False)
-    writes = _spy_marks(monkeypatch)
-    try:
-        names = [f"n{i}" for i in range(CREATE_CONCURRENCY)]  # one round of the lane
-        objs = [admitted_on(ctx, name, "m1") for name in names]
-        items: list[Any] = [
-            (f"default/{n}", o["metadata"]["uid"], 1, "m1", None) for n, o in zip(names, objs, strict=True)
-        ]
-        assert propagate_batch(items) == ["pending"] * len(names)
-        _dispatched_once(ctx, names, within=10)
-        assert writes == [sorted(f"default/{n}" for n in names)]
     finally:
         member.fault("m1", "ok")
         ctx.close()
