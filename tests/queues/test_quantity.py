@@ -34,6 +34,20 @@ def test_parse_rejects_non_quantities(value: object) -> None:
         parse("memory", value)
 
 
+def test_a_string_read_again_gives_the_same_amount_and_a_bad_one_fails_again() -> None:
+    """The amounts of strings are kept (every node of a kind repeats its quantities): the same
+    string gives the same amount for each resource's unit, and a string that is not a quantity
+    is refused every time it comes, not only the first."""
+    for _ in range(3):
+        assert parse("cpu", "1500m") == 1500 and parse("memory", "1500m") == 2
+        assert parse_exact("1500m") == Decimal("1.5")
+        for bad in ("1_000", " 2"):
+            with pytest.raises(QuantityError):
+                parse("memory", bad)
+            with pytest.raises(QuantityError):
+                parse_exact(bad)
+
+
 def test_parse_exact_keeps_the_fraction() -> None:
     """What ``resource.ParseQuantity`` reads, unrounded: whether an amount is whole is a rule."""
     assert parse_exact("1500m") == Decimal("1.5")
