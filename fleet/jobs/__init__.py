@@ -89,7 +89,17 @@ if TYPE_CHECKING:
         job_priority,
         priority_classes,
     )
-    from fleet.jobs.store import Change, get_jobs, list_jobs, mutate_job, mutate_jobs, try_get_job, walk_jobs
+    from fleet.jobs.store import (
+        Change,
+        get_jobs,
+        iter_jobs,
+        list_jobs,
+        mutate_job,
+        mutate_jobs,
+        try_get_job,
+        walk_jobs,
+        walk_marked_jobs,
+    )
     from fleet.jobs.submit import (
         FINALIZER,
         KUEUE_QUEUE_LABEL,
@@ -184,11 +194,13 @@ _FACE: Final[dict[str, tuple[str, str]]] = {
     "priority_classes": ("fleet.jobs.priority", "priority_classes"),
     "Change": ("fleet.jobs.store", "Change"),
     "get_jobs": ("fleet.jobs.store", "get_jobs"),
+    "iter_jobs": ("fleet.jobs.store", "iter_jobs"),
     "list_jobs": ("fleet.jobs.store", "list_jobs"),
     "mutate_job": ("fleet.jobs.store", "mutate_job"),
     "mutate_jobs": ("fleet.jobs.store", "mutate_jobs"),
     "try_get_job": ("fleet.jobs.store", "try_get_job"),
     "walk_jobs": ("fleet.jobs.store", "walk_jobs"),
+    "walk_marked_jobs": ("fleet.jobs.store", "walk_marked_jobs"),
     "FINALIZER": ("fleet.jobs.submit", "FINALIZER"),
     "Prepared": ("fleet.jobs.submit", "Prepared"),
     "enqueue": ("fleet.jobs.submit", "enqueue"),
@@ -279,6 +291,7 @@ __all__ = [
     "global_default",
     "is_finished",
     "is_placed",
+    "iter_jobs",
     "job_key",
     "job_priority",
     "job_queue_of",
@@ -313,4 +326,5 @@ __all__ = [
     "transition",
     "try_get_job",
     "walk_jobs",
+    "walk_marked_jobs",
 ]

@@ -20,12 +20,14 @@ from queues import Fence
 __all__ = [
     "Change",
     "get_jobs",
+    "iter_jobs",
     "job_kind",
     "list_jobs",
     "mutate_job",
     "mutate_jobs",
     "try_get_job",
     "walk_jobs",
+    "walk_marked_jobs",
 ]
 
 Change = Callable[[Obj], Obj | None]
@@ -59,6 +61,13 @@ def get_jobs(objects: Objects, keys: Sequence[str]) -> list[Obj | None]:
         for i, obj in zip(positions, found, strict=True):
             out[i] = obj
     return out
+
+
+def iter_jobs(objects: Objects, keys: Sequence[str], batch: int = 500) -> Iterator[Obj]:
+    """The stored jobs named by ``keys`` (those that exist), ``batch`` a round trip: a reader
+    of many holds one batch at a time."""
+    for start in range(0, len(keys), batch):
+        yield from (obj for obj in get_jobs(objects, keys[start : start + batch]) if obj is not None)
 
 
 def try_get_job(objects: Objects, key: str) -> Obj | None:
@@ -120,6 +129,13 @@ def walk_jobs(objects: Objects, count: int = 500) -> Iterator[Obj]:
             yield from found
             if not cursor:
                 break
+
+
+def walk_marked_jobs(objects: Objects) -> Iterator[Obj]:
+    """Every fleet job marked for deletion, of every kind (:meth:`Objects.walk_marked`): what
+    the jobs marked cost to read, not what the queue holds."""
+    for rt in FLEET_JOB_KINDS:
+        yield from objects.walk_marked(rt)
 
 
 def list_jobs(objects: Objects) -> tuple[list[Obj], str]:

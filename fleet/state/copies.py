@@ -74,6 +74,11 @@ class Copies:
         raw = self.client.zrangebylex(self.key, f"[{member}|", f"[{member}|\xff")
         return [entry for item in raw if (entry := CopyEntry.parse(item)) is not None]
 
+    def jobs(self) -> list[str]:
+        """The keys of the jobs with a copy that may exist anywhere (one walk of the record, which
+        holds the placed jobs: not the queue)."""
+        return sorted({entry.key for entry in self._all()})
+
     def recorded(self, entries: Sequence[CopyEntry]) -> list[bool]:
         """Whether each of ``entries`` is recorded (one round trip)."""
         if not entries:

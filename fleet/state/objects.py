@@ -20,7 +20,7 @@ from __future__ import annotations
 import builtins
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 import redis
@@ -50,6 +50,7 @@ from fleet.apiserver import (
 from fleet.connections import ScriptCall, run_script_many
 from fleet.state.keys import (
     DEFAULT_STATE_KEYS,
+    DELETING_INDEX,
     INVOLVED_INDEX,
     INVOLVED_KINDS,
     NAMES_INDEX,
@@ -204,6 +205,29 @@ class Objects:
         assert isinstance(found, dict)  # fields with their values (no NOVALUES)
         return int(cursor), [decode(raw) for raw in found.values()]
 
+    def walk_marked(self, rt: ResourceType, count: int = 500) -> Iterator[Obj]:
+        """Every object of the kind marked for deletion, about ``count`` read at a time: the
+        fields of its deleting index (:mod:`fleet.state.keys`), then their objects. An index not
+        complete yet (data written before it) is rebuilt first; while another process rebuilds
+        it, every object of the kind is walked instead (:meth:`scan`). As with :meth:`scan`, an
+        object marked from the first step to the last comes at least once."""
+        kind = kind_name(rt.key)
+        if not self.client.hexists(self.keys.deleting_kept, kind) and not self._reindex_now(
+            rt, DELETING_INDEX
+        ):
+            cursor = 0
+            while True:
+                cursor, found = self.scan(rt, cursor, count)
+                yield from (obj for obj in found if obj["metadata"].get("deletionTimestamp"))
+                if not cursor:
+                    return
+        objects = self.keys.objects(kind)
+        fields = self.client.sscan_iter(self.keys.deleting(kind), count=count)
+        while chunk := [field for _, field in zip(range(count), fields, strict=False)]:
+            for raw in self.client.hmget(objects, chunk):
+                if raw is not None:  # deleted since the index was read
+                    yield decode(raw)
+
     def list(
         self, rt: ResourceType, namespace: str | None = None, *, label_selector: str | None = None
     ) -> tuple[builtins.list[Obj], str]:
@@ -273,8 +297,9 @@ class Objects:
         return done
 
     def reindex(self, rt: ResourceType, index: str = NAMES_INDEX) -> bool:
-        """Rebuild one of the kind's indexes (:data:`~fleet.state.keys.NAMES_INDEX`, or for
-        Events :data:`~fleet.state.keys.INVOLVED_INDEX`) from its objects, a batch at a time,
+        """Rebuild one of the kind's indexes (:data:`~fleet.state.keys.NAMES_INDEX`,
+        :data:`~fleet.state.keys.DELETING_INDEX`, or for Events
+        :data:`~fleet.state.keys.INVOLVED_INDEX`) from its objects, a batch at a time,
         as a read that found it short asks: data written before the index existed. Writers go on
         meanwhile and keep their own members (``lua/reindex.lua``). True when the index is
         complete afterwards; False when another process is rebuilding it, when writers that do

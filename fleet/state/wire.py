@@ -38,6 +38,7 @@ from fleet.apiserver import (
     selector_view,
 )
 from fleet.state.keys import (
+    DELETING_INDEX,
     INVOLVED_INDEX,
     INVOLVED_KINDS,
     NAMES_INDEX,
@@ -311,7 +312,7 @@ def involved_of(event: Obj) -> bytes:
 
 #: How many objects one rebuild step of an index reads and sends, per index: the Events'
 #: involved index decodes each of them, the kind's index reads only their fields.
-REINDEX_BATCH: Final = {NAMES_INDEX: 2000, INVOLVED_INDEX: 500}
+REINDEX_BATCH: Final = {NAMES_INDEX: 2000, INVOLVED_INDEX: 500, DELETING_INDEX: 500}
 #: The rebuild's lock lives this long without a step (a rebuilder that died frees it so).
 REINDEX_TTL_MS: Final = 60_000
 #: After a rebuild that did not complete (another ran, or writers that do not keep the index
@@ -320,22 +321,26 @@ REINDEX_RETRY_S: Final = 30.0
 
 
 def reindex_source(keys: StateKeys, kind: str, index: str) -> str:
-    """The hash a rebuild of ``index`` scans: the objects (the Events' involved index needs
-    their JSON) or their versions (the kind's index needs only the fields)."""
-    return keys.objects(kind) if index == INVOLVED_INDEX else keys.versions(kind)
+    """The hash a rebuild of ``index`` scans: the objects (the Events' involved index and the
+    deleting index need their JSON) or their versions (the kind's index needs only the fields)."""
+    return keys.versions(kind) if index == NAMES_INDEX else keys.objects(kind)
 
 
 def reindex_batch(index: str, found: Any) -> list[bytes]:
     """``lua/reindex.lua``'s ``add`` arguments for what ``HSCAN`` of :func:`reindex_source` found
-    (field -> value): the fields, or per Event its field, resourceVersion and involved member."""
+    (field -> value): the fields, per Event its field, resourceVersion and involved member, or
+    per object marked for deletion its field and resourceVersion."""
     args: list[bytes] = []
     for field, raw in found.items():
         name = field if isinstance(field, bytes) else str(field).encode()
-        if index != INVOLVED_INDEX:
+        if index == NAMES_INDEX:
             args.append(name)
             continue
         data = raw if isinstance(raw, bytes) else str(raw).encode("latin-1")
-        args += [name, data.partition(b":")[0], involved_of(decode(data))]
+        if index == INVOLVED_INDEX:
+            args += [name, data.partition(b":")[0], involved_of(decode(data))]
+        elif decode(data).get("metadata", {}).get("deletionTimestamp"):
+            args += [name, data.partition(b":")[0]]
     return args
 
 

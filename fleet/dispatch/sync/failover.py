@@ -20,6 +20,7 @@ failover), each ends the attempt and hands the job back to be placed again
 from __future__ import annotations
 
 import time
+from collections.abc import Collection, Iterator
 from typing import Any, Final
 
 from prometheus_client import Counter
@@ -41,9 +42,9 @@ from fleet.jobs import (
     attempt_of,
     cluster_of,
     current_state,
+    iter_jobs,
     job_key,
     try_get_job,
-    walk_jobs,
 )
 from fleet.policy import PurgeMode
 from fleet.workloads import WorkloadStatus, adapter_for
@@ -122,6 +123,14 @@ class Failover:
                     blame=Blame.MEMBER,
                 )
 
+    def _placed_on(self, members: Collection[str]) -> Iterator[Any]:
+        """The jobs whose copies may be on ``members``, from the copies record
+        (:mod:`fleet.state.copies`): an attempt's entry is there from the moment it is sent until
+        its copy is known gone, after its attempt ended. So each tick while a member is down reads
+        that member's jobs, not the fleet's (a walk of 100,000 queued jobs was 5 s of CPU)."""
+        keys = sorted({entry.key for member in members for entry in self.ctx.copies.on(member)})
+        return iter_jobs(self.ctx.objects, keys)
+
     def cluster(self) -> None:
         """Hand back the jobs of the owned members NotReady past each job's toleration."""
         wall = time.time()
@@ -136,7 +145,7 @@ class Failover:
             }
         if not down:
             return
-        for obj in walk_jobs(self.ctx.objects):
+        for obj in self._placed_on(down):
             member = cluster_of(obj)
             if (
                 member not in down

@@ -35,7 +35,7 @@ from fleet.jobs import (
     job_key,
     last_cluster_of,
     try_get_job,
-    walk_jobs,
+    walk_marked_jobs,
 )
 from fleet.kinds import FLEET_JOB_KINDS
 from fleet.members import DELETED
@@ -88,10 +88,11 @@ class Finalizers:
 
     def resync(self) -> str:
         """Act on every job marked for deletion; the resourceVersion to follow the changes from
-        (read first: a job marked while the jobs are walked is in the changes). The jobs are
-        walked a slice at a time: a list of 100,000 held 1.5 GB in each syncer at its start."""
+        (read first: a job marked while the jobs are walked is in the changes). Only the jobs
+        marked are read, through the store's index of them: a walk of 100,000 queued jobs cost
+        each syncer 5 s of CPU at its start and every ``resync_every`` (issue 30)."""
         version = self.ctx.objects.resource_version()
-        for obj in walk_jobs(self.ctx.objects):
+        for obj in walk_marked_jobs(self.ctx.objects):
             self.maybe_delete(obj)
         return version
 

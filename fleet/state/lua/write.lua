@@ -13,7 +13,8 @@
 -- ARGV[8]  fence key ('' = not fenced) and ARGV[9] the token it must hold
 -- ARGV[10] the previous version's selector view for a MODIFIED ('' otherwise)
 -- ARGV[11] '1' when the object is marked for deletion ('' otherwise): the stream entry says so,
---          so a reader after deletions only decodes those (absent from older entries)
+--          so a reader after deletions only decodes those (absent from older entries), and the
+--          kind's deleting index holds its field
 -- ARGV[12] the object's member of the kind's involved index (Events only, '' otherwise) and
 -- ARGV[13] the previous version's member ('' for a create); both from Python, which can read
 --          the JSON (absent from older callers: no involved index is kept then)
@@ -45,6 +46,11 @@ body = rv .. ':' .. body
 
 local objects, changes = k_objects(kind), k_changes(kind)
 if op == 'put' then
+  if not current and redis.call('EXISTS', objects) == 0 then
+    -- The kind's first object: every mark from now on goes through this script, so its
+    -- deleting index is complete (an older store is rebuilt once, see reindex.lua).
+    redis.call('HSET', K_DELETING_KEPT, kind, '1')
+  end
   redis.call('HSET', objects, field, body)
   redis.call('HSET', versions, field, rv)
   if not current then
@@ -60,10 +66,12 @@ if op == 'put' then
     -- it for the Events written after it read them (and on a bump it costs a lookup).
     redis.call('ZADD', k_involved(kind), 0, involved)
   end
+  if deleting == '1' then redis.call('SADD', k_deleting(kind), field) end
 else
   redis.call('HDEL', objects, field)
   redis.call('HDEL', versions, field)
   redis.call('ZREM', k_index(kind), index_member(field))
+  redis.call('SREM', k_deleting(kind), field)
   if involved ~= '' then redis.call('ZREM', k_involved(kind), involved) end
   if involved_old ~= '' and involved_old ~= involved then
     redis.call('ZREM', k_involved(kind), involved_old)

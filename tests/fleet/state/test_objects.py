@@ -456,11 +456,13 @@ def test_every_key_lives_in_the_quota_ledgers_slot(redis_client: redis.Redis) ->
     objects = Objects(redis_client, history=1)
     for i in range(150):
         objects.create(EVENT, {"metadata": {"name": f"e{i}", "namespace": "n"}, "reason": "R"})
-    objects.create(NODE, {"metadata": {"name": "n"}})
+    objects.create(NODE, {"metadata": {"name": "n", "finalizers": ["fleet.io/test"]}})
+    objects.delete(NODE, None, "n")  # marked: the Nodes' deleting index holds it
     objects.list_page(EVENT, "n", limit=10)
     assert objects.reindex(EVENT, INVOLVED_INDEX)  # takes and drops its lock
     keys = [k.decode() if isinstance(k, bytes) else k for k in redis_client.keys("*")]
-    # version, floors; objects/versions/changes/index for two kinds; involved for Events
-    assert len(keys) == 11
+    # version, floors, deleting-kept; objects/versions/changes/index for two kinds; involved
+    # for Events; deleting for Nodes
+    assert len(keys) == 13
     assert {key_slot(k.encode()) for k in keys} == {key_slot(DEFAULT_KEYS.meta.encode())}
     assert all(k.startswith("fleet:{quota}:state:") for k in keys)
