@@ -31,7 +31,8 @@ Per kind, named by :func:`kind_name` (``mindxdl.gitee.com/ascendjobs``, ``core/e
     so that a reader after deletions (the syncer's resync of its finalizers) reads those, not a
     walk of 100,000 queued jobs (5 s of a syncer's CPU each time, issue 30). The write script
     adds the field in every write of a marked object and removes it with the object; a mark is
-    never taken back. The index is complete once ``deleting-kept`` says so for the kind.
+    never taken back. The index is complete once ``deleting-kept`` says so for the kind or for
+    every kind.
 ``involved:<kind>``
     Only for Events (:data:`INVOLVED_KINDS`). Sorted set at score 0 of :func:`involved_member`,
     ``involvedName\0involvedNamespace\0eventNamespace\0eventName``: the Events about one object
@@ -49,9 +50,9 @@ And once:
     Hash: kind -> the resourceVersion below which the kind's stream was trimmed (a watch or a
     continue token from an older version gets 410 Gone).
 ``deleting-kept``
-    Hash: kind -> ``1`` once the kind's ``deleting`` index holds every marked object: set by the
-    write script when it creates the first object of an empty kind (from then on every mark went
-    through it), and by a rebuild of the index (data written before it existed).
+    Hash: kind -> ``1`` once the kind's ``deleting`` index holds every marked object, set by a
+    rebuild of the index (data written before it existed); ``*`` -> ``1`` for every kind, set by
+    the write script in the store's first write (every mark since went through it).
 ``reindex:<index>:<kind>``
     String: the token of the process rebuilding the kind's ``index`` or ``involved`` index, with a
     TTL (one rebuild at a time; a rebuilder that dies frees it so).
@@ -181,7 +182,8 @@ class StateKeys(KeySpace):
 
     @key("K_DELETING_KEPT")
     def deleting_kept(self) -> str:
-        """Hash: kind -> ``1`` once the kind's :meth:`deleting` index is complete."""
+        """Hash: kind (or ``*``, every kind) -> ``1`` once the kind's :meth:`deleting` index is
+        complete."""
         return "deleting-kept"
 
     @key_function("k_reindex")

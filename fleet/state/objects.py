@@ -212,7 +212,7 @@ class Objects:
         it, every object of the kind is walked instead (:meth:`scan`). As with :meth:`scan`, an
         object marked from the first step to the last comes at least once."""
         kind = kind_name(rt.key)
-        if not self.client.hexists(self.keys.deleting_kept, kind) and not self._reindex_now(
+        if not any(self.client.hmget(self.keys.deleting_kept, [kind, "*"])) and not self._reindex_now(
             rt, DELETING_INDEX
         ):
             cursor = 0

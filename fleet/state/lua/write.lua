@@ -42,15 +42,15 @@ elseif expected ~= '*' and expected ~= current then
 end
 
 local rv = string.format('%d', redis.call('INCR', K_VERSION))
+if rv == '1' then
+  -- The store's first write: every mark from now on goes through this script, so every kind's
+  -- deleting index is complete (an older store has each kind's rebuilt once, see reindex.lua).
+  redis.call('HSET', K_DELETING_KEPT, '*', '1')
+end
 body = rv .. ':' .. body
 
 local objects, changes = k_objects(kind), k_changes(kind)
 if op == 'put' then
-  if not current and redis.call('EXISTS', objects) == 0 then
-    -- The kind's first object: every mark from now on goes through this script, so its
-    -- deleting index is complete (an older store is rebuilt once, see reindex.lua).
-    redis.call('HSET', K_DELETING_KEPT, kind, '1')
-  end
   redis.call('HSET', objects, field, body)
   redis.call('HSET', versions, field, rv)
   if not current then
