@@ -32,7 +32,8 @@ Per kind, named by :func:`kind_name` (``mindxdl.gitee.com/ascendjobs``, ``core/e
     walk of 100,000 queued jobs (5 s of a syncer's CPU each time, issue 30). The write script
     adds the field in every write of a marked object and removes it with the object; a mark is
     never taken back. The index is complete once ``deleting-kept`` says so for the kind or for
-    every kind.
+    every kind. (A writer older than the index, in a rolling upgrade, marks without adding:
+    the syncer still sees that mark on the change stream it follows.)
 ``involved:<kind>``
     Only for Events (:data:`INVOLVED_KINDS`). Sorted set at score 0 of :func:`involved_member`,
     ``involvedName\0involvedNamespace\0eventNamespace\0eventName``: the Events about one object
