@@ -17,7 +17,7 @@ import pytest
 import redis
 
 from bench import kueue_baseline_bench as bench
-from bench.contention_bench import DURATION, NPU, PRIORITY
+from bench.contention_bench import ADMITTED, DURATION, NPU, PRIORITY
 from fleet.apiserver.validation import dns1035_label
 from fleet.jobs import submit
 from fleet.sim.topology import Topology
@@ -142,3 +142,28 @@ def test_running_mean() -> None:
     assert bench.running_mean(intervals, 0.0, 10.0) == pytest.approx((200 + 25) / 10)
     assert bench.running_mean(intervals, 10.0, 20.0) == pytest.approx(25 / 10)
     assert bench.running_mean(intervals, 5.0, 5.0) == 0.0
+
+
+def test_admitted_to_copy_is_measured_per_attempt() -> None:
+    """A job preempted while Admitted, before its copy, is admitted again later: each attempt's
+    wait for its copy counts from its own admission, not the whole wait in the queue between."""
+    preempted_before_its_copy = [
+        ("Queued", 0.0),
+        (ADMITTED, 1.0),
+        ("Queued", 1.5),
+        (ADMITTED, 40.0),
+        ("Dispatched", 40.25),
+        ("Running", 40.5),
+        ("Succeeded", 41.0),
+    ]
+    assert bench.admitted_to_copy(preempted_before_its_copy) == [0.25]
+    ran_twice = [
+        (ADMITTED, 1.0),
+        ("Dispatched", 1.5),
+        ("Running", 2.0),
+        ("Queued", 3.0),
+        (ADMITTED, 9.0),
+        ("Dispatched", 9.125),
+    ]
+    assert bench.admitted_to_copy(ran_twice) == [0.5, 0.125]
+    assert bench.admitted_to_copy([(ADMITTED, 1.0), ("Running", 2.0)]) == []
