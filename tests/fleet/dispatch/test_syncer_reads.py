@@ -98,8 +98,9 @@ def test_the_finalizers_resync_reads_the_jobs_marked_for_deletion_only(
 def test_a_down_members_jobs_fail_over_and_no_other_job_is_read(
     fake_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """m1 has been NotReady for an hour (past every toleration): its two jobs are handed back,
-    m2's job stays, and only m1's jobs are read, every tick it stays down."""
+    """While m1 has been NotReady for less than any toleration (the default policy's 30 s), no
+    job is read. Once it has been down an hour, its two jobs are handed back, m2's job stays,
+    and only m1's jobs are read, every tick it stays down."""
     ctx = Context(fake_redis)
     queue(ctx)
     on_m1 = [placed(ctx, f"down-{i}", "m1") for i in range(2)]
@@ -109,9 +110,12 @@ def test_a_down_members_jobs_fail_over_and_no_other_job_is_read(
         syncer.probes.record("m1", healthy=False, error="refused", latency=0.1)
     down = syncer.shared.health["m1"]
     assert down.ready is False
-    syncer.shared.health["m1"] = dataclasses.replace(down, since=time.time() - 3600)
 
     reads = Reads(ctx.objects, monkeypatch)
+    syncer.shared.health["m1"] = dataclasses.replace(down, since=time.time() - 20)
+    syncer.failover.cluster()
+    assert reads.read == []
+    syncer.shared.health["m1"] = dataclasses.replace(down, since=time.time() - 3600)
     syncer.failover.cluster()
     assert sorted(reads.read) == ["down-0", "down-1"]
     syncer.failover.cluster()  # still down: the same two read, nothing more to do
