@@ -118,17 +118,12 @@ def mutate_jobs(
 
 
 def walk_jobs(objects: Objects, count: int = 500) -> Iterator[Obj]:
-    """Every fleet job of every kind, read about ``count`` at a time (:meth:`Objects.scan`): a
+    """Every fleet job of every kind, read about ``count`` at a time (:meth:`Objects.walk`): a
     walk holds one slice in memory, where a list of 100,000 jobs held 1.5 GB. A job stored from
     the walk's start to its end comes at least once (maybe twice); one created or deleted
     meanwhile may or may not: read the resourceVersion first to follow the changes from there."""
     for rt in FLEET_JOB_KINDS:
-        cursor = 0
-        while True:
-            cursor, found = objects.scan(rt, cursor, count)
-            yield from found
-            if not cursor:
-                break
+        yield from objects.walk(rt, count)
 
 
 def walk_marked_jobs(objects: Objects) -> Iterator[Obj]:

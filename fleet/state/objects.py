@@ -205,22 +205,29 @@ class Objects:
         assert isinstance(found, dict)  # fields with their values (no NOVALUES)
         return int(cursor), [decode(raw) for raw in found.values()]
 
+    def walk(self, rt: ResourceType, count: int = 500) -> Iterator[Obj]:
+        """Every object of the kind, about ``count`` read at a time (:meth:`scan` to its end): a
+        walk holds one slice in memory, and an object stored from its start to its end comes at
+        least once."""
+        cursor = 0
+        while True:
+            cursor, found = self.scan(rt, cursor, count)
+            yield from found
+            if not cursor:
+                return
+
     def walk_marked(self, rt: ResourceType, count: int = 500) -> Iterator[Obj]:
         """Every object of the kind marked for deletion, about ``count`` read at a time: the
         fields of its deleting index (:mod:`fleet.state.keys`), then their objects. An index not
         complete yet (data written before it) is rebuilt first; while another process rebuilds
-        it, every object of the kind is walked instead (:meth:`scan`). As with :meth:`scan`, an
+        it, every object of the kind is walked instead (:meth:`walk`). As with :meth:`scan`, an
         object marked from the first step to the last comes at least once."""
         kind = kind_name(rt.key)
         if not any(self.client.hmget(self.keys.deleting_kept, [kind, "*"])) and not self._reindex_now(
             rt, DELETING_INDEX
         ):
-            cursor = 0
-            while True:
-                cursor, found = self.scan(rt, cursor, count)
-                yield from (obj for obj in found if obj["metadata"].get("deletionTimestamp"))
-                if not cursor:
-                    return
+            yield from (obj for obj in self.walk(rt, count) if obj["metadata"].get("deletionTimestamp"))
+            return
         objects = self.keys.objects(kind)
         fields = self.client.sscan_iter(self.keys.deleting(kind), count=count)
         while chunk := [field for _, field in zip(range(count), fields, strict=False)]:

@@ -141,6 +141,35 @@ def test_deleting_a_fleet_job_deletes_its_member_copy_and_returns_its_quota(
     assert events_for(fleet.objects, submitted) == []
 
 
+def test_a_job_deleted_while_no_syncer_runs_is_deleted_by_the_next_one_to_start(
+    fleet_factory: Callable[..., RunningFleet],
+) -> None:
+    """The next syncer finds the marks through the store's index of marked jobs (its resync reads
+    those, not every job): the changes that marked them are older than the stream it follows.
+    A placed job's copy is also seen by its watch; a queued job has no copy, so only the resync
+    can find it. The queued jobs not deleted stay."""
+    fleet = fleet_factory(members=TWO_MEMBERS, workers=1)
+    submitted = fleet.submit(_single("long", seconds=600))
+    waiting = [fleet.submit(_single(f"waits-{i}", seconds=600, npus=64)) for i in range(3)]  # fit nowhere
+    fleet.wait_for("the job to run", lambda: _state(fleet, "long") == "Running", 30)
+    assert len(_copies(fleet, submitted)) == 1
+    assert fleet.procs.terminate("syncer") == 0
+    for name in ("long", "waits-0"):
+        fleet.objects.delete(FLEET_ASCENDJOB, NS, name)
+        assert _state(fleet, name) is not None  # marked, held by its finalizer: no syncer to act
+    fleet.procs.restart("syncer")
+    fleet.wait_for(
+        "the fleet jobs to be gone", lambda: all(_get(fleet, n) is None for n in ("long", "waits-0")), 30
+    )
+    fleet.wait_for("the member copy to be gone", lambda: _copies(fleet, submitted) == [], 15)
+    assert all(_get(fleet, w["metadata"]["name"]) is not None for w in waiting[1:])
+    fleet.wait_for(
+        "its quota returned",
+        lambda: fleet.ledger.usages(["root"])["root"].get("huawei.com/Ascend910", 0) == 0,
+        10,
+    )
+
+
 def test_a_job_that_always_fails_is_retried_with_growing_delays_then_failed(
     fleet_factory: Callable[..., RunningFleet],
 ) -> None:
